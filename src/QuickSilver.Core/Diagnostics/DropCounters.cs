@@ -1,0 +1,68 @@
+using QuickSilver.Core.Wire;
+
+namespace QuickSilver.Core.Diagnostics;
+
+/// <summary>Why a packet or message was dropped. Every drop anywhere in QuickSilver is counted under one of these.</summary>
+public enum DropReason
+{
+    // Decoder rejections (one per WireError other than None).
+    Truncated = 1,
+    Oversized,
+    BadMagic,
+    UnknownVersion,
+    UnknownType,
+    Malformed,
+    UnknownClassId,
+
+    // Resource bounds.
+    SendQueueFull,
+    ReceiveBufferFull,
+    NoHandler,
+
+    // Simulated network only.
+    LinkLoss,
+    LinkQueueFull,
+    Partitioned,
+    NodeDown,
+}
+
+/// <summary>
+/// Drop counters by reason. Incremented on the owning (core) thread, readable from any thread (metrics, tests).
+/// </summary>
+public sealed class DropCounters
+{
+    private static readonly int Size = Enum.GetValues<DropReason>().Max(r => (int)r) + 1;
+    private readonly long[] _counts = new long[Size];
+
+    public void Increment(DropReason reason) => Interlocked.Increment(ref _counts[(int)reason]);
+
+    /// <summary>Counts a decoder rejection under the matching reason.</summary>
+    public void Increment(WireError error) => Increment(FromWireError(error));
+
+    public long this[DropReason reason] => Volatile.Read(ref _counts[(int)reason]);
+
+    public long Total
+    {
+        get
+        {
+            long sum = 0;
+            for (int i = 0; i < _counts.Length; i++)
+            {
+                sum += Volatile.Read(ref _counts[i]);
+            }
+
+            return sum;
+        }
+    }
+
+    public static DropReason FromWireError(WireError error) => error switch
+    {
+        WireError.Truncated => DropReason.Truncated,
+        WireError.Oversized => DropReason.Oversized,
+        WireError.BadMagic => DropReason.BadMagic,
+        WireError.UnknownVersion => DropReason.UnknownVersion,
+        WireError.UnknownType => DropReason.UnknownType,
+        WireError.UnknownClassId => DropReason.UnknownClassId,
+        _ => DropReason.Malformed,
+    };
+}

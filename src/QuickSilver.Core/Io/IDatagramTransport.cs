@@ -1,0 +1,50 @@
+using QuickSilver.Core.Feeds;
+
+namespace QuickSilver.Core.Io;
+
+/// <summary>Receives datagrams on the core thread. The span is only valid during the call.</summary>
+public interface IDatagramHandler
+{
+    void OnDatagram(NetAddress from, ReadOnlySpan<byte> datagram);
+}
+
+/// <summary>
+/// A pull-model source of datagrams. The transport calls <see cref="Pull"/> on the core thread when it can send
+/// (socket buffer space, rate control). Returning 0 means "nothing now": the feed is deactivated and not pulled again
+/// until its <see cref="IFeedChannel"/> is signalled.
+/// </summary>
+public interface IDatagramFeed
+{
+    /// <summary>Writes the next datagram into <paramref name="buffer"/> (whose length is the transport's maximum datagram size)
+    /// and its destination into <paramref name="to"/>. Returns the number of bytes written, or 0 for "nothing now".</summary>
+    int Pull(Span<byte> buffer, out NetAddress to);
+}
+
+/// <summary>
+/// One bound datagram endpoint, as protocol code sees it: a UDP socket on the real core, or a node's port in the
+/// simulated network. All members are called on the host's core thread.
+/// </summary>
+public interface IDatagramTransport
+{
+    /// <summary>The unicast address this endpoint is bound to.</summary>
+    NetAddress LocalAddress { get; }
+
+    /// <summary>Largest datagram this endpoint sends or accepts, in bytes.</summary>
+    int MaxDatagramSize { get; }
+
+    /// <summary>Sets the handler that receives every datagram arriving at this endpoint (unicast and joined multicast groups).</summary>
+    void SetHandler(IDatagramHandler handler);
+
+    /// <summary>Queues one datagram for sending. Returns false, and counts a drop, when the send queue is full
+    /// (the caller should prefer a feed, which is back-pressured instead).</summary>
+    bool TrySend(NetAddress to, ReadOnlySpan<byte> datagram);
+
+    /// <summary>Registers a pull-model feed. The returned channel re-activates the feed (<see cref="IFeedChannel.Signal"/>) and removes it.</summary>
+    IFeedChannel RegisterFeed(IDatagramFeed feed);
+
+    /// <summary>Joins an IP multicast group (the address's port is ignored; the endpoint's bound port receives).</summary>
+    void JoinGroup(NetAddress group);
+
+    /// <summary>Leaves an IP multicast group.</summary>
+    void LeaveGroup(NetAddress group);
+}
