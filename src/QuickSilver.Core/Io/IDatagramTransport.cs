@@ -42,9 +42,11 @@ public interface IDatagramTransport
     /// <summary>Registers a pull-model feed. The returned channel re-activates the feed (<see cref="IFeedChannel.Signal"/>) and removes it.</summary>
     IFeedChannel RegisterFeed(IDatagramFeed feed);
 
-    /// <summary>Joins an IP multicast group (the address's port is ignored; the endpoint's bound port receives).</summary>
+    /// <summary>Starts receiving the datagrams sent to the multicast address <paramref name="group"/> (its IP and port);
+    /// they reach this endpoint's handler like unicast ones. The sender of a multicast datagram appears as its
+    /// unicast address.</summary>
     void JoinGroup(NetAddress group);
 
-    /// <summary>Leaves an IP multicast group.</summary>
+    /// <summary>Stops receiving <paramref name="group"/> (IP and port).</summary>
     void LeaveGroup(NetAddress group);
 }

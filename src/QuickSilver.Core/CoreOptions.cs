@@ -1,0 +1,66 @@
+using QuickSilver.Core.Io;
+using Serilog;
+
+namespace QuickSilver.Core;
+
+/// <summary>Which I/O queue the core drains.</summary>
+public enum IoBackendKind
+{
+    /// <summary>Epoll on Linux, the portable backend elsewhere.</summary>
+    Auto = 0,
+
+    /// <summary>Native epoll loop with recvmmsg/sendmmsg and an eventfd for wake-ups (Linux only).</summary>
+    Epoll,
+
+    /// <summary>.NET sockets whose completions are posted into the core's queue (any OS; Windows uses completion ports underneath).</summary>
+    Portable,
+}
+
+/// <summary>Options of one <see cref="QuickSilverCore"/>. Defaults follow QSM §2.5.</summary>
+public sealed record CoreOptions
+{
+    /// <summary>Name used for the thread, logs and metric tags.</summary>
+    public string Name { get; init; } = "core";
+
+    /// <summary>How long one round of I/O processing may run before the core turns to timers (paper: 100 ms).</summary>
+    public TimeSpan IoQuantum { get; init; } = TimeSpan.FromMilliseconds(100);
+
+    /// <summary>How long one round of alarm processing may run before the core turns back to I/O (paper: 50 ms).</summary>
+    public TimeSpan AlarmQuantum { get; init; } = TimeSpan.FromMilliseconds(50);
+
+    public IoBackendKind Backend { get; init; } = IoBackendKind.Auto;
+
+    /// <summary>Capacity of the lock-free downcall queue. A full queue makes <c>TryPost</c> return false.</summary>
+    public int DowncallQueueCapacity { get; init; } = 65536;
+
+    /// <summary>Datagrams moved by one recvmmsg/sendmmsg call (epoll backend).</summary>
+    public int SyscallBatchSize { get; init; } = 64;
+
+    public ILogger? Logger { get; init; }
+
+    /// <summary>Test hook: the core's time source (elapsed time since an arbitrary origin). Null: a monotonic stopwatch.</summary>
+    internal Func<TimeSpan>? TimeSource { get; init; }
+
+    /// <summary>Throws <see cref="ArgumentException"/> naming the first invalid option.</summary>
+    public void Validate()
+    {
+        if (string.IsNullOrWhiteSpace(Name))
+        {
+            throw new ArgumentException("CoreOptions.Name must not be empty.", nameof(Name));
+        }
+
+        OptionChecks.Positive(IoQuantum, $"CoreOptions.{nameof(IoQuantum)}");
+        OptionChecks.Positive(AlarmQuantum, $"CoreOptions.{nameof(AlarmQuantum)}");
+        OptionChecks.InRange(DowncallQueueCapacity, 2, 1 << 24, $"CoreOptions.{nameof(DowncallQueueCapacity)}");
+        OptionChecks.InRange(SyscallBatchSize, 1, 1024, $"CoreOptions.{nameof(SyscallBatchSize)}");
+        if (!Enum.IsDefined(Backend))
+        {
+            throw new ArgumentOutOfRangeException(nameof(Backend), Backend, "CoreOptions.Backend is not a known backend.");
+        }
+
+        if (Backend == IoBackendKind.Epoll && !OperatingSystem.IsLinux())
+        {
+            throw new PlatformNotSupportedException("CoreOptions.Backend = Epoll needs Linux; use Auto or Portable.");
+        }
+    }
+}

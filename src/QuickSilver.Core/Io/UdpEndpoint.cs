@@ -1,0 +1,325 @@
+using System.Net;
+using System.Net.Sockets;
+using System.Runtime.InteropServices;
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Core.Feeds;
+
+namespace QuickSilver.Core.Io;
+
+/// <summary>
+/// A UDP endpoint owned by one core: a unicast socket (send and unicast receive) plus one receive-only socket per
+/// joined multicast group, all delivering to one handler. Outgoing datagrams wait in a bounded send ring in native
+/// memory; feeds write straight into ring slots. The backend decides how the ring reaches the wire
+/// (sendmmsg, or Socket.SendTo) and how datagrams are received. Core thread only.
+/// </summary>
+public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
+{
+    private readonly byte* _slots;
+    private readonly int[] _slotLength;
+    private readonly NetAddress[] _slotDestination;
+    private readonly FeedSet<IDatagramFeed> _feeds = new();
+    private readonly Dictionary<NetAddress, Socket> _groups = new();
+    private IDatagramHandler? _handler;
+    private int _head;
+    private int _count;
+    private bool _closed;
+
+    private protected UdpEndpoint(QuickSilverCore core, UdpEndpointOptions options)
+    {
+        Core = core;
+        Options = options;
+        Counters = core.Counters;
+        MainSocket = CreateSocket(options);
+        try
+        {
+            MainSocket.Bind(options.Bind.ToIPEndPoint());
+            MainSocket.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastInterface,
+                options.MulticastInterface.ToIPAddress().GetAddressBytes());
+            MainSocket.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastTimeToLive, options.MulticastTtl);
+            MainSocket.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastLoopback, options.MulticastLoopback);
+            LocalAddress = NetAddress.FromIPEndPoint((IPEndPoint)MainSocket.LocalEndPoint!);
+        }
+        catch
+        {
+            MainSocket.Dispose();
+            throw;
+        }
+
+        Capacity = options.SendQueueCapacity;
+        SlotSize = options.MaxDatagramSize;
+        _slots = (byte*)NativeMemory.AlignedAlloc((nuint)((long)Capacity * SlotSize), 64);
+        _slotLength = new int[Capacity];
+        _slotDestination = new NetAddress[Capacity];
+        _feeds.BecameActive += () => core.MarkDirty(this);
+    }
+
+    public NetAddress LocalAddress { get; }
+
+    public int MaxDatagramSize => Options.MaxDatagramSize;
+
+    public UdpEndpointOptions Options { get; }
+
+    /// <summary>Datagrams waiting in the send ring.</summary>
+    public int PendingSends => _count;
+
+    internal QuickSilverCore Core { get; }
+
+    internal CoreCounters Counters { get; }
+
+    internal Socket MainSocket { get; }
+
+    internal bool InDirtyList { get; set; }
+
+    internal bool IsClosed => _closed;
+
+    private protected int Capacity { get; }
+
+    private protected int SlotSize { get; }
+
+    private protected int Head => _head;
+
+    private protected int Count => _count;
+
+    public void SetHandler(IDatagramHandler handler)
+    {
+        ArgumentNullException.ThrowIfNull(handler);
+        Core.ThrowIfNotCoreThread();
+        _handler = handler;
+    }
+
+    public bool TrySend(NetAddress to, ReadOnlySpan<byte> datagram)
+    {
+        Core.ThrowIfNotCoreThread();
+        ObjectDisposedException.ThrowIf(_closed, this);
+        if (datagram.Length > SlotSize)
+        {
+            throw new ArgumentException(
+                $"Datagram of {datagram.Length} bytes exceeds MaxDatagramSize ({SlotSize}).", nameof(datagram));
+        }
+
+        if (_count == Capacity)
+        {
+            FlushRing(); // make room now if the socket takes it
+            if (_count == Capacity)
+            {
+                Counters.Drops.Increment(DropReason.SendQueueFull);
+                return false;
+            }
+        }
+
+        int slot = (_head + _count) % Capacity;
+        datagram.CopyTo(Slot(slot));
+        _slotLength[slot] = datagram.Length;
+        _slotDestination[slot] = to;
+        _count++;
+        Core.MarkDirty(this);
+        return true;
+    }
+
+    public IFeedChannel RegisterFeed(IDatagramFeed feed)
+    {
+        Core.ThrowIfNotCoreThread();
+        ObjectDisposedException.ThrowIf(_closed, this);
+        return _feeds.Register(feed);
+    }
+
+    public void JoinGroup(NetAddress group)
+    {
+        Core.ThrowIfNotCoreThread();
+        ObjectDisposedException.ThrowIf(_closed, this);
+        if (!group.IsMulticast)
+        {
+            throw new ArgumentException($"{group} is not an IPv4 multicast address (224.0.0.0/4).", nameof(group));
+        }
+
+        if (_groups.ContainsKey(group))
+        {
+            return;
+        }
+
+        // Bound to the group address itself, so this socket receives only that group's datagrams; several
+        // processes on one host share the port through SO_REUSEADDR.
+        var socket = CreateSocket(Options);
+        try
+        {
+            socket.SetSocketOption(SocketOptionLevel.Socket, SocketOptionName.ReuseAddress, true);
+            socket.Bind(group.ToIPEndPoint());
+            socket.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.AddMembership,
+                new MulticastOption(group.ToIPAddress(), Options.MulticastInterface.ToIPAddress()));
+            OnSocketOpened(socket);
+        }
+        catch
+        {
+            socket.Dispose();
+            throw;
+        }
+
+        _groups.Add(group, socket);
+    }
+
+    public void LeaveGroup(NetAddress group)
+    {
+        Core.ThrowIfNotCoreThread();
+        if (_groups.Remove(group, out var socket))
+        {
+            OnSocketClosing(socket);
+            socket.Dispose();
+        }
+    }
+
+    /// <summary>Sends what the ring holds and what active feeds give, within a budget so one busy endpoint cannot starve
+    /// the core. Returns true when there is more to do right away (budget used up), false when idle or blocked.</summary>
+    internal bool Flush()
+    {
+        if (_closed)
+        {
+            return false;
+        }
+
+        int budget = Math.Max(1024, Capacity * 4);
+        while (budget > 0)
+        {
+            budget -= FillFromFeeds();
+            if (_count == 0)
+            {
+                return false;
+            }
+
+            int before = _count;
+            if (!FlushRing())
+            {
+                return false; // the socket is full; the backend re-marks us dirty when it drains
+            }
+
+            if (_count == before)
+            {
+                return false;
+            }
+        }
+
+        return true;
+    }
+
+    private int FillFromFeeds()
+    {
+        int pulled = 0;
+        while (_count < Capacity && _feeds.TryNext(out var channel, out var feed))
+        {
+            int slot = (_head + _count) % Capacity;
+            int length = feed.Pull(Slot(slot), out var to);
+            if (length <= 0)
+            {
+                _feeds.Deactivate(channel);
+                continue;
+            }
+
+            _slotLength[slot] = Math.Min(length, SlotSize);
+            _slotDestination[slot] = to;
+            _count++;
+            pulled++;
+        }
+
+        return pulled;
+    }
+
+    /// <summary>Hands queued datagrams to the socket. Returns false when the socket would block.</summary>
+    private protected abstract bool FlushRing();
+
+    /// <summary>Called for every socket of this endpoint (main and group sockets) once it is ready to receive.</summary>
+    private protected abstract void OnSocketOpened(Socket socket);
+
+    /// <summary>Called before a socket of this endpoint is closed.</summary>
+    private protected abstract void OnSocketClosing(Socket socket);
+
+    /// <summary>Completes registration of the main socket; called by the backend right after construction.</summary>
+    internal void Start() => OnSocketOpened(MainSocket);
+
+    private protected Span<byte> Slot(int index) => new(_slots + ((long)index * SlotSize), SlotSize);
+
+    private protected byte* SlotPointer(int index) => _slots + ((long)index * SlotSize);
+
+    private protected int SlotLength(int index) => _slotLength[index];
+
+    private protected NetAddress SlotDestination(int index) => _slotDestination[index];
+
+    /// <summary>Removes <paramref name="sent"/> datagrams from the head of the ring after the socket took them.</summary>
+    private protected void Consume(int sent, long bytes)
+    {
+        _head = (_head + sent) % Capacity;
+        _count -= sent;
+        Counters.PacketsOut += sent;
+        Counters.BytesOut += bytes;
+    }
+
+    /// <summary>Drops the head datagram after a send error the socket reported for it (not "would block").</summary>
+    private protected void DropHead()
+    {
+        _head = (_head + 1) % Capacity;
+        _count--;
+        Counters.SendErrors++;
+    }
+
+    /// <summary>Hands one received datagram to the handler. The span is valid only during the call.</summary>
+    private protected void Deliver(NetAddress from, ReadOnlySpan<byte> datagram)
+    {
+        Counters.PacketsIn++;
+        Counters.BytesIn += datagram.Length;
+        if (_handler is null)
+        {
+            Counters.Drops.Increment(DropReason.NoHandler);
+            return;
+        }
+
+        _handler.OnDatagram(from, datagram);
+    }
+
+    /// <summary>Counts a received datagram larger than <see cref="MaxDatagramSize"/>.</summary>
+    private protected void DropOversized() => Counters.Drops.Increment(DropReason.Oversized);
+
+    private static Socket CreateSocket(UdpEndpointOptions options)
+    {
+        var socket = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
+        try
+        {
+            socket.ReceiveBufferSize = options.SocketReceiveBufferBytes;
+            socket.SendBufferSize = options.SocketSendBufferBytes;
+        }
+        catch
+        {
+            socket.Dispose();
+            throw;
+        }
+
+        return socket;
+    }
+
+    /// <summary>Closes the endpoint: sends what the socket still takes, reports what it could not, releases sockets and memory.</summary>
+    public void Dispose()
+    {
+        if (_closed)
+        {
+            return;
+        }
+
+        Core.ThrowIfNotCoreThread();
+        FlushRing();
+        if (_count > 0)
+        {
+            Core.Log.Warning("UDP endpoint {Endpoint} closed with {Pending} datagrams unsent", LocalAddress, _count);
+        }
+
+        _closed = true;
+        foreach (var socket in _groups.Values)
+        {
+            OnSocketClosing(socket);
+            socket.Dispose();
+        }
+
+        _groups.Clear();
+        OnSocketClosing(MainSocket);
+        MainSocket.Dispose();
+        NativeMemory.AlignedFree(_slots);
+        Core.Forget(this);
+        GC.SuppressFinalize(this);
+    }
+}
