@@ -13,11 +13,13 @@ public sealed class ProbeReceiver : IDatagramHandler
 {
     private readonly IDatagramTransport _endpoint;
     private readonly NetAddress _sender;
-    private readonly BitArray _seen;
+    private readonly BitArray? _seen;
     private readonly byte[] _ack = new byte[ProbeWire.MinSize];
     private readonly DropCounters? _drops;
     private long _received;
     private long _duplicates;
+    private long _target = long.MaxValue;
+    private ManualResetEventSlim? _targetReached;
 
     public ProbeReceiver(IDatagramTransport endpoint, NetAddress sender, int total, int ackEvery, DropCounters? drops = null)
     {
@@ -32,7 +34,22 @@ public sealed class ProbeReceiver : IDatagramHandler
         _drops = drops;
     }
 
-    public int Total { get; }
+    /// <summary>Open-ended receiver for benchmarks: counts datagrams without remembering which arrived (so it cannot
+    /// detect duplicates or name missing ones) and acknowledges every <paramref name="ackEvery"/>.</summary>
+    public static ProbeReceiver CountingOnly(IDatagramTransport endpoint, NetAddress sender, int ackEvery)
+        => new(endpoint, sender, ackEvery);
+
+    private ProbeReceiver(IDatagramTransport endpoint, NetAddress sender, int ackEvery)
+    {
+        ArgumentNullException.ThrowIfNull(endpoint);
+        ArgumentOutOfRangeException.ThrowIfLessThan(ackEvery, 1);
+        _endpoint = endpoint;
+        _sender = sender;
+        Total = long.MaxValue;
+        AckEvery = ackEvery;
+    }
+
+    public long Total { get; }
 
     public int AckEvery { get; }
 
@@ -40,6 +57,17 @@ public sealed class ProbeReceiver : IDatagramHandler
     public long Received => Volatile.Read(ref _received);
 
     public long Duplicates => Volatile.Read(ref _duplicates);
+
+    /// <summary>Sets <paramref name="reached"/> once <see cref="Received"/> reaches <paramref name="target"/>. Any thread.</summary>
+    public void SetTarget(long target, ManualResetEventSlim reached)
+    {
+        Volatile.Write(ref _targetReached, reached);
+        Volatile.Write(ref _target, target);
+        if (Received >= target)
+        {
+            reached.Set();
+        }
+    }
 
     public void OnDatagram(NetAddress from, ReadOnlySpan<byte> datagram)
     {
@@ -49,14 +77,23 @@ public sealed class ProbeReceiver : IDatagramHandler
             return;
         }
 
-        if (_seen[(int)sequence])
+        if (_seen is not null)
         {
-            Interlocked.Increment(ref _duplicates);
-            return;
+            if (_seen[(int)sequence])
+            {
+                Interlocked.Increment(ref _duplicates);
+                return;
+            }
+
+            _seen[(int)sequence] = true;
         }
 
-        _seen[(int)sequence] = true;
         long count = Interlocked.Increment(ref _received);
+        if (count >= Volatile.Read(ref _target))
+        {
+            _targetReached?.Set();
+        }
+
         if (count % AckEvery == 0 || count == Total)
         {
             int length = ProbeWire.WriteAck(_ack, 2, count);
@@ -67,6 +104,11 @@ public sealed class ProbeReceiver : IDatagramHandler
     /// <summary>Sequence numbers below <see cref="Total"/> that never arrived. Call once the run is over.</summary>
     public int CountMissing()
     {
+        if (_seen is null)
+        {
+            throw new InvalidOperationException("A counting-only receiver does not know which datagrams are missing.");
+        }
+
         int missing = 0;
         for (int i = 0; i < Total; i++)
         {

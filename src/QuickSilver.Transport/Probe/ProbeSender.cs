@@ -38,7 +38,7 @@ public sealed class ProbeSender : IDatagramFeed, IDatagramHandler
         _senderId = senderId;
     }
 
-    public long Total { get; }
+    public long Total { get; private set; }
 
     public int Window { get; }
 
@@ -52,6 +52,14 @@ public sealed class ProbeSender : IDatagramFeed, IDatagramHandler
 
     /// <summary>Set by the owner after <see cref="IDatagramTransport.RegisterFeed"/>, so acknowledgements can re-activate the feed.</summary>
     public IFeedChannel? Channel { get; set; }
+
+    /// <summary>Raises <see cref="Total"/> by <paramref name="more"/> datagrams and resumes sending. Core thread.</summary>
+    public void Extend(long more)
+    {
+        ArgumentOutOfRangeException.ThrowIfNegative(more);
+        Total += more;
+        Channel?.Signal();
+    }
 
     public int Pull(Span<byte> buffer, out NetAddress to)
     {
