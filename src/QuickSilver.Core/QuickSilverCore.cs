@@ -175,7 +175,8 @@ public sealed class QuickSilverCore : IAlarmScheduler, ICoreDispatcher, IDisposa
         return endpoint;
     }
 
-    /// <summary>Asks the core to stop, waits for its thread to exit, and rethrows a fault that stopped it.</summary>
+    /// <summary>Asks the core to stop, waits for its thread to exit, and rethrows a fault that stopped it. Called on the
+    /// core thread itself (from a handler), it only asks: the loop ends after the current event.</summary>
     public void Stop()
     {
         if (IsCoreThread)
@@ -197,11 +198,31 @@ public sealed class QuickSilverCore : IAlarmScheduler, ICoreDispatcher, IDisposa
         }
     }
 
+    /// <summary>Stops the core (see <see cref="Stop"/>) and releases the backend. A fault that stopped the core was
+    /// logged when it happened; Dispose does not rethrow it (call <see cref="Stop"/> first to observe it).</summary>
     public void Dispose()
     {
-        Stop();
-        _backend.Dispose();
-        Counters.Dispose();
+        if (IsCoreThread)
+        {
+            throw new InvalidOperationException($"Core '{Options.Name}' cannot be disposed from its own thread; call Stop() there.");
+        }
+
+        try
+        {
+            Stop();
+        }
+        catch (InvalidOperationException) when (_fault is not null)
+        {
+            // Already logged by the core thread.
+        }
+        finally
+        {
+            if (_thread.ThreadState == System.Threading.ThreadState.Stopped)
+            {
+                _backend.Dispose();
+                Counters.Dispose();
+            }
+        }
     }
 
     internal void ThrowIfNotCoreThread()

@@ -283,6 +283,13 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
         {
             socket.ReceiveBufferSize = options.SocketReceiveBufferBytes;
             socket.SendBufferSize = options.SocketSendBufferBytes;
+            if (OperatingSystem.IsWindows())
+            {
+                // Windows reports an ICMP "port unreachable" for an earlier send as a failed receive; a datagram
+                // endpoint talking to many peers must not see that (SIO_UDP_CONNRESET off).
+                const int SioUdpConnReset = unchecked((int)0x9800000C);
+                socket.IOControl(SioUdpConnReset, [0, 0, 0, 0], null);
+            }
         }
         catch
         {
