@@ -1,3 +1,5 @@
+using System.Numerics;
+
 namespace QuickSilver.Core.Alarms;
 
 /// <summary>
@@ -6,29 +8,38 @@ namespace QuickSilver.Core.Alarms;
 /// </summary>
 /// <remarks>
 /// <para>
-/// The tree is a bottom-up splay tree with parent pointers. The <see cref="Alarm"/> objects are the nodes, so no
-/// operation allocates, and an arbitrary node can be removed (cancel, reschedule) by splaying it to the root from
-/// where it sits, without a search. Every walk is iterative, so a degenerate tree (the shape sorted insertions
-/// produce) costs time once but never stack depth.
+/// The <see cref="Alarm"/> objects are the nodes (left, right and parent links), so nothing allocates, and an alarm
+/// is removed (cancel, reschedule) from where it sits, without a search. Every walk is a loop, so a degenerate tree
+/// costs time, never stack depth.
 /// </para>
 /// <para>
-/// The key is (<see cref="Alarm.Deadline"/>, <c>Sequence</c>), where the sequence is taken from a per-queue counter
-/// on every (re)schedule, so keys are unique and alarms with equal deadlines fire in the order they were scheduled.
-/// The minimum is cached: <see cref="TryPeekDeadline"/> is O(1) while the minimum has not been removed, and the first
-/// peek or pop after removing it finds the new minimum and splays it to the root (an ordinary splay access).
+/// The key is (<see cref="Alarm.Deadline"/>, <c>Sequence</c>), where the sequence comes from a per-queue counter on
+/// every (re)schedule, so keys are unique and alarms with equal deadlines fire in the order they were scheduled.
+/// The minimum is kept up to date, so <see cref="TryPeekDeadline"/> is O(1), and popping it is a splice plus a walk
+/// to its successor.
+/// </para>
+/// <para>
+/// Splaying is conditional (bottom-up, with parent pointers): an operation whose walk is longer than
+/// <c>2·(⌊log2 n⌋ + 1)</c> splays the deepest node it touched to the root; shorter walks leave the tree alone. A
+/// short operation costs O(log n) outright and raises the splay potential (Σ log subtree size) by at most O(log n)
+/// (an insertion) or lowers it (a removal); a long one is paid for by the splay, by the access lemma. So every
+/// operation stays O(log n) amortized, as with splaying on every access, while the common, shallow case skips the
+/// rotations and their pointer writes. Degenerate input (sorted deadlines, the usual timer pattern) triggers the
+/// splays that keep the paths short.
 /// </para>
 /// </remarks>
 public sealed class AlarmQueue
 {
     private Alarm? _root;
-
-    // The leftmost node, or null when unknown (after the cached minimum was removed) or the queue is empty.
-    private Alarm? _min;
+    private Alarm? _min; // the leftmost node; null exactly when the queue is empty
     private int _count;
     private long _nextSequence;
 
     /// <summary>Number of scheduled alarms.</summary>
     public int Count => _count;
+
+    /// <summary>How many times an operation's walk was long enough to splay (for tests and diagnostics).</summary>
+    internal long SplayCount { get; private set; }
 
     /// <summary>Inserts <paramref name="alarm"/> with <paramref name="deadline"/>. If it is already in this queue it is moved;
     /// if it is in another queue, throws InvalidOperationException. Ties on deadline fire in insertion order.</summary>
@@ -72,22 +83,21 @@ public sealed class AlarmQueue
     /// <summary>The earliest deadline, if any alarm is scheduled.</summary>
     public bool TryPeekDeadline(out TimeSpan deadline)
     {
-        var min = FindMin();
-        if (min is null)
+        if (_min is { } min)
         {
-            deadline = default;
-            return false;
+            deadline = min.Deadline;
+            return true;
         }
 
-        deadline = min.Deadline;
-        return true;
+        deadline = default;
+        return false;
     }
 
     /// <summary>Removes and returns the earliest alarm if its deadline is at or before <paramref name="now"/>; otherwise null.
     /// The caller then calls <see cref="Alarm.Fire"/>.</summary>
     public Alarm? PopDue(TimeSpan now)
     {
-        var min = FindMin();
+        var min = _min;
         if (min is null || min.Deadline > now)
         {
             return null;
@@ -100,7 +110,7 @@ public sealed class AlarmQueue
     /// <summary>Removes and returns the earliest alarm, or null when empty.</summary>
     public Alarm? PopMin()
     {
-        var min = FindMin();
+        var min = _min;
         if (min is not null)
         {
             Remove(min);
@@ -112,7 +122,7 @@ public sealed class AlarmQueue
     /// <summary>Removes every alarm (each one's <see cref="Alarm.IsScheduled"/> becomes false). O(n).</summary>
     public void Clear()
     {
-        // Post-order release without recursion: repeatedly detach a leaf.
+        // Post-order release without recursion: repeatedly detach a leaf and climb back up.
         var node = _root;
         while (node is not null)
         {
@@ -152,23 +162,26 @@ public sealed class AlarmQueue
 
     /// <summary>
     /// Checks the tree's invariants (parent links, strict key order, owner, count, cached minimum) in O(n), without
-    /// recursion. For tests; throws InvalidOperationException on the first violation.
+    /// recursion. For tests; throws InvalidOperationException on the first violation. Returns the height of the tree.
     /// </summary>
-    internal void Validate()
+    internal int Validate()
     {
         if (_root is not null && _root.Parent is not null)
         {
             throw new InvalidOperationException("root has a parent");
         }
 
-        // Iterative in-order walk using the parent pointers.
+        // In-order walk over the parent links, tracking the depth.
         int seen = 0;
+        int depth = 0;
+        int height = 0;
         Alarm? previous = null;
         Alarm? first = null;
         var node = _root;
         while (node?.Left is { } l)
         {
             node = l;
+            depth++;
         }
 
         while (node is not null)
@@ -195,13 +208,35 @@ public sealed class AlarmQueue
 
             first ??= node;
             previous = node;
-            seen++;
-            if (seen > _count)
+            height = Math.Max(height, depth);
+            if (++seen > _count)
             {
                 throw new InvalidOperationException("more nodes in the tree than Count (cycle?)");
             }
 
-            node = Successor(node);
+            // Successor.
+            if (node.Right is { } right)
+            {
+                node = right;
+                depth++;
+                while (node.Left is { } left)
+                {
+                    node = left;
+                    depth++;
+                }
+            }
+            else
+            {
+                var child = node;
+                node = node.Parent;
+                depth--;
+                while (node is not null && ReferenceEquals(node.Right, child))
+                {
+                    child = node;
+                    node = node.Parent;
+                    depth--;
+                }
+            }
         }
 
         if (seen != _count)
@@ -209,72 +244,35 @@ public sealed class AlarmQueue
             throw new InvalidOperationException($"tree holds {seen} nodes but Count is {_count}");
         }
 
-        if (_min is not null && !ReferenceEquals(_min, first))
+        if (!ReferenceEquals(_min, first))
         {
             throw new InvalidOperationException("cached minimum is not the leftmost node");
         }
-    }
 
-    private static Alarm? Successor(Alarm node)
-    {
-        if (node.Right is { } right)
-        {
-            while (right.Left is { } l)
-            {
-                right = l;
-            }
-
-            return right;
-        }
-
-        var child = node;
-        var parent = node.Parent;
-        while (parent is not null && ReferenceEquals(parent.Right, child))
-        {
-            child = parent;
-            parent = parent.Parent;
-        }
-
-        return parent;
+        return height;
     }
 
     private static bool Less(Alarm a, Alarm b)
         => a.Deadline < b.Deadline || (a.Deadline == b.Deadline && a.Sequence < b.Sequence);
 
-    private Alarm? FindMin()
-    {
-        if (_min is not null || _root is null)
-        {
-            return _min;
-        }
-
-        var node = _root;
-        while (node.Left is { } left)
-        {
-            node = left;
-        }
-
-        // Splay the minimum so the walk is paid for (splay access lemma) and the next pops find it near the root.
-        Splay(node);
-        _root = node;
-        _min = node;
-        return node;
-    }
+    /// <summary>The walk length beyond which an operation splays: 2·(⌊log2 n⌋ + 1).</summary>
+    private int DeepWalk => 2 * (BitOperations.Log2((uint)_count) + 1);
 
     private void Insert(Alarm node)
     {
         node.Left = null;
         node.Right = null;
-        node.Parent = null;
 
-        if (_root is null)
+        var current = _root;
+        if (current is null)
         {
+            node.Parent = null;
             _root = node;
             _min = node;
             return;
         }
 
-        var current = _root;
+        int depth = 1;
         while (true)
         {
             if (Less(node, current))
@@ -297,19 +295,23 @@ public sealed class AlarmQueue
 
                 current = current.Right;
             }
+
+            depth++;
         }
 
         node.Parent = current;
-        Splay(node);
-        _root = node;
-
-        if (_min is not null && Less(node, _min))
+        if (Less(node, _min!))
         {
             _min = node;
         }
+
+        if (depth > DeepWalk)
+        {
+            SplayToRoot(node);
+        }
     }
 
-    /// <summary>Removes a node of this queue and clears its links and owner.</summary>
+    /// <summary>Removes a node of this queue and clears its owner.</summary>
     private void Remove(Alarm node)
     {
         Unlink(node);
@@ -317,54 +319,110 @@ public sealed class AlarmQueue
         _count--;
     }
 
-    /// <summary>Takes <paramref name="node"/> out of the tree (splaying it to the root first), leaving Owner and Count alone.</summary>
+    /// <summary>Takes <paramref name="node"/> out of the tree and clears its links; leaves Owner and Count alone.</summary>
     private void Unlink(Alarm node)
     {
-        if (ReferenceEquals(node, _min))
-        {
-            _min = null;
-        }
-
-        Splay(node);
         var left = node.Left;
         var right = node.Right;
+        Alarm? deepest = null; // the end of a walk this removal made, to splay if the walk was long
+        int walk = 0;
+
+        if (ReferenceEquals(node, _min))
+        {
+            // The minimum has no left child. Its successor is the leftmost node of its right subtree, else its parent.
+            if (right is not null)
+            {
+                var next = right;
+                while (next.Left is { } l)
+                {
+                    next = l;
+                    walk++;
+                }
+
+                _min = next;
+                deepest = next;
+            }
+            else
+            {
+                _min = node.Parent;
+            }
+        }
+
+        if (left is null)
+        {
+            Replace(node, right);
+        }
+        else if (right is null)
+        {
+            Replace(node, left);
+        }
+        else
+        {
+            // Two children: the predecessor (rightmost of the left subtree) takes the node's place.
+            var predecessor = left;
+            while (predecessor.Right is { } r)
+            {
+                predecessor = r;
+                walk++;
+            }
+
+            if (!ReferenceEquals(predecessor, left))
+            {
+                var above = predecessor.Parent!;
+                var below = predecessor.Left;
+                above.Right = below;
+                if (below is not null)
+                {
+                    below.Parent = above;
+                }
+
+                predecessor.Left = left;
+                left.Parent = predecessor;
+                deepest = above;
+            }
+
+            predecessor.Right = right;
+            right.Parent = predecessor;
+            Replace(node, predecessor);
+        }
+
         node.Left = null;
         node.Right = null;
         node.Parent = null;
 
-        if (left is null)
+        if (deepest is not null && walk > DeepWalk)
         {
-            _root = right;
-            if (right is not null)
-            {
-                right.Parent = null;
-            }
-
-            return;
+            SplayToRoot(deepest);
         }
-
-        // Join: splay the largest node of the left subtree to its root; it then has no right child.
-        left.Parent = null;
-        var max = left;
-        while (max.Right is { } r)
-        {
-            max = r;
-        }
-
-        Splay(max);
-        max.Right = right;
-        if (right is not null)
-        {
-            right.Parent = max;
-        }
-
-        _root = max;
     }
 
-    /// <summary>Rotates <paramref name="x"/> up until it has no parent (the root of the tree or detached subtree it is in).
-    /// The caller updates <see cref="_root"/>.</summary>
-    private static void Splay(Alarm x)
+    /// <summary>Puts <paramref name="replacement"/> (possibly null) where <paramref name="node"/> hangs from its parent.</summary>
+    private void Replace(Alarm node, Alarm? replacement)
     {
+        var parent = node.Parent;
+        if (replacement is not null)
+        {
+            replacement.Parent = parent;
+        }
+
+        if (parent is null)
+        {
+            _root = replacement;
+        }
+        else if (ReferenceEquals(parent.Left, node))
+        {
+            parent.Left = replacement;
+        }
+        else
+        {
+            parent.Right = replacement;
+        }
+    }
+
+    /// <summary>Bottom-up splay: rotates <paramref name="x"/> up (zig, zig-zig, zig-zag) until it is the root.</summary>
+    private void SplayToRoot(Alarm x)
+    {
+        SplayCount++;
         while (x.Parent is { } p)
         {
             var g = p.Parent;
@@ -383,6 +441,8 @@ public sealed class AlarmQueue
                 Rotate(x);
             }
         }
+
+        _root = x;
     }
 
     /// <summary>Rotates <paramref name="x"/> above its parent, keeping the in-order sequence.</summary>
