@@ -24,6 +24,13 @@ public sealed record RegionView(RegionId Region, uint ViewNumber, ImmutableArray
     /// <summary>The partition that caches packet <paramref name="sequence"/>.</summary>
     public int CachingPartition(ulong sequence, int replication) => (int)(sequence % (ulong)PartitionCount(replication));
 
+    /// <summary>Views compare by value, members included (ImmutableArray alone would compare by reference).</summary>
+    public bool Equals(RegionView? other)
+        => other is not null && Region == other.Region && ViewNumber == other.ViewNumber
+           && MulticastAddress == other.MulticastAddress && Members.AsSpan().SequenceEqual(other.Members.AsSpan());
+
+    public override int GetHashCode() => HashCode.Combine(Region, ViewNumber, Members.Length);
+
     /// <summary>Index of <paramref name="node"/> in <see cref="Members"/>, or -1.</summary>
     public int IndexOf(NodeId node)
     {
@@ -46,6 +53,13 @@ public sealed record RegionView(RegionId Region, uint ViewNumber, ImmutableArray
 public sealed record GroupView(GroupId Group, string Name, uint ViewNumber, ImmutableArray<RegionRef> Regions)
 {
     public int RegionCount => Regions.Length;
+
+    /// <summary>Views compare by value, region references included.</summary>
+    public bool Equals(GroupView? other)
+        => other is not null && Group == other.Group && ViewNumber == other.ViewNumber
+           && string.Equals(Name, other.Name, StringComparison.Ordinal) && Regions.AsSpan().SequenceEqual(other.Regions.AsSpan());
+
+    public override int GetHashCode() => HashCode.Combine(Group, ViewNumber, Regions.Length);
 }
 
 /// <summary>A reference from a group view to a specific region view.</summary>

@@ -1,0 +1,241 @@
+using QuickSilver.Core;
+using QuickSilver.Core.Alarms;
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Core.Io;
+
+namespace QuickSilver.Membership.Service;
+
+/// <summary>Options of a node's GMS client.</summary>
+public sealed record GmsClientOptions
+{
+    /// <summary>How often an unanswered Hello is repeated (at start, and after losing the GMS).</summary>
+    public TimeSpan RetryInterval { get; init; } = TimeSpan.FromSeconds(1);
+
+    public int MaxMessageBytes { get; init; } = 16 << 20;
+
+    public void Validate()
+    {
+        OptionChecks.Positive(RetryInterval, $"GmsClientOptions.{nameof(RetryInterval)}");
+        OptionChecks.InRange(MaxMessageBytes, 256, 256 << 20, $"GmsClientOptions.{nameof(MaxMessageBytes)}");
+    }
+}
+
+/// <summary>
+/// A node's side of the GMS: registers, keeps heartbeats going, sends the application's joins and leaves, and keeps
+/// the latest group and region views it was sent. When it loses the GMS (the channel reports failure, or the GMS says
+/// it no longer knows the node) it keeps its last views, registers again, and re-joins every group it wants to be in.
+/// I/O-free; core thread only.
+/// </summary>
+public sealed class GmsClient
+{
+    private readonly IAlarmScheduler _scheduler;
+    private readonly IControlChannel _channel;
+    private readonly NetAddress _gms;
+    private readonly ulong _incarnation;
+    private readonly GmsClientOptions _options;
+    private readonly HashSet<string> _wanted = new(StringComparer.Ordinal);
+    private readonly Dictionary<string, GroupView> _groupsByName = new(StringComparer.Ordinal);
+    private readonly Dictionary<GroupId, GroupView> _groups = new();
+    private readonly Dictionary<RegionId, RegionView> _regions = new();
+    private readonly Alarm _helloAlarm;
+    private readonly Alarm _heartbeatAlarm;
+    private TimeSpan _heartbeatInterval;
+    private ulong _epoch;
+    private bool _epochChanged;
+
+    public GmsClient(IAlarmScheduler scheduler, IControlChannel channel, NetAddress gms, ulong incarnation, GmsClientOptions? options = null)
+    {
+        _scheduler = scheduler ?? throw new ArgumentNullException(nameof(scheduler));
+        _channel = channel ?? throw new ArgumentNullException(nameof(channel));
+        _gms = gms;
+        _incarnation = incarnation;
+        _options = options ?? new GmsClientOptions();
+        _options.Validate();
+        _helloAlarm = new Alarm(_ => SendHello());
+        _heartbeatAlarm = new Alarm(_ => SendHeartbeat());
+        _channel.SetReceiver(OnMessage, OnPeerFailed);
+    }
+
+    /// <summary>The GMS incarnation this node last registered with (0 before the first Welcome).</summary>
+    public ulong Epoch => _epoch;
+
+    /// <summary>The id the GMS gave this node, once registered.</summary>
+    public NodeId? Node { get; private set; }
+
+    public bool IsRegistered => Node is not null;
+
+    public DropCounters Drops { get; } = new();
+
+    /// <summary>Raised after each update from the GMS has been applied to the local views.</summary>
+    public event Action<NodeUpdate>? ViewsChanged;
+
+    /// <summary>Raised when the GMS is lost; the last views stay in place.</summary>
+    public event Action? GmsLost;
+
+    public IEnumerable<GroupView> Groups => _groups.Values;
+
+    public GroupView? FindGroup(string name) => _groupsByName.GetValueOrDefault(name);
+
+    public RegionView? FindRegion(RegionId region) => _regions.GetValueOrDefault(region);
+
+    /// <summary>Starts registering with the GMS.</summary>
+    public void Start() => SendHello();
+
+    /// <summary>Asks to join <paramref name="groupName"/>; remembered, so it is re-joined after a reconnect.</summary>
+    public void Join(string groupName)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(groupName);
+        if (_wanted.Add(groupName) && IsRegistered)
+        {
+            Send(new GmsMessage { Kind = GmsMessageKind.Join, GroupName = groupName });
+        }
+    }
+
+    public void Leave(string groupName)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(groupName);
+        if (_wanted.Remove(groupName) && IsRegistered)
+        {
+            Send(new GmsMessage { Kind = GmsMessageKind.Leave, GroupName = groupName });
+        }
+    }
+
+    /// <summary>Says goodbye, so the GMS removes this node at once instead of waiting for the failure timeout.</summary>
+    public void Stop()
+    {
+        if (IsRegistered)
+        {
+            Send(new GmsMessage { Kind = GmsMessageKind.Bye });
+        }
+
+        _scheduler.Cancel(_helloAlarm);
+        _scheduler.Cancel(_heartbeatAlarm);
+        Node = null;
+    }
+
+    private void SendHello()
+    {
+        Send(new GmsMessage { Kind = GmsMessageKind.Hello, Number = _incarnation });
+        _scheduler.ScheduleAfter(_helloAlarm, _options.RetryInterval);
+    }
+
+    private void SendHeartbeat()
+    {
+        Send(new GmsMessage { Kind = GmsMessageKind.Heartbeat });
+        _scheduler.ScheduleAfter(_heartbeatAlarm, _heartbeatInterval);
+    }
+
+    private void OnMessage(NetAddress from, ReadOnlySpan<byte> bytes)
+    {
+        if (from != _gms)
+        {
+            Drops.Increment(DropReason.Malformed);
+            return;
+        }
+
+        var message = GmsCodec.TryDecode(bytes, _options.MaxMessageBytes);
+        if (message is null)
+        {
+            Drops.Increment(DropReason.Malformed);
+            return;
+        }
+
+        switch (message.Kind)
+        {
+            case GmsMessageKind.Welcome when message.Number is > 0 and <= uint.MaxValue && message.HeartbeatMs > 0:
+                bool first = !IsRegistered;
+                if (message.Epoch != _epoch)
+                {
+                    _epochChanged = _epoch != 0; // a restarted GMS: keep old views until its first update replaces them
+                    _epoch = message.Epoch;
+                }
+
+                Node = new NodeId((uint)message.Number);
+                _heartbeatInterval = TimeSpan.FromMilliseconds(message.HeartbeatMs);
+                _scheduler.Cancel(_helloAlarm);
+                _scheduler.ScheduleAfter(_heartbeatAlarm, _heartbeatInterval);
+                if (first)
+                {
+                    foreach (var group in _wanted)
+                    {
+                        Send(new GmsMessage { Kind = GmsMessageKind.Join, GroupName = group });
+                    }
+                }
+
+                break;
+            case GmsMessageKind.Update when IsRegistered:
+                var update = GmsCodec.FromWire(Node!.Value, message.Update);
+                if (update is null)
+                {
+                    Drops.Increment(DropReason.Malformed);
+                    return;
+                }
+
+                Apply(update);
+                break;
+            case GmsMessageKind.Bye:
+                LoseGms(); // the GMS no longer knows us: register again
+                break;
+            default:
+                Drops.Increment(DropReason.Malformed);
+                break;
+        }
+    }
+
+    private void Apply(NodeUpdate update)
+    {
+        if (_epochChanged)
+        {
+            _epochChanged = false;
+            _groups.Clear();
+            _groupsByName.Clear();
+            _regions.Clear();
+        }
+
+        foreach (var region in update.RegionViews)
+        {
+            if (!_regions.TryGetValue(region.Region, out var known) || known.ViewNumber < region.ViewNumber)
+            {
+                _regions[region.Region] = region;
+            }
+        }
+
+        foreach (var group in update.GroupViews)
+        {
+            if (!_groups.TryGetValue(group.Group, out var known) || known.ViewNumber < group.ViewNumber)
+            {
+                _groups[group.Group] = group;
+                _groupsByName[group.Name] = group;
+            }
+        }
+
+        foreach (var left in update.LeftGroups)
+        {
+            if (_groups.Remove(left, out var view))
+            {
+                _groupsByName.Remove(view.Name);
+            }
+        }
+
+        ViewsChanged?.Invoke(update);
+    }
+
+    private void OnPeerFailed(NetAddress peer)
+    {
+        if (peer == _gms)
+        {
+            LoseGms();
+        }
+    }
+
+    private void LoseGms()
+    {
+        _scheduler.Cancel(_heartbeatAlarm);
+        _channel.Forget(_gms);
+        Node = null;
+        GmsLost?.Invoke();
+        SendHello();
+    }
+
+    private void Send(GmsMessage message) => _channel.Send(_gms, GmsCodec.Encode(message));
+}

@@ -1,0 +1,73 @@
+using MessagePack;
+
+namespace QuickSilver.Membership.Service;
+
+/// <summary>
+/// GMS control messages (MessagePack, see docs/membership.md). Each message is one MessagePack array whose first
+/// element is the <see cref="GmsMessageKind"/>; views travel as plain arrays of numbers so the wire does not depend on
+/// .NET collection types.
+/// </summary>
+public enum GmsMessageKind : byte
+{
+    Hello = 1,
+    Welcome = 2,
+    Join = 3,
+    Leave = 4,
+    Heartbeat = 5,
+    Update = 6,
+    Bye = 7,
+}
+
+[MessagePackObject]
+public sealed class GmsMessage
+{
+    [Key(0)] public GmsMessageKind Kind { get; set; }
+
+    /// <summary>Hello: the node's incarnation (random per process start). Welcome: the assigned node id.</summary>
+    [Key(1)] public ulong Number { get; set; }
+
+    /// <summary>Join/Leave: the group name.</summary>
+    [Key(2)] public string? GroupName { get; set; }
+
+    /// <summary>Update: the node's incremental update.</summary>
+    [Key(3)] public WireUpdate? Update { get; set; }
+
+    /// <summary>Welcome: heartbeat interval the node must keep, in milliseconds.</summary>
+    [Key(4)] public int HeartbeatMs { get; set; }
+
+    /// <summary>Welcome: the GMS incarnation. Ids and view numbers are only comparable within one epoch.</summary>
+    [Key(5)] public ulong Epoch { get; set; }
+}
+
+[MessagePackObject]
+public sealed class WireUpdate
+{
+    [Key(0)] public WireGroupView[] Groups { get; set; } = [];
+    [Key(1)] public WireRegionView[] Regions { get; set; } = [];
+    [Key(2)] public uint[] LeftGroups { get; set; } = [];
+}
+
+[MessagePackObject]
+public sealed class WireGroupView
+{
+    [Key(0)] public uint Group { get; set; }
+    [Key(1)] public string Name { get; set; } = "";
+    [Key(2)] public uint ViewNumber { get; set; }
+
+    /// <summary>Pairs (region id, region view number), flattened.</summary>
+    [Key(3)] public uint[] Regions { get; set; } = [];
+}
+
+[MessagePackObject]
+public sealed class WireRegionView
+{
+    [Key(0)] public uint Region { get; set; }
+    [Key(1)] public uint ViewNumber { get; set; }
+
+    /// <summary>Triples (node id, IPv4 address, port), flattened, in the view's member order.</summary>
+    [Key(2)] public uint[] Members { get; set; } = [];
+
+    /// <summary>Multicast IPv4 address and port; 0 and 0 when the region uses unicast fan-out.</summary>
+    [Key(3)] public uint MulticastIp { get; set; }
+    [Key(4)] public ushort MulticastPort { get; set; }
+}

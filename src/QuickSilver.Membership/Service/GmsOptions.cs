@@ -1,0 +1,48 @@
+using QuickSilver.Core;
+using QuickSilver.Core.Io;
+
+namespace QuickSilver.Membership.Service;
+
+/// <summary>Options of the GMS server. Defaults suit one machine; every value is validated at start-up.</summary>
+public sealed record GmsOptions
+{
+    /// <summary>How often the GMS applies the requests it has collected (the "predefined maximum rate" of QSM §2.1).</summary>
+    public TimeSpan BatchInterval { get; init; } = TimeSpan.FromMilliseconds(100);
+
+    /// <summary>How often nodes send heartbeats.</summary>
+    public TimeSpan HeartbeatInterval { get; init; } = TimeSpan.FromMilliseconds(500);
+
+    /// <summary>A node silent for this long is declared dead and removed from every view.</summary>
+    public TimeSpan FailureTimeout { get; init; } = TimeSpan.FromSeconds(5);
+
+    /// <summary>First address of the regions' multicast address pool (port included).</summary>
+    public NetAddress MulticastPoolStart { get; init; } = new(0xEFFF0000u + 0x0100u, 47000); // 239.255.1.0:47000
+
+    public int MulticastPoolSize { get; init; } = 1024;
+
+    /// <summary>Largest encoded control message the GMS accepts from a node; larger ones are dropped and counted.</summary>
+    public int MaxMessageBytes { get; init; } = 64 * 1024;
+
+    /// <summary>Designer override of regions (QSM §1.3): a region name for a node's address, or null.</summary>
+    public Func<NetAddress, string?>? PinRegion { get; init; }
+
+    public void Validate()
+    {
+        OptionChecks.Positive(BatchInterval, $"GmsOptions.{nameof(BatchInterval)}");
+        OptionChecks.Positive(HeartbeatInterval, $"GmsOptions.{nameof(HeartbeatInterval)}");
+        OptionChecks.Positive(FailureTimeout, $"GmsOptions.{nameof(FailureTimeout)}");
+        if (FailureTimeout <= HeartbeatInterval * 2)
+        {
+            throw new ArgumentOutOfRangeException(nameof(FailureTimeout), FailureTimeout,
+                $"GmsOptions.FailureTimeout ({FailureTimeout}) must exceed twice GmsOptions.HeartbeatInterval ({HeartbeatInterval}).");
+        }
+
+        if (!MulticastPoolStart.IsMulticast)
+        {
+            throw new ArgumentException($"GmsOptions.MulticastPoolStart must be a multicast address, got {MulticastPoolStart}.", nameof(MulticastPoolStart));
+        }
+
+        OptionChecks.InRange(MulticastPoolSize, 1, 1 << 20, $"GmsOptions.{nameof(MulticastPoolSize)}");
+        OptionChecks.InRange(MaxMessageBytes, 256, 16 << 20, $"GmsOptions.{nameof(MaxMessageBytes)}");
+    }
+}

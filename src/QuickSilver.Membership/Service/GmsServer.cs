@@ -1,0 +1,214 @@
+using QuickSilver.Core.Alarms;
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Core.Io;
+using Serilog;
+
+namespace QuickSilver.Membership.Service;
+
+/// <summary>
+/// The GMS server (QSM §2.1), an I/O-free state machine: it registers nodes, collects joins, leaves and failures,
+/// applies them in batches at most once per <see cref="GmsOptions.BatchInterval"/>, and sends every affected node its
+/// incremental update over the reliable control channel. Failure detection: a node silent (no heartbeat or other
+/// message) for <see cref="GmsOptions.FailureTimeout"/>, or whose channel reports it failed, is declared dead and
+/// removed from every view. Runs embedded in a node's core or standalone. Core thread only.
+/// </summary>
+public sealed class GmsServer
+{
+    private readonly IAlarmScheduler _scheduler;
+    private readonly IControlChannel _channel;
+    private readonly GmsOptions _options;
+    private readonly ILogger _log;
+    private readonly Dictionary<NetAddress, Session> _sessions = new();
+    private readonly List<MembershipRequest> _pending = new();
+    private readonly Alarm _batchAlarm;
+    private readonly Alarm _failureAlarm;
+
+    /// <param name="epoch">This GMS incarnation's number (random in production, seeded in simulation); a client that
+    /// sees a new epoch drops the views it kept from the previous one.</param>
+    public GmsServer(IAlarmScheduler scheduler, IControlChannel channel, ulong epoch, GmsOptions? options = null, ILogger? logger = null)
+    {
+        Epoch = epoch;
+        _scheduler = scheduler ?? throw new ArgumentNullException(nameof(scheduler));
+        _channel = channel ?? throw new ArgumentNullException(nameof(channel));
+        _options = options ?? new GmsOptions();
+        _options.Validate();
+        _log = (logger ?? Log.Logger).ForContext<GmsServer>();
+        State = new MembershipState(new MulticastAddressPool(_options.MulticastPoolStart, _options.MulticastPoolSize), _options.PinRegion);
+        _batchAlarm = new Alarm(_ => ApplyBatch());
+        _failureAlarm = new Alarm(_ => DetectFailures());
+        _channel.SetReceiver(OnMessage, OnPeerFailed);
+        _scheduler.ScheduleAfter(_failureAlarm, _options.HeartbeatInterval);
+    }
+
+    public MembershipState State { get; }
+
+    public ulong Epoch { get; }
+
+    public DropCounters Drops { get; } = new();
+
+    /// <summary>Batches applied so far.</summary>
+    public long BatchesApplied { get; private set; }
+
+    /// <summary>Nodes declared dead by the failure detector (timeouts and channel failures).</summary>
+    public long FailuresDetected { get; private set; }
+
+    private void OnMessage(NetAddress from, ReadOnlySpan<byte> bytes)
+    {
+        var message = GmsCodec.TryDecode(bytes, _options.MaxMessageBytes);
+        if (message is null)
+        {
+            Drops.Increment(DropReason.Malformed);
+            return;
+        }
+
+        if (message.Kind == GmsMessageKind.Hello)
+        {
+            OnHello(from, message.Number);
+            return;
+        }
+
+        if (!_sessions.TryGetValue(from, out var session))
+        {
+            // A node we declared dead (or never knew) is still talking: tell it to register again (QSM §2.3.2).
+            Send(from, new GmsMessage { Kind = GmsMessageKind.Bye });
+            return;
+        }
+
+        session.LastHeard = _scheduler.Now;
+        switch (message.Kind)
+        {
+            case GmsMessageKind.Join when !string.IsNullOrEmpty(message.GroupName):
+                Enqueue(new JoinRequest(session.Node, message.GroupName));
+                break;
+            case GmsMessageKind.Leave when !string.IsNullOrEmpty(message.GroupName):
+                Enqueue(new LeaveRequest(session.Node, message.GroupName));
+                break;
+            case GmsMessageKind.Heartbeat:
+                break;
+            case GmsMessageKind.Bye:
+                Remove(from, session, "left");
+                break;
+            default:
+                Drops.Increment(DropReason.Malformed);
+                break;
+        }
+    }
+
+    private void OnHello(NetAddress from, ulong incarnation)
+    {
+        if (_sessions.TryGetValue(from, out var existing))
+        {
+            if (existing.Incarnation == incarnation)
+            {
+                existing.LastHeard = _scheduler.Now;
+                SendWelcome(from, existing); // a retransmitted Hello: answer the same
+                return;
+            }
+
+            Remove(from, existing, "restarted"); // same address, new process: the old one is gone
+        }
+
+        var node = State.RegisterNode(from);
+        var session = new Session(node, incarnation) { LastHeard = _scheduler.Now };
+        _sessions[from] = session;
+        _log.Information("GMS: node {Node} at {Address} registered", node, from);
+        SendWelcome(from, session);
+    }
+
+    private void SendWelcome(NetAddress to, Session session)
+        => Send(to, new GmsMessage
+        {
+            Kind = GmsMessageKind.Welcome,
+            Number = session.Node.Value,
+            HeartbeatMs = (int)_options.HeartbeatInterval.TotalMilliseconds,
+            Epoch = Epoch,
+        });
+
+    private void OnPeerFailed(NetAddress peer)
+    {
+        if (_sessions.TryGetValue(peer, out var session))
+        {
+            FailuresDetected++;
+            Remove(peer, session, "unreachable");
+        }
+    }
+
+    private void DetectFailures()
+    {
+        var now = _scheduler.Now;
+        List<(NetAddress, Session)>? dead = null;
+        foreach (var (address, session) in _sessions)
+        {
+            if (now - session.LastHeard > _options.FailureTimeout)
+            {
+                (dead ??= new()).Add((address, session));
+            }
+        }
+
+        if (dead is not null)
+        {
+            foreach (var (address, session) in dead)
+            {
+                FailuresDetected++;
+                Remove(address, session, "silent");
+            }
+        }
+
+        _scheduler.ScheduleAfter(_failureAlarm, _options.HeartbeatInterval);
+    }
+
+    private void Remove(NetAddress address, Session session, string why)
+    {
+        _sessions.Remove(address);
+        _channel.Forget(address);
+        _log.Information("GMS: node {Node} at {Address} removed ({Why})", session.Node, address, why);
+        Enqueue(new NodeDownRequest(session.Node));
+    }
+
+    private void Enqueue(MembershipRequest request)
+    {
+        _pending.Add(request);
+        if (!_batchAlarm.IsScheduled)
+        {
+            _scheduler.ScheduleAfter(_batchAlarm, _options.BatchInterval);
+        }
+    }
+
+    private void ApplyBatch()
+    {
+        if (_pending.Count == 0)
+        {
+            return;
+        }
+
+        var change = State.Apply(_pending);
+        _pending.Clear();
+        BatchesApplied++;
+        foreach (var update in change.Updates.Values)
+        {
+            var address = State.AddressOf(update.Node);
+            Send(address, new GmsMessage { Kind = GmsMessageKind.Update, Update = GmsCodec.ToWire(update) });
+        }
+    }
+
+    private void Send(NetAddress to, GmsMessage message)
+    {
+        if (!_channel.Send(to, GmsCodec.Encode(message)))
+        {
+            // The node cannot keep up with its control channel: it would miss views, so it is treated as failed.
+            Drops.Increment(DropReason.SendQueueFull);
+            if (_sessions.TryGetValue(to, out var session))
+            {
+                FailuresDetected++;
+                Remove(to, session, "control channel full");
+            }
+        }
+    }
+
+    private sealed class Session(NodeId node, ulong incarnation)
+    {
+        public NodeId Node { get; } = node;
+        public ulong Incarnation { get; } = incarnation;
+        public TimeSpan LastHeard { get; set; }
+    }
+}
