@@ -243,11 +243,8 @@ public sealed class FeedSetTests
 
     /// <summary>
     /// Strict round robin: a feed never gets a second turn while another feed that stayed active has had none.
-    /// FeedSet breaks this at a round boundary because removal swaps the last entry into the freed slot.
     /// </summary>
-    [Fact(Skip = "FeedSet.RemoveActive swaps the last entry into the freed slot, so the feed served last in a round can " +
-        "be served again first in the next one (D below). Fix proposed in the helper report: an intrusive circular list " +
-        "with activation inserting just behind the cursor.")]
+    [Fact]
     public void StrictRoundRobinAcrossARoundBoundary()
     {
         var (set, feeds, channels) = Create(4);

@@ -3,13 +3,14 @@ namespace QuickSilver.Core.Feeds;
 /// <summary>
 /// The set of feeds registered with one layer, with the subset that is active (has signalled that it may have data).
 /// The layer walks the active feeds round robin with <see cref="TryNext"/>, pulls from the one it gets, and calls
-/// <see cref="Deactivate"/> when that feed had nothing. Core thread only; no allocation after registration.
+/// <see cref="Deactivate"/> when that feed had nothing. Active feeds form an intrusive circular list: a feed that
+/// becomes active joins just behind the cursor (served last in the current round), and one that leaves does not
+/// disturb the others' order, so service is strictly round robin. Core thread only; no allocation after registration.
 /// </summary>
 public sealed class FeedSet<TFeed> where TFeed : class
 {
-    private Entry[] _active = new Entry[4];
+    private Entry? _cursor;
     private int _activeCount;
-    private int _cursor;
     private int _registered;
 
     /// <summary>Raised (on the core thread) when the set goes from no active feed to one, so the owner can schedule a send.</summary>
@@ -32,19 +33,15 @@ public sealed class FeedSet<TFeed> where TFeed : class
     /// <summary>Returns the next active feed in round-robin order, or false when none is active.</summary>
     public bool TryNext(out IFeedChannel channel, out TFeed feed)
     {
-        if (_activeCount == 0)
+        var entry = _cursor;
+        if (entry is null)
         {
             channel = null!;
             feed = null!;
             return false;
         }
 
-        if (_cursor >= _activeCount)
-        {
-            _cursor = 0;
-        }
-
-        var entry = _active[_cursor++];
+        _cursor = entry.Next;
         channel = entry;
         feed = entry.Feed;
         return true;
@@ -53,62 +50,72 @@ public sealed class FeedSet<TFeed> where TFeed : class
     /// <summary>Removes the feed behind <paramref name="channel"/> from the active set (it said "nothing now").</summary>
     public void Deactivate(IFeedChannel channel)
     {
-        if (channel is Entry entry && entry.Owner == this && entry.ActiveIndex >= 0)
+        if (channel is Entry entry && entry.Owner == this && entry.IsActive)
         {
-            RemoveActive(entry);
+            Unlink(entry);
         }
     }
 
     private void Activate(Entry entry)
     {
-        if (entry.ActiveIndex >= 0 || entry.Disposed)
+        if (entry.IsActive || entry.Disposed)
         {
             return;
         }
 
-        if (_activeCount == _active.Length)
+        if (_cursor is null)
         {
-            Array.Resize(ref _active, _active.Length * 2);
+            entry.Next = entry;
+            entry.Prev = entry;
+            _cursor = entry;
+        }
+        else
+        {
+            // Just behind the cursor: every feed already waiting in this round goes first.
+            var last = _cursor.Prev!;
+            last.Next = entry;
+            entry.Prev = last;
+            entry.Next = _cursor;
+            _cursor.Prev = entry;
         }
 
-        entry.ActiveIndex = _activeCount;
-        _active[_activeCount++] = entry;
+        _activeCount++;
         if (_activeCount == 1)
         {
             BecameActive?.Invoke();
         }
     }
 
-    private void RemoveActive(Entry entry)
+    private void Unlink(Entry entry)
     {
-        int index = entry.ActiveIndex;
-        int last = _activeCount - 1;
-        if (index != last)
+        if (entry.Next == entry)
         {
-            var moved = _active[last];
-            _active[index] = moved;
-            moved.ActiveIndex = index;
+            _cursor = null;
+        }
+        else
+        {
+            entry.Prev!.Next = entry.Next;
+            entry.Next!.Prev = entry.Prev;
+            if (_cursor == entry)
+            {
+                _cursor = entry.Next;
+            }
         }
 
-        _active[last] = null!;
-        _activeCount = last;
-        entry.ActiveIndex = -1;
-
-        // Keep the round-robin cursor on the entry that slid into the freed slot.
-        if (_cursor > index)
-        {
-            _cursor--;
-        }
+        entry.Next = null;
+        entry.Prev = null;
+        _activeCount--;
     }
 
     private sealed class Entry(FeedSet<TFeed> owner, TFeed feed) : IFeedChannel
     {
         public FeedSet<TFeed> Owner { get; } = owner;
         public TFeed Feed { get; } = feed;
-        public int ActiveIndex = -1;
+        public Entry? Next;
+        public Entry? Prev;
         public bool Disposed;
 
-        public bool IsActive => ActiveIndex >= 0;
+        public bool IsActive => Next is not null;
 
         public void Signal() => Owner.Activate(this);
 
@@ -120,9 +127,9 @@ public sealed class FeedSet<TFeed> where TFeed : class
             }
 
             Disposed = true;
-            if (ActiveIndex >= 0)
+            if (IsActive)
             {
-                Owner.RemoveActive(this);
+                Owner.Unlink(this);
             }
 
             Owner._registered--;
