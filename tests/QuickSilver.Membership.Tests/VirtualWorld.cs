@@ -11,47 +11,22 @@ namespace QuickSilver.Membership.Tests;
 /// </summary>
 internal sealed class VirtualWorld : IAlarmScheduler
 {
-    private readonly AlarmQueue _alarms = new();
+    private readonly VirtualScheduler _time = new();
     private readonly Dictionary<NetAddress, Endpoint> _endpoints = new();
 
-    public TimeSpan Now { get; private set; }
+    public TimeSpan Now => _time.Now;
 
     public TimeSpan Latency { get; set; } = TimeSpan.FromMilliseconds(1);
 
     public TimeSpan FailureNotice { get; set; } = TimeSpan.FromSeconds(2);
 
-    public void Schedule(Alarm alarm, TimeSpan deadline) => _alarms.Schedule(alarm, deadline < Now ? Now : deadline);
+    public void Schedule(Alarm alarm, TimeSpan deadline) => _time.Schedule(alarm, deadline);
 
-    public bool Cancel(Alarm alarm) => _alarms.Cancel(alarm);
+    public bool Cancel(Alarm alarm) => _time.Cancel(alarm);
 
-    public void RunFor(TimeSpan duration)
-    {
-        var end = Now + duration;
-        while (_alarms.TryPeekDeadline(out var next) && next <= end)
-        {
-            var alarm = _alarms.PopMin()!;
-            Now = alarm.Deadline;
-            alarm.Fire();
-        }
+    public void RunFor(TimeSpan duration) => _time.RunFor(duration);
 
-        Now = end;
-    }
-
-    public bool RunUntil(Func<bool> condition, TimeSpan limit)
-    {
-        var end = Now + limit;
-        while (!condition())
-        {
-            if (Now >= end)
-            {
-                return false;
-            }
-
-            RunFor(TimeSpan.FromMilliseconds(10));
-        }
-
-        return true;
-    }
+    public bool RunUntil(Func<bool> condition, TimeSpan limit) => _time.RunUntil(condition, limit);
 
     public IControlChannel Channel(NetAddress address)
     {
@@ -77,9 +52,7 @@ internal sealed class VirtualWorld : IAlarmScheduler
     public void Inject(NetAddress from, NetAddress to, byte[] bytes)
         => After(Latency, () => _endpoints[to].OnMessage?.Invoke(from, bytes));
 
-    private void After(TimeSpan delay, Action action) => ScheduleAfterOnce(delay, action);
-
-    private void ScheduleAfterOnce(TimeSpan delay, Action action) => this.ScheduleAfter(new Alarm(_ => action()), delay);
+    private void After(TimeSpan delay, Action action) => _time.After(delay, action);
 
     private sealed class Endpoint(VirtualWorld world, NetAddress address) : IControlChannel
     {
