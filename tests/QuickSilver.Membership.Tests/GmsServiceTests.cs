@@ -193,3 +193,41 @@ public sealed class GmsServiceTests
         Assert.Contains("MulticastPoolStart", e2.Message, StringComparison.Ordinal);
     }
 }
+
+public sealed class GmsOverReliableUnicastTests
+{
+    [Fact]
+    public void Thirty_nodes_in_simulation_join_overlapping_groups_and_agree_after_a_crash()
+    {
+        var net = new QuickSilver.Transport.Simulation.SimNetwork(21, new QuickSilver.Transport.Simulation.LinkOptions { LossRate = 0.02 });
+        var gmsNode = net.AddNode();
+        var gmsTransport = gmsNode.Open(7000);
+        var gmsReliable = new QuickSilver.Transport.Reliable.ReliableUnicast(gmsTransport, gmsNode, 1);
+        gmsTransport.SetHandler(gmsReliable);
+        var server = new GmsServer(gmsNode, new ReliableControlChannel(gmsReliable), 1);
+
+        var clients = new List<(QuickSilver.Transport.Simulation.SimNode Node, GmsClient Client)>();
+        for (int i = 0; i < 30; i++)
+        {
+            var node = net.AddNode();
+            var transport = node.Open(7000);
+            var reliable = new QuickSilver.Transport.Reliable.ReliableUnicast(transport, node, (uint)(100 + i));
+            transport.SetHandler(reliable);
+            var client = new GmsClient(node, new ReliableControlChannel(reliable), gmsTransport.LocalAddress, (ulong)(1000 + i));
+            client.Start();
+            client.Join(i % 2 == 0 ? "even" : "odd");
+            client.Join("all");
+            clients.Add((node, client));
+        }
+
+        Assert.True(net.RunUntil(() => clients.All(c => c.Client.FindGroup("all")?.Regions.Sum(r => c.Client.FindRegion(r.Region)?.Count ?? 0) == 30),
+            TimeSpan.FromSeconds(30)), "seed 21: the nodes never agreed on 30 members of 'all'");
+        Assert.Equal(2, server.State.RegionCount);
+
+        var victim = clients[3];
+        victim.Node.Crash();
+        Assert.True(net.RunUntil(() => clients.Where(c => c != victim).All(c =>
+            c.Client.FindGroup("all")!.Regions.Sum(r => c.Client.FindRegion(r.Region)!.Count) == 29), TimeSpan.FromSeconds(30)),
+            "seed 21: the crash was not reflected in every view");
+    }
+}

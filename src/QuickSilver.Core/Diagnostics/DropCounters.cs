@@ -24,6 +24,9 @@ public enum DropReason
     LinkQueueFull,
     Partitioned,
     NodeDown,
+
+    /// <summary>Dropped on purpose by a transport's injected-loss option (tests and benchmarks).</summary>
+    InjectedLoss,
 }
 
 /// <summary>

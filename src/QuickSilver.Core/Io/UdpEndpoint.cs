@@ -19,6 +19,7 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
     private readonly NetAddress[] _slotDestination;
     private readonly FeedSet<IDatagramFeed> _feeds = new();
     private readonly Dictionary<NetAddress, Socket> _groups = new();
+    private readonly Random? _lossRandom;
     private IDatagramHandler? _handler;
     private int _head;
     private int _count;
@@ -51,6 +52,10 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
         _slotLength = new int[Capacity];
         _slotDestination = new NetAddress[Capacity];
         _feeds.BecameActive += () => core.MarkDirty(this);
+        if (options.InjectedLossRate > 0)
+        {
+            _lossRandom = new Random(options.InjectedLossSeed);
+        }
     }
 
     public NetAddress LocalAddress { get; }
@@ -264,6 +269,12 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
     {
         Counters.PacketsIn++;
         Counters.BytesIn += datagram.Length;
+        if (_lossRandom is not null && _lossRandom.NextDouble() < Options.InjectedLossRate)
+        {
+            Counters.Drops.Increment(DropReason.InjectedLoss);
+            return;
+        }
+
         if (_handler is null)
         {
             Counters.Drops.Increment(DropReason.NoHandler);

@@ -27,8 +27,16 @@ public sealed record UdpEndpointOptions
     /// <summary>SO_SNDBUF request in bytes (the kernel may cap it).</summary>
     public int SocketSendBufferBytes { get; init; } = 1 << 20;
 
+    /// <summary>Fraction of received datagrams to drop on purpose (counted as InjectedLoss), to test and measure loss
+    /// recovery over real sockets. 0 in production.</summary>
+    public double InjectedLossRate { get; init; }
+
+    /// <summary>Seed of the injected-loss generator, so a lossy run can be repeated.</summary>
+    public int InjectedLossSeed { get; init; } = 1;
+
     public void Validate()
     {
+        OptionChecks.InRange(InjectedLossRate, 0, 1, $"UdpEndpointOptions.{nameof(InjectedLossRate)}");
         if (Bind.IsMulticast)
         {
             throw new ArgumentException($"UdpEndpointOptions.Bind must be a unicast address, got {Bind}.", nameof(Bind));

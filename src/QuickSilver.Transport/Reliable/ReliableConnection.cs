@@ -1,0 +1,400 @@
+using System.Buffers;
+using QuickSilver.Core.Alarms;
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Core.Io;
+
+namespace QuickSilver.Transport.Reliable;
+
+/// <summary>
+/// One peer's conversation: the send side (a bounded buffer of numbered messages, a window of segments in flight,
+/// RTO timers, fast retransmit of SACKed holes) and the receive side (in-order, exactly-once delivery through a bounded
+/// reorder buffer, delayed acknowledgements). Message buffers are rented from <see cref="ArrayPool{T}.Shared"/> and
+/// returned on acknowledgement or delivery. Core thread only.
+/// </summary>
+public sealed class ReliableConnection
+{
+    private readonly ReliableUnicast _owner;
+    private readonly ReliableUnicastOptions _options;
+    private readonly Segment[] _send;       // ring indexed by seq % capacity
+    private readonly Segment[] _reorder;    // ring indexed by seq % window
+    private readonly Alarm _rtoAlarm;
+    private readonly Alarm _ackAlarm;
+    private ulong _sendBase;                // oldest unacknowledged seq
+    private ulong _nextSeq;                 // next seq to assign
+    private ulong _nextToTransmit;          // first seq never transmitted
+    private ulong _expected;                // receive side: next seq to deliver
+    private TimeSpan _srtt;
+    private TimeSpan _rttvar;
+    private TimeSpan _rto;
+    private int _timeouts;
+    private int _unackedArrivals;
+    private bool _wasFull;
+
+    internal ReliableConnection(ReliableUnicast owner, NetAddress peer, ReliableUnicastOptions options)
+    {
+        _owner = owner;
+        _options = options;
+        Peer = peer;
+        _send = new Segment[options.SendBufferMessages];
+        _reorder = new Segment[options.Window];
+        _rto = options.InitialRto;
+        LocalEpoch = owner.NextConversationEpoch();
+        _rtoAlarm = new Alarm(_ => OnRetransmitTimeout());
+        _ackAlarm = new Alarm(_ => SendAck());
+    }
+
+    public NetAddress Peer { get; }
+
+    /// <summary>This side's conversation number, fresh for every connection object (a failed connection is replaced by
+    /// a new one), never 0. A reset forced by the peer's new number keeps it, so the two sides converge.</summary>
+    public uint LocalEpoch { get; }
+
+    /// <summary>The peer's conversation number once known (0 before): a change means the peer restarted or reset.</summary>
+    public uint PeerEpoch { get; internal set; }
+
+    /// <summary>Messages accepted by <see cref="TrySend"/> and not yet acknowledged.</summary>
+    public int Pending => (int)(_nextSeq - _sendBase);
+
+    public bool HasSpace => Pending < _send.Length;
+
+    public TimeSpan SmoothedRtt => _srtt;
+
+    public TimeSpan RetransmissionTimeout => _rto;
+
+    public long Retransmissions { get; private set; }
+
+    public bool Failed { get; private set; }
+
+    /// <summary>Queues <paramref name="message"/>. False when the send buffer is full (wait for
+    /// <see cref="ReliableUnicast.SpaceAvailable"/>).</summary>
+    public bool TrySend(ReadOnlySpan<byte> message)
+    {
+        if (message.Length > _options.MaxMessageBytes)
+        {
+            throw new ArgumentException($"Message of {message.Length} bytes exceeds ReliableUnicastOptions.MaxMessageBytes ({_options.MaxMessageBytes}).", nameof(message));
+        }
+
+        if (Failed)
+        {
+            throw new InvalidOperationException($"The connection to {Peer} has failed; the peer was reported failed.");
+        }
+
+        if (!HasSpace)
+        {
+            _wasFull = true;
+            return false;
+        }
+
+        ref var segment = ref _send[_nextSeq % (ulong)_send.Length];
+        segment.Buffer = ArrayPool<byte>.Shared.Rent(Math.Max(1, message.Length));
+        message.CopyTo(segment.Buffer);
+        segment.Length = message.Length;
+        segment.Acked = false;
+        segment.Retransmitted = false;
+        segment.SentAt = TimeSpan.MinValue;
+        _nextSeq++;
+        _owner.WantsToTransmit(this);
+        return true;
+    }
+
+    /// <summary>Transmits new segments the window and the rate limit allow. Returns false when the rate limit stopped it.</summary>
+    internal bool TransmitNew()
+    {
+        while (_nextToTransmit < _nextSeq && _nextToTransmit < _sendBase + (ulong)_options.Window)
+        {
+            if (!Transmit(_nextToTransmit))
+            {
+                return false;
+            }
+
+            _nextToTransmit++;
+        }
+
+        return true;
+    }
+
+    private bool Transmit(ulong seq)
+    {
+        ref var segment = ref _send[seq % (ulong)_send.Length];
+        if (!_owner.TrySendData(this, seq, segment.Buffer!.AsSpan(0, segment.Length)))
+        {
+            return false;
+        }
+
+        if (segment.SentAt != TimeSpan.MinValue)
+        {
+            segment.Retransmitted = true;
+            Retransmissions++;
+        }
+
+        segment.SentAt = _owner.Scheduler.Now;
+        if (!_rtoAlarm.IsScheduled)
+        {
+            _owner.Scheduler.ScheduleAfter(_rtoAlarm, _rto);
+        }
+
+        return true;
+    }
+
+    internal void OnAck(ulong next, ulong sack)
+    {
+        var now = _owner.Scheduler.Now;
+        if (next > _nextToTransmit)
+        {
+            _owner.Drops.Increment(DropReason.Malformed); // acknowledges what was never sent
+            return;
+        }
+
+        // RTT samples come from a segment's first acknowledgement (cumulative or selective), and only from segments
+        // sent once (Karn's rule); a segment SACKed long before the hole below it fills gives no inflated sample later.
+        bool progress = false;
+        while (_sendBase < next)
+        {
+            ref var segment = ref _send[_sendBase % (ulong)_send.Length];
+            if (!segment.Acked && !segment.Retransmitted && segment.SentAt != TimeSpan.MinValue)
+            {
+                SampleRtt(now - segment.SentAt);
+            }
+
+            Release(ref segment);
+            _sendBase++;
+            progress = true;
+        }
+
+        // Selective acknowledgements: mark, and fast-retransmit holes below the highest SACKed segment once per RTT.
+        ulong highestSacked = 0;
+        for (int i = 0; i < 64 && sack != 0; i++)
+        {
+            if ((sack & (1UL << i)) != 0)
+            {
+                ulong seq = next + 1 + (ulong)i;
+
+                // A stale ack (next below our base) may name segments already released, whose ring slots now hold newer ones.
+                if (seq >= _sendBase && seq < _nextToTransmit)
+                {
+                    ref var segment = ref _send[seq % (ulong)_send.Length];
+                    if (!segment.Acked && !segment.Retransmitted)
+                    {
+                        SampleRtt(now - segment.SentAt);
+                    }
+
+                    segment.Acked = true;
+                    highestSacked = seq;
+                }
+            }
+        }
+
+        if (highestSacked > 0)
+        {
+            var holdOff = _srtt > TimeSpan.Zero ? _srtt : _rto;
+            for (ulong seq = _sendBase; seq < highestSacked; seq++)
+            {
+                ref var segment = ref _send[seq % (ulong)_send.Length];
+                if (!segment.Acked && now - segment.SentAt >= holdOff && !Transmit(seq))
+                {
+                    break;
+                }
+            }
+        }
+
+        if (progress)
+        {
+            // New data got through: undo the exponential backoff (the estimate, not the backed-off value, applies).
+            _timeouts = 0;
+            if (_srtt > TimeSpan.Zero)
+            {
+                _rto = ComputedRto();
+            }
+
+            _owner.Scheduler.Cancel(_rtoAlarm);
+            if (_sendBase < _nextToTransmit)
+            {
+                _owner.Scheduler.ScheduleAfter(_rtoAlarm, _rto);
+            }
+
+            _owner.WantsToTransmit(this);
+            if (_wasFull && HasSpace)
+            {
+                _wasFull = false;
+                _owner.RaiseSpaceAvailable(this);
+            }
+        }
+    }
+
+    private void SampleRtt(TimeSpan sample)
+    {
+        if (_srtt == TimeSpan.Zero)
+        {
+            _srtt = sample;
+            _rttvar = sample / 2;
+        }
+        else
+        {
+            var error = sample - _srtt;
+            _rttvar = (_rttvar * 3 / 4) + (error.Duration() / 4);
+            _srtt = (_srtt * 7 / 8) + (sample / 8);
+        }
+
+        _rto = ComputedRto();
+    }
+
+    private TimeSpan ComputedRto()
+    {
+        var rto = _srtt + (_rttvar * 4);
+        return rto < _options.MinRto ? _options.MinRto : rto > _options.MaxRto ? _options.MaxRto : rto;
+    }
+
+    private void OnRetransmitTimeout()
+    {
+        if (_sendBase >= _nextToTransmit)
+        {
+            return;
+        }
+
+        if (++_timeouts > _options.MaxRetransmissions)
+        {
+            _owner.ReportFailed(this);
+            return;
+        }
+
+        // Back off, then resend the oldest unacknowledged segments (those not SACKed) within the window.
+        _rto = _rto * 2 > _options.MaxRto ? _options.MaxRto : _rto * 2;
+        for (ulong seq = _sendBase; seq < _nextToTransmit; seq++)
+        {
+            if (!_send[seq % (ulong)_send.Length].Acked && !Transmit(seq))
+            {
+                break;
+            }
+        }
+
+        _owner.Scheduler.ScheduleAfter(_rtoAlarm, _rto);
+    }
+
+    /// <summary>Receive side: a data segment arrived.</summary>
+    internal void OnData(ulong seq, ReadOnlySpan<byte> payload)
+    {
+        if (seq < _expected)
+        {
+            ScheduleAck(immediately: true); // a duplicate: our ack was probably lost
+            return;
+        }
+
+        if (seq >= _expected + (ulong)_reorder.Length)
+        {
+            _owner.Drops.Increment(DropReason.ReceiveBufferFull); // beyond the window: the sender will resend
+            ScheduleAck(immediately: true);
+            return;
+        }
+
+        if (seq == _expected)
+        {
+            _expected++;
+            _owner.Deliver(this, payload);
+            while (!Failed && _reorder[_expected % (ulong)_reorder.Length].Buffer is { } buffered
+                   && _reorder[_expected % (ulong)_reorder.Length].Seq == _expected)
+            {
+                ref var slot = ref _reorder[_expected % (ulong)_reorder.Length];
+                int length = slot.Length;
+                slot.Buffer = null;
+                _expected++;
+                _owner.Deliver(this, buffered.AsSpan(0, length));
+                ArrayPool<byte>.Shared.Return(buffered);
+            }
+
+            ScheduleAck(immediately: false);
+            return;
+        }
+
+        ref var hold = ref _reorder[seq % (ulong)_reorder.Length];
+        if (hold.Buffer is null)
+        {
+            hold.Buffer = ArrayPool<byte>.Shared.Rent(Math.Max(1, payload.Length));
+            payload.CopyTo(hold.Buffer);
+            hold.Length = payload.Length;
+            hold.Seq = seq;
+        }
+
+        ScheduleAck(immediately: true); // out of order: tell the sender about the hole now
+    }
+
+    private void ScheduleAck(bool immediately)
+    {
+        if (immediately || ++_unackedArrivals >= 8)
+        {
+            SendAck();
+        }
+        else if (!_ackAlarm.IsScheduled)
+        {
+            _owner.Scheduler.ScheduleAfter(_ackAlarm, _options.AckDelay);
+        }
+    }
+
+    private void SendAck()
+    {
+        _unackedArrivals = 0;
+        _owner.Scheduler.Cancel(_ackAlarm);
+        ulong sack = 0;
+        for (int i = 0; i < 64 && i < _reorder.Length - 1; i++)
+        {
+            ulong seq = _expected + 1 + (ulong)i;
+            ref var slot = ref _reorder[seq % (ulong)_reorder.Length];
+            if (slot.Buffer is not null && slot.Seq == seq)
+            {
+                sack |= 1UL << i;
+            }
+        }
+
+        _owner.SendAck(this, _expected, sack);
+    }
+
+    /// <summary>Drops all state (peer failed or restarted). Returns how many accepted messages were never acknowledged.</summary>
+    internal int Reset()
+    {
+        int undelivered = Pending;
+        for (ulong seq = _sendBase; seq < _nextSeq; seq++)
+        {
+            Release(ref _send[seq % (ulong)_send.Length]);
+        }
+
+        for (int i = 0; i < _reorder.Length; i++)
+        {
+            if (_reorder[i].Buffer is { } b)
+            {
+                ArrayPool<byte>.Shared.Return(b);
+                _reorder[i].Buffer = null;
+            }
+        }
+
+        _owner.Scheduler.Cancel(_rtoAlarm);
+        _owner.Scheduler.Cancel(_ackAlarm);
+        _sendBase = _nextSeq = _nextToTransmit = _expected = 0;
+        _timeouts = 0;
+        _rto = _options.InitialRto;
+        _srtt = _rttvar = TimeSpan.Zero;
+        return undelivered;
+    }
+
+    internal void MarkFailed() => Failed = true;
+
+    /// <summary>Tells the peer our current conversation number (after it sent us data for an old one).</summary>
+    internal void Announce() => SendAck();
+
+    private static void Release(ref Segment segment)
+    {
+        if (segment.Buffer is { } buffer)
+        {
+            ArrayPool<byte>.Shared.Return(buffer);
+            segment.Buffer = null;
+        }
+    }
+
+    private struct Segment
+    {
+        public byte[]? Buffer;
+        public int Length;
+        public ulong Seq;
+        public TimeSpan SentAt;
+        public bool Acked;
+        public bool Retransmitted;
+    }
+}
