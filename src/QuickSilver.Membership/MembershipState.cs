@@ -182,7 +182,7 @@ public sealed class MembershipState
             }
 
             region.View = new RegionView(region.Id, (region.View?.ViewNumber ?? 0) + 1,
-                [.. region.Members.Select(n => new RegionMember(n.Id, n.Address))], region.MulticastAddress);
+                [.. region.Members.Select(n => new ViewMember(n.Id, n.Address))], region.MulticastAddress);
             newRegionViews.Add(region.View);
 
             // Every group mapping to a changed region gets a new view (its region view reference changed).

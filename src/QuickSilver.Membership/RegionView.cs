@@ -4,14 +4,14 @@ using QuickSilver.Core.Io;
 namespace QuickSilver.Membership;
 
 /// <summary>A member of a region view: the node and the unicast address its core listens on.</summary>
-public readonly record struct RegionMember(NodeId Node, NetAddress Address);
+public readonly record struct ViewMember(NodeId Node, NetAddress Address);
 
 /// <summary>
 /// One immutable view of a region (QSM §2.1): its members in a fixed order (ascending node address, so "the node with
 /// the smallest address" is index 0 of its partition), its IP multicast address (null when the pool ran out: the region then uses unicast fan-out), and a view number that grows by one
 /// with each change. Partitions follow §2.3.1: p = max(1, floor(n / R)); the k-th member is in partition k mod p.
 /// </summary>
-public sealed record RegionView(RegionId Region, uint ViewNumber, ImmutableArray<RegionMember> Members, NetAddress? MulticastAddress)
+public sealed record RegionView(RegionId Region, uint ViewNumber, ImmutableArray<ViewMember> Members, NetAddress? MulticastAddress)
 {
     public int Count => Members.Length;
 

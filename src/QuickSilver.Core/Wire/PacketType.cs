@@ -17,4 +17,7 @@ public enum PacketType : byte
 
     /// <summary>Reliable unicast: a cumulative + selective acknowledgement.</summary>
     ReliableAck = 4,
+
+    /// <summary>QSM regional data: a sender's multicast into a region, or a repair (push/pull/retransmission).</summary>
+    QsmData = 5,
 }

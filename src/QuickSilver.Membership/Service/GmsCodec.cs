@@ -76,7 +76,7 @@ public static class GmsCodec
                 return null;
             }
 
-            var members = ImmutableArray.CreateBuilder<RegionMember>(r.Members.Length / 3);
+            var members = ImmutableArray.CreateBuilder<ViewMember>(r.Members.Length / 3);
             for (int i = 0; i < r.Members.Length; i += 3)
             {
                 if (r.Members[i + 2] > ushort.MaxValue)
@@ -84,7 +84,7 @@ public static class GmsCodec
                     return null;
                 }
 
-                members.Add(new RegionMember(new NodeId(r.Members[i]), new NetAddress(r.Members[i + 1], (ushort)r.Members[i + 2])));
+                members.Add(new ViewMember(new NodeId(r.Members[i]), new NetAddress(r.Members[i + 1], (ushort)r.Members[i + 2])));
             }
 
             NetAddress? multicast = r.MulticastIp == 0 ? null : new NetAddress(r.MulticastIp, r.MulticastPort);

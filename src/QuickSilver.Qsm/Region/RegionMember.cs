@@ -1,0 +1,444 @@
+using QuickSilver.Core.Alarms;
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Core.Io;
+using QuickSilver.Membership;
+using QuickSilver.Qsm.RateControl;
+using QuickSilver.Qsm.Recovery;
+using QuickSilver.Transport.Reliable;
+
+namespace QuickSilver.Qsm.Region;
+
+/// <summary>Receives a sender's packet, in order, exactly once; the payload is valid only during the call.</summary>
+public delegate void RegionDeliveryHandler(uint sender, ulong seq, ReadOnlySpan<byte> payload);
+
+/// <summary>
+/// One node's part in a region (QSM §2.3): it receives the region's multicast, delivers each sender's packets in order,
+/// caches the packets its partition is responsible for, and takes part in the token ring torus that drives loss
+/// recovery and acknowledgement. I/O-free: data and repairs go through the node's <see cref="IDatagramTransport"/>,
+/// tokens, pulls, NAKs and ACKs through its <see cref="ReliableUnicast"/>, time through its <see cref="IAlarmScheduler"/>.
+/// Core thread only.
+/// </summary>
+public sealed class RegionMember
+{
+    private readonly uint _node;
+    private readonly IDatagramTransport _data;
+    private readonly ReliableUnicast _control;
+    private readonly IAlarmScheduler _scheduler;
+    private readonly RegionOptions _options;
+    private readonly Dictionary<uint, SenderStream> _streams = new();
+    private readonly Dictionary<uint, (ulong Cutoff, ulong Purge, ulong Stable)> _lastRound = new();
+    private readonly Alarm _tokenAlarm;
+    private readonly Alarm _rateAlarm;
+    private readonly NakSet _mine;
+    private readonly NakSet _scratch;
+    private readonly byte[] _message = new byte[64 * 1024];
+    private readonly byte[] _datagram;
+    private NakSet[] _others = [];
+    private List<RegionLayout.Partition> _partitions = new();
+    private ulong _round;
+    private TimeSpan _roundStarted;
+    private bool _roundOpen;
+
+    public RegionMember(uint node, IDatagramTransport data, ReliableUnicast control, IAlarmScheduler scheduler, RegionOptions? options = null)
+    {
+        _node = node;
+        _data = data ?? throw new ArgumentNullException(nameof(data));
+        _control = control ?? throw new ArgumentNullException(nameof(control));
+        _scheduler = scheduler ?? throw new ArgumentNullException(nameof(scheduler));
+        _options = options ?? new RegionOptions();
+        _options.Validate();
+        _mine = new NakSet(_options.MaxNakRanges);
+        _scratch = new NakSet(_options.MaxNakRanges);
+        _datagram = new byte[data.MaxDatagramSize];
+        _tokenAlarm = new Alarm(_ => OnTokenTimer());
+        _rateAlarm = new Alarm(_ => SampleRates());
+        _scheduler.ScheduleAfter(_rateAlarm, new RateControlOptions().SampleInterval);
+    }
+
+    public RegionView? View { get; private set; }
+
+    /// <summary>Index of this node in the view (view order = ascending address).</summary>
+    public int Index { get; private set; } = -1;
+
+    public int Partitions { get; private set; } = 1;
+
+    public int Partition { get; private set; }
+
+    public bool IsRegionLeader => Index == 0;
+
+    public DropCounters Drops { get; } = new();
+
+    /// <summary>Token rounds this node completed as region leader.</summary>
+    public long RoundsCompleted { get; private set; }
+
+    public long RepairsSent { get; private set; }
+
+    public long PullsSent { get; private set; }
+
+    public long NaksSent { get; private set; }
+
+    public event RegionDeliveryHandler? Delivered;
+
+    /// <summary>Installs a new region view (from the GMS). Partitions and the ring follow from it alone (§2.3.1).</summary>
+    public void InstallView(RegionView view)
+    {
+        ArgumentNullException.ThrowIfNull(view);
+        View = view;
+        Index = view.IndexOf(new NodeId(_node));
+        Partitions = view.PartitionCount(_options.ReplicationFactor);
+        Partition = Index >= 0 ? view.PartitionOf(Index, _options.ReplicationFactor) : 0;
+        _partitions = RegionLayout.Build(view, Partitions);
+        _others = new NakSet[Partitions];
+        for (int i = 0; i < Partitions; i++)
+        {
+            _others[i] = new NakSet(_options.MaxNakRanges);
+        }
+
+        if (view.MulticastAddress is { } group)
+        {
+            _data.JoinGroup(group);
+        }
+
+        if (IsRegionLeader && !_tokenAlarm.IsScheduled)
+        {
+            _scheduler.ScheduleAfter(_tokenAlarm, _options.TokenInterval);
+        }
+    }
+
+    /// <summary>A QsmData datagram (multicast, or a unicast repair) for this region.</summary>
+    public void OnData(NetAddress from, ReadOnlySpan<byte> datagram)
+    {
+        if (!RegionWire.TryReadData(datagram, out uint sender, out uint region, out ulong seq, out var payload)
+            || View is null || region != View.Region.Value)
+        {
+            Drops.Increment(DropReason.Malformed);
+            return;
+        }
+
+        var stream = Stream(sender);
+        if (!stream.Received(seq) && seq > stream.Delivered && stream.Address == default)
+        {
+            stream.Address = from;
+        }
+
+        Accept(stream, seq, payload);
+    }
+
+    /// <summary>Records a packet this node sent itself (a sender that is also a member has it without receiving it).</summary>
+    public void OnLocalSend(uint sender, NetAddress senderAddress, ulong seq, ReadOnlySpan<byte> payload)
+    {
+        var stream = Stream(sender);
+        stream.Address = senderAddress;
+        Accept(stream, seq, payload);
+    }
+
+    private void Accept(SenderStream stream, ulong seq, ReadOnlySpan<byte> payload)
+        => stream.Add(seq, payload, DeliverOne);
+
+    private void DeliverOne(SenderStream stream, ulong seq, byte[] payload) => Delivered?.Invoke(stream.Sender, seq, payload);
+
+    /// <summary>A token or a pull request (reliable unicast payloads whose first byte is the kind).</summary>
+    public void OnControl(NetAddress from, ReadOnlySpan<byte> message)
+    {
+        if (message.IsEmpty || View is null)
+        {
+            Drops.Increment(DropReason.Malformed);
+            return;
+        }
+
+        switch ((RegionControl)message[0])
+        {
+            case RegionControl.Token:
+                var token = Token.TryRead(message, _options.MaxNakRanges, _options.MaxSenders);
+                if (token is null || token.Region != View.Region.Value)
+                {
+                    Drops.Increment(DropReason.Malformed);
+                    return;
+                }
+
+                OnToken(token);
+                break;
+            case RegionControl.Pull:
+                if (!RegionWire.TryReadRanges(message, _scratch, out _, out uint sender, out int partition, out int partitions)
+                    || !_streams.TryGetValue(sender, out var stream))
+                {
+                    Drops.Increment(DropReason.Malformed);
+                    return;
+                }
+
+                SendRepairs(stream, from, _scratch, partition, partitions);
+                break;
+            default:
+                Drops.Increment(DropReason.Malformed);
+                break;
+        }
+    }
+
+    private SenderStream Stream(uint sender)
+    {
+        if (!_streams.TryGetValue(sender, out var stream))
+        {
+            stream = new SenderStream(sender, new RateEstimator(10, new RateControlOptions().SampleInterval));
+            _streams.Add(sender, stream);
+        }
+
+        return stream;
+    }
+
+    // ---- the token ring (§2.3.2, §2.3.3) ----
+
+    private void OnTokenTimer()
+    {
+        if (!IsRegionLeader)
+        {
+            return;
+        }
+
+        // A round that has not come back within the timeout is presumed lost (a holder crashed): start another.
+        if (_roundOpen && _scheduler.Now - _roundStarted < _options.TokenInterval * _options.TokenTimeoutIntervals)
+        {
+            _scheduler.ScheduleAfter(_tokenAlarm, _options.TokenInterval);
+            return;
+        }
+
+        var token = new Token { Region = View!.Region.Value, View = View.ViewNumber, Round = ++_round, Partition = 0, Step = 0 };
+        foreach (var stream in _streams.Values)
+        {
+            if (token.Sections.Count == _options.MaxSenders)
+            {
+                break;
+            }
+
+            var section = new TokenSection(stream.Sender, _options.MaxNakRanges);
+            if (_lastRound.TryGetValue(stream.Sender, out var last))
+            {
+                (section.Cutoff, section.PurgeUpTo, section.StableBefore) = last;
+            }
+
+            token.Sections.Add(section);
+        }
+
+        _roundOpen = true;
+        _roundStarted = _scheduler.Now;
+        _scheduler.ScheduleAfter(_tokenAlarm, _options.TokenInterval);
+        OnToken(token);
+    }
+
+    private void OnToken(Token token)
+    {
+        if (token.Partition >= Partitions)
+        {
+            if (IsRegionLeader && token.Round == _round)
+            {
+                FinishRound(token);
+            }
+
+            return;
+        }
+
+        var members = _partitions[token.Partition].Members;
+        int closingStep = members.Count;
+        if (Index < 0 || token.Step > closingStep || members[token.Step % closingStep] != Index)
+        {
+            Drops.Increment(DropReason.Malformed); // not ours to hold under this view
+            return;
+        }
+
+        // Senders this node knows that the token does not carry yet get a section.
+        foreach (var stream in _streams.Values)
+        {
+            if (token.Find(stream.Sender) is null && token.Sections.Count < _options.MaxSenders)
+            {
+                token.Sections.Add(new TokenSection(stream.Sender, _options.MaxNakRanges));
+            }
+        }
+
+        foreach (var section in token.Sections)
+        {
+            Process(section, Stream(section.Sender), token.Step, closingStep, members);
+        }
+
+        // A partition of one closes at once.
+        if (token.Step == 0 && closingStep == 1)
+        {
+            token.Step = 1;
+            foreach (var section in token.Sections)
+            {
+                Process(section, Stream(section.Sender), token.Step, closingStep, members);
+            }
+        }
+
+        Forward(token, members, closingStep);
+    }
+
+    private void Process(TokenSection section, SenderStream stream, int step, int closingStep, List<int> members)
+    {
+        stream.Purge(section.PurgeUpTo);
+        stream.CachedMissing(section.Cutoff, Partitions, Partition, _mine);
+
+        if (step > 0)
+        {
+            // Compare with the predecessor on the ring: push what it lacks and we have, pull what we lack and it has.
+            var predecessor = View!.Members[members[step - 1]].Address;
+            _scratch.SetDifference(section.PredecessorNaks, _mine);
+            SendRepairs(stream, predecessor, _scratch, Partition, Partitions);
+            _scratch.SetDifference(_mine, section.PredecessorNaks);
+            if (!_scratch.IsEmpty)
+            {
+                SendRanges(predecessor, RegionControl.Pull, stream.Sender, Partition, _scratch);
+                PullsSent++;
+            }
+
+            _scratch.SetIntersection(section.PartitionNaks, _mine);
+            section.PartitionNaks.CopyFrom(_scratch);
+        }
+        else
+        {
+            section.PartitionNaks.CopyFrom(_mine);
+        }
+
+        if (step == closingStep)
+        {
+            // Back at the partition leader: what the whole partition lacks goes to the sender as one collective NAK.
+            if (!section.PartitionNaks.IsEmpty && stream.Address != default)
+            {
+                SendRanges(stream.Address, RegionControl.Nak, stream.Sender, Partition, section.PartitionNaks);
+                NaksSent++;
+            }
+
+            section.PredecessorNaks.Clear();
+            section.PartitionNaks.Clear();
+        }
+        else
+        {
+            section.PredecessorNaks.CopyFrom(_mine);
+
+            // First visit this round: pull packets cached elsewhere, once they are stable on their replicas.
+            ulong limit = Math.Min(section.Cutoff, section.StableBefore);
+            if (limit > stream.Delivered && Partitions > 1)
+            {
+                stream.OtherMissing(limit, Partitions, Partition, _others);
+                for (int j = 0; j < Partitions; j++)
+                {
+                    if (j != Partition && !_others[j].IsEmpty)
+                    {
+                        var leader = View!.Members[_partitions[j].Members[0]].Address;
+                        SendRanges(leader, RegionControl.Pull, stream.Sender, j, _others[j]);
+                        PullsSent++;
+                    }
+                }
+            }
+
+            section.MaxSeen = Math.Max(section.MaxSeen, stream.MaxSeen);
+            section.StableMin = Math.Min(section.StableMin, stream.CachedUpTo(Partitions, Partition));
+            section.ReceivedMin = Math.Min(section.ReceivedMin, stream.Delivered);
+            section.RateMin = Math.Min(section.RateMin, stream.Rate.Rate);
+        }
+    }
+
+    private void Forward(Token token, List<int> members, int closingStep)
+    {
+        if (token.Step < closingStep)
+        {
+            token.Step++;
+            var next = members[token.Step % closingStep];
+            SendToken(token, next);
+            return;
+        }
+
+        // The partition's ring is closed: on to the next partition's leader, or back to the region leader.
+        token.Partition++;
+        token.Step = 0;
+        int target = token.Partition < Partitions ? _partitions[token.Partition].Members[0] : _partitions[0].Members[0];
+        SendToken(token, target);
+    }
+
+    private void SendToken(Token token, int memberIndex)
+    {
+        if (memberIndex == Index)
+        {
+            OnToken(token); // the next hop is this node (e.g. a one-partition region's leader closing the round)
+            return;
+        }
+
+        int length = token.Write(_message);
+        if (!_control.TrySend(View!.Members[memberIndex].Address, _message.AsSpan(0, length)))
+        {
+            Drops.Increment(DropReason.SendQueueFull); // the round is lost; the leader starts another after the timeout
+        }
+    }
+
+    private void FinishRound(Token token)
+    {
+        _roundOpen = false;
+        RoundsCompleted++;
+        int senders = Math.Max(1, token.Sections.Count);
+        foreach (var section in token.Sections)
+        {
+            ulong stable = section.StableMin == ulong.MaxValue ? 0 : section.StableMin;
+            ulong received = section.ReceivedMin == ulong.MaxValue ? 0 : section.ReceivedMin;
+            _lastRound[section.Sender] = (section.MaxSeen, received, stable);
+            if (_streams.TryGetValue(section.Sender, out var stream) && stream.Address != default)
+            {
+                double rate = section.RateMin == double.MaxValue ? 0 : section.RateMin / senders; // formula (1)
+                int length = RegionWire.WriteAck(_message, View!.Region.Value, section.Sender, stable, Math.Max(stable, section.MaxSeen), rate);
+                _control.TrySend(stream.Address, _message.AsSpan(0, length));
+            }
+        }
+    }
+
+    private void SendRanges(NetAddress to, RegionControl kind, uint sender, int partition, NakSet ranges)
+    {
+        int length = RegionWire.WriteRanges(_message, kind, View!.Region.Value, sender, partition, Partitions, ranges);
+        _control.TrySend(to, _message.AsSpan(0, length));
+    }
+
+    private void SendRepairs(SenderStream stream, NetAddress to, NakSet indices, int partition, int partitions)
+    {
+        foreach (var range in indices.Ranges)
+        {
+            for (ulong k = range.First; k <= range.Last; k++)
+            {
+                ulong seq = (k * (ulong)partitions) + (ulong)partition;
+                if (stream.TryGet(seq, out var payload))
+                {
+                    int length = RegionWire.WriteData(_datagram, stream.Sender, View!.Region.Value, seq, payload);
+                    _data.TrySend(to, _datagram.AsSpan(0, length));
+                    RepairsSent++;
+                }
+            }
+        }
+    }
+
+    private void SampleRates()
+    {
+        foreach (var stream in _streams.Values)
+        {
+            stream.Rate.CloseSample();
+        }
+
+        _scheduler.ScheduleAfter(_rateAlarm, new RateControlOptions().SampleInterval);
+    }
+}
+
+/// <summary>The torus layout derived from a region view: partition j holds view indices j, j+p, j+2p, … (§2.3.1).</summary>
+internal static class RegionLayout
+{
+    public sealed record Partition(List<int> Members);
+
+    public static List<Partition> Build(RegionView view, int partitions)
+    {
+        var result = new List<Partition>(partitions);
+        for (int j = 0; j < partitions; j++)
+        {
+            result.Add(new Partition(new List<int>()));
+        }
+
+        for (int i = 0; i < view.Count; i++)
+        {
+            result[i % partitions].Members.Add(i);
+        }
+
+        return result;
+    }
+}

@@ -1,0 +1,40 @@
+using QuickSilver.Core;
+
+namespace QuickSilver.Qsm.Region;
+
+/// <summary>Parameters of the regional protocol (QSM §2.3). Paper values where it gives them.</summary>
+public sealed record RegionOptions
+{
+    /// <summary>R: replication factor; a region of n nodes has max(1, ⌊n/R⌋) partitions (§2.3.1).</summary>
+    public int ReplicationFactor { get; init; } = 5;
+
+    /// <summary>How often the region leader starts a token round (paper: 1 s).</summary>
+    public TimeSpan TokenInterval { get; init; } = TimeSpan.FromSeconds(1);
+
+    /// <summary>A round not back at the leader after this many intervals is presumed lost and a new one starts.</summary>
+    public int TokenTimeoutIntervals { get; init; } = 5;
+
+    /// <summary>NAK ranges a node may report per sender per round (§2.3.3's bound).</summary>
+    public int MaxNakRanges { get; init; } = 32;
+
+    /// <summary>Messages a sender keeps unacknowledged; sending blocks (back-pressure) beyond it.</summary>
+    public int SenderWindow { get; init; } = 4096;
+
+    /// <summary>A sender retransmits a message not acknowledged this long after it was (re)sent (the paper's rarely used
+    /// timeout), in token intervals.</summary>
+    public int RetransmitIntervals { get; init; } = 10;
+
+    /// <summary>Senders a token can carry sections for.</summary>
+    public int MaxSenders { get; init; } = 64;
+
+    public void Validate()
+    {
+        OptionChecks.InRange(ReplicationFactor, 1, 100, $"RegionOptions.{nameof(ReplicationFactor)}");
+        OptionChecks.Positive(TokenInterval, $"RegionOptions.{nameof(TokenInterval)}");
+        OptionChecks.InRange(TokenTimeoutIntervals, 2, 1000, $"RegionOptions.{nameof(TokenTimeoutIntervals)}");
+        OptionChecks.InRange(MaxNakRanges, 1, 1024, $"RegionOptions.{nameof(MaxNakRanges)}");
+        OptionChecks.InRange(SenderWindow, 1, 1 << 22, $"RegionOptions.{nameof(SenderWindow)}");
+        OptionChecks.InRange(RetransmitIntervals, 1, 1000, $"RegionOptions.{nameof(RetransmitIntervals)}");
+        OptionChecks.InRange(MaxSenders, 1, 1024, $"RegionOptions.{nameof(MaxSenders)}");
+    }
+}

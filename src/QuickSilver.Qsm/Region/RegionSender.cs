@@ -1,0 +1,242 @@
+using QuickSilver.Core.Alarms;
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Core.Io;
+using QuickSilver.Membership;
+using QuickSilver.Qsm.RateControl;
+using QuickSilver.Qsm.Recovery;
+
+namespace QuickSilver.Qsm.Region;
+
+/// <summary>
+/// A sender's side of a region (QSM §2.2–§2.4): numbers its packets for the region, multicasts them at the rate the
+/// region's feedback allows, and keeps each until the region's collective ACK says it is stable on its caching replicas.
+/// It retransmits what a partition's collective NAK names, and (rarely, the paper notes) what no ACK has covered after a
+/// timeout. I/O-free; core thread only.
+/// </summary>
+public sealed class RegionSender
+{
+    private readonly uint _node;
+    private readonly IDatagramTransport _data;
+    private readonly IAlarmScheduler _scheduler;
+    private readonly RegionOptions _options;
+    private readonly RateController _rate;
+    private readonly Dictionary<ulong, Outgoing> _buffer = new();
+    private readonly Queue<ulong> _waiting = new();
+    private readonly byte[] _datagram;
+    private readonly NakSet _naks;
+    private readonly Alarm _retransmitAlarm;
+    private RegionView _view;
+    private TimeSpan _lastProgress;
+    private ulong _regionMaxSeen;
+
+    public RegionSender(uint node, RegionView view, IDatagramTransport data, IAlarmScheduler scheduler,
+        RegionOptions? options = null, RateControlOptions? rateOptions = null)
+    {
+        _node = node;
+        _view = view ?? throw new ArgumentNullException(nameof(view));
+        _data = data ?? throw new ArgumentNullException(nameof(data));
+        _scheduler = scheduler ?? throw new ArgumentNullException(nameof(scheduler));
+        _options = options ?? new RegionOptions();
+        _options.Validate();
+        _rate = new RateController(scheduler, rateOptions);
+        _rate.CreditAvailable += SendWaiting;
+        _datagram = new byte[data.MaxDatagramSize];
+        _naks = new NakSet(_options.MaxNakRanges);
+        _retransmitAlarm = new Alarm(_ => RetransmitOverdue());
+        _scheduler.ScheduleAfter(_retransmitAlarm, _options.TokenInterval);
+    }
+
+    /// <summary>The largest payload one packet can carry.</summary>
+    public int MaxPayload => _data.MaxDatagramSize - RegionWire.DataHeaderSize;
+
+    public ulong LastSequence { get; private set; }
+
+    /// <summary>The region's collective ACK: every packet up to here is stable on its caching replicas.</summary>
+    public ulong Acknowledged { get; private set; }
+
+    public int Unacknowledged => _buffer.Count;
+
+    public bool HasSpace => _buffer.Count < _options.SenderWindow;
+
+    public long Retransmissions => RetransmittedOnNak + RetransmittedOnTimeout;
+
+    /// <summary>Packets resent because a partition's collective NAK named them.</summary>
+    public long RetransmittedOnNak { get; private set; }
+
+    /// <summary>Packets resent because no ACK covered them in time (the paper: this "essentially never kicks in").</summary>
+    public long RetransmittedOnTimeout { get; private set; }
+
+    public RateController RateController => _rate;
+
+    public DropCounters Drops { get; } = new();
+
+    /// <summary>Raised when space frees in the sender window after <see cref="TrySend"/> refused.</summary>
+    public event Action? SpaceAvailable;
+
+    /// <summary>Raised for each packet sent for the first time (a sender that is a member records it locally).</summary>
+    public event Action<ulong, ReadOnlyMemory<byte>>? Sent;
+
+    public void InstallView(RegionView view) => _view = view ?? throw new ArgumentNullException(nameof(view));
+
+    /// <summary>Numbers and sends one packet. False when the window is full (wait for <see cref="SpaceAvailable"/>).</summary>
+    public bool TrySend(ReadOnlySpan<byte> payload)
+    {
+        if (payload.Length > MaxPayload)
+        {
+            throw new ArgumentException($"A region packet carries at most {MaxPayload} bytes; got {payload.Length}.", nameof(payload));
+        }
+
+        if (!HasSpace)
+        {
+            _wasFull = true;
+            return false;
+        }
+
+        ulong seq = ++LastSequence;
+        var copy = payload.ToArray();
+        _buffer[seq] = new Outgoing(copy) { SentAt = TimeSpan.MinValue };
+        Sent?.Invoke(seq, copy);
+        _waiting.Enqueue(seq);
+        SendWaiting();
+        return true;
+    }
+
+    private bool _wasFull;
+
+    private void SendWaiting()
+    {
+        while (_waiting.Count > 0)
+        {
+            if (!_buffer.ContainsKey(_waiting.Peek()))
+            {
+                _waiting.Dequeue(); // already acknowledged (a repair got there first)
+                continue;
+            }
+
+            if (!_rate.TryConsume())
+            {
+                return; // CreditAvailable resumes
+            }
+
+            Transmit(_waiting.Dequeue());
+        }
+    }
+
+    private void Transmit(ulong seq)
+    {
+        var outgoing = _buffer[seq];
+        int length = RegionWire.WriteData(_datagram, _node, _view.Region.Value, seq, outgoing.Payload);
+        if (_view.MulticastAddress is { } group)
+        {
+            _data.TrySend(group, _datagram.AsSpan(0, length));
+        }
+        else
+        {
+            foreach (var member in _view.Members)
+            {
+                if (member.Node.Value != _node)
+                {
+                    _data.TrySend(member.Address, _datagram.AsSpan(0, length)); // no multicast: unicast fan-out
+                }
+            }
+        }
+
+        outgoing.SentAt = _scheduler.Now;
+    }
+
+    /// <summary>An ACK or a NAK from the region (reliable unicast payload).</summary>
+    public void OnControl(NetAddress from, ReadOnlySpan<byte> message)
+    {
+        if (message.IsEmpty)
+        {
+            Drops.Increment(DropReason.Malformed);
+            return;
+        }
+
+        switch ((RegionControl)message[0])
+        {
+            case RegionControl.Ack when RegionWire.TryReadAck(message, out uint region, out uint sender, out ulong stable, out ulong maxSeen, out double rate)
+                                        && region == _view.Region.Value && sender == _node:
+                OnAck(stable, maxSeen, rate);
+                break;
+            case RegionControl.Nak when RegionWire.TryReadRanges(message, _naks, out uint region, out uint sender, out int partition, out int partitions)
+                                        && region == _view.Region.Value && sender == _node:
+                foreach (var range in _naks.Ranges)
+                {
+                    for (ulong k = range.First; k <= range.Last; k++)
+                    {
+                        ulong seq = (k * (ulong)partitions) + (ulong)partition;
+                        if (_buffer.ContainsKey(seq))
+                        {
+                            Transmit(seq);
+                            RetransmittedOnNak++;
+                        }
+                    }
+                }
+
+                break;
+            default:
+                Drops.Increment(DropReason.Malformed);
+                break;
+        }
+    }
+
+    private void OnAck(ulong stable, ulong maxSeen, double rate)
+    {
+        if (maxSeen > LastSequence)
+        {
+            Drops.Increment(DropReason.Malformed); // reports packets never sent
+            return;
+        }
+
+        for (ulong seq = Acknowledged + 1; seq <= stable; seq++)
+        {
+            _buffer.Remove(seq);
+        }
+
+        if (stable > Acknowledged)
+        {
+            Acknowledged = stable;
+            _lastProgress = _scheduler.Now;
+        }
+
+        _regionMaxSeen = Math.Max(_regionMaxSeen, maxSeen);
+        _rate.OnReceiverRate(rate);
+        if (_wasFull && HasSpace)
+        {
+            _wasFull = false;
+            SpaceAvailable?.Invoke();
+        }
+    }
+
+    /// <summary>
+    /// The sender's timeout, which should rarely act (§2.3.3): packets the region has not even seen (above the
+    /// highest seq its last ACK reported: lost by every member) are resent once overdue; packets the region has seen are
+    /// left to its own recovery unless its acknowledgements stop advancing for a whole timeout.
+    /// </summary>
+    private void RetransmitOverdue()
+    {
+        var overdue = _options.TokenInterval * _options.RetransmitIntervals;
+        var now = _scheduler.Now;
+        bool stalled = now - _lastProgress >= overdue;
+        int budget = 256;
+        for (ulong seq = Acknowledged + 1; seq <= LastSequence && budget > 0; seq++)
+        {
+            if (_buffer.TryGetValue(seq, out var outgoing) && outgoing.SentAt != TimeSpan.MinValue && now - outgoing.SentAt >= overdue
+                && (seq > _regionMaxSeen || stalled))
+            {
+                Transmit(seq);
+                RetransmittedOnTimeout++;
+                budget--;
+            }
+        }
+
+        _scheduler.ScheduleAfter(_retransmitAlarm, _options.TokenInterval);
+    }
+
+    private sealed class Outgoing(byte[] payload)
+    {
+        public byte[] Payload { get; } = payload;
+        public TimeSpan SentAt { get; set; }
+    }
+}

@@ -1,0 +1,145 @@
+using QuickSilver.Core.Io;
+using QuickSilver.Qsm.Recovery;
+using QuickSilver.Qsm.RateControl;
+
+namespace QuickSilver.Qsm.Region;
+
+/// <summary>
+/// One sender's packets as seen by one region member: delivered in order up to <see cref="Delivered"/>, held beyond
+/// it until the gap closes, and kept after delivery until the region-wide purge point (every member has them) to
+/// serve pushes and pulls. Keeping every packet, not only the partition's share (seq mod p), means a view change that
+/// redraws the partitions never strands a packet; the memory it costs is bounded by the purge lag, about two token
+/// rounds of traffic (docs/qsm.md).
+/// </summary>
+internal sealed class SenderStream
+{
+    private readonly Dictionary<ulong, byte[]> _held = new();
+
+    public SenderStream(uint sender, RateEstimator rate)
+    {
+        Sender = sender;
+        Rate = rate;
+    }
+
+    public uint Sender { get; }
+
+    /// <summary>Where the sender's NAKs and ACKs go (learned from its datagrams).</summary>
+    public NetAddress Address { get; set; }
+
+    /// <summary>Every packet up to here has been received and delivered.</summary>
+    public ulong Delivered { get; private set; }
+
+    public ulong MaxSeen { get; private set; }
+
+    public RateEstimator Rate { get; }
+
+    public int HeldCount => _held.Count;
+
+    public bool Received(ulong seq) => seq <= Delivered ? seq > 0 : _held.ContainsKey(seq);
+
+    public bool TryGet(ulong seq, out byte[] payload) => _held.TryGetValue(seq, out payload!);
+
+    /// <summary>Stores a new packet; returns false for a duplicate. <paramref name="deliver"/> is called for each
+    /// packet that becomes deliverable, in order.</summary>
+    public bool Add(ulong seq, ReadOnlySpan<byte> payload, Action<SenderStream, ulong, byte[]> deliver)
+    {
+        if (Received(seq))
+        {
+            return false;
+        }
+
+        _held[seq] = payload.ToArray();
+        MaxSeen = Math.Max(MaxSeen, seq);
+        Rate.Count();
+        while (_held.TryGetValue(Delivered + 1, out var next))
+        {
+            Delivered++;
+            deliver(this, Delivered, next);
+        }
+
+        return true;
+    }
+
+    /// <summary>Indices (seq / p) of the packets up to <paramref name="cutoff"/> this member's partition caches and this
+    /// member lacks, up to the set's range bound.</summary>
+    public void CachedMissing(ulong cutoff, int partitions, int myPartition, NakSet into)
+    {
+        into.Clear();
+        ulong p = (ulong)partitions;
+        for (ulong seq = FirstOfClass(Delivered + 1, p, (ulong)myPartition); seq <= cutoff; seq += p)
+        {
+            if (!_held.ContainsKey(seq) && !into.AddRange(seq / p, seq / p))
+            {
+                break;
+            }
+        }
+    }
+
+    /// <summary>The highest X such that every packet up to X that this member caches has arrived (its contribution to
+    /// region-wide stability).</summary>
+    public ulong CachedUpTo(int partitions, int myPartition)
+    {
+        ulong p = (ulong)partitions;
+        for (ulong seq = FirstOfClass(Delivered + 1, p, (ulong)myPartition); seq <= MaxSeen; seq += p)
+        {
+            if (!_held.ContainsKey(seq))
+            {
+                return seq - 1;
+            }
+        }
+
+        return MaxSeen;
+    }
+
+    /// <summary>Packets up to <paramref name="limit"/> cached by other partitions that this member lacks, as index sets
+    /// per partition (the pull requests to those partitions' leaders).</summary>
+    public void OtherMissing(ulong limit, int partitions, int myPartition, NakSet[] perPartition)
+    {
+        foreach (var set in perPartition)
+        {
+            set.Clear();
+        }
+
+        ulong p = (ulong)partitions;
+        for (ulong seq = Delivered + 1; seq <= limit; seq++)
+        {
+            int partition = (int)(seq % p);
+            if (partition != myPartition && !_held.ContainsKey(seq))
+            {
+                perPartition[partition].AddRange(seq / p, seq / p);
+            }
+        }
+    }
+
+    /// <summary>Drops cached packets every member has received.</summary>
+    public void Purge(ulong upTo)
+    {
+        if (upTo == 0 || _held.Count == 0)
+        {
+            return;
+        }
+
+        List<ulong>? drop = null;
+        foreach (var seq in _held.Keys)
+        {
+            if (seq <= upTo && seq <= Delivered)
+            {
+                (drop ??= new()).Add(seq);
+            }
+        }
+
+        if (drop is not null)
+        {
+            foreach (var seq in drop)
+            {
+                _held.Remove(seq);
+            }
+        }
+    }
+
+    private static ulong FirstOfClass(ulong from, ulong p, ulong residue)
+    {
+        ulong r = from % p;
+        return r <= residue ? from + (residue - r) : from + (p - r) + residue;
+    }
+}
