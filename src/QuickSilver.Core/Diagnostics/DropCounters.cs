@@ -27,6 +27,10 @@ public enum DropReason
 
     /// <summary>Dropped on purpose by a transport's injected-loss option (tests and benchmarks).</summary>
     InjectedLoss,
+
+    /// <summary>Well-formed, but addressed to a region (or view) this node is not in: overlapping multicast groups, a stale
+    /// view, or the node's own multicast looped back. Expected in small numbers around view changes.</summary>
+    NotForThisNode,
 }
 
 /// <summary>

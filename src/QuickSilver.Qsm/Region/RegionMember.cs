@@ -108,10 +108,15 @@ public sealed class RegionMember
     /// <summary>A QsmData datagram (multicast, or a unicast repair) for this region.</summary>
     public void OnData(NetAddress from, ReadOnlySpan<byte> datagram)
     {
-        if (!RegionWire.TryReadData(datagram, out uint sender, out uint region, out ulong seq, out var payload)
-            || View is null || region != View.Region.Value)
+        if (!RegionWire.TryReadData(datagram, out uint sender, out uint region, out ulong seq, out var payload))
         {
             Drops.Increment(DropReason.Malformed);
+            return;
+        }
+
+        if (View is null || region != View.Region.Value)
+        {
+            Drops.Increment(DropReason.NotForThisNode);
             return;
         }
 

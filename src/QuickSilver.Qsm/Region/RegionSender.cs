@@ -70,7 +70,7 @@ public sealed class RegionSender
 
     public DropCounters Drops { get; } = new();
 
-    /// <summary>Raised when space frees in the sender window after <see cref="TrySend"/> refused.</summary>
+    /// <summary>Raised when an ACK frees space in a window that was full.</summary>
     public event Action? SpaceAvailable;
 
     /// <summary>Raised for each packet sent for the first time (a sender that is a member records it locally).</summary>
@@ -88,7 +88,6 @@ public sealed class RegionSender
 
         if (!HasSpace)
         {
-            _wasFull = true;
             return false;
         }
 
@@ -100,8 +99,6 @@ public sealed class RegionSender
         SendWaiting();
         return true;
     }
-
-    private bool _wasFull;
 
     private void SendWaiting()
     {
@@ -189,6 +186,7 @@ public sealed class RegionSender
             return;
         }
 
+        bool wasFull = !HasSpace;
         for (ulong seq = Acknowledged + 1; seq <= stable; seq++)
         {
             _buffer.Remove(seq);
@@ -202,10 +200,9 @@ public sealed class RegionSender
 
         _regionMaxSeen = Math.Max(_regionMaxSeen, maxSeen);
         _rate.OnReceiverRate(rate);
-        if (_wasFull && HasSpace)
+        if (wasFull && HasSpace)
         {
-            _wasFull = false;
-            SpaceAvailable?.Invoke();
+            SpaceAvailable?.Invoke(); // whoever found the window full (TrySend refused, or HasSpace was false) resumes
         }
     }
 

@@ -1,0 +1,131 @@
+using System.Threading.Channels;
+using QuickSilver.Membership;
+
+namespace QuickSilver;
+
+/// <summary>A message delivered in a group: the sending node's id, its per-sender group sequence, and the payload.</summary>
+public sealed record GroupMessage(uint Sender, ulong Sequence, byte[] Payload);
+
+/// <summary>
+/// A group (topic) this node has joined. Publishing is the push interface: <see cref="TryPublish"/> refuses and
+/// <see cref="PublishAsync"/> waits when the node's publish buffer for the group is full. Messages arrive through
+/// <see cref="ReadAllAsync"/> (for ordinary application code) or <see cref="OnMessage"/> (called on the core thread:
+/// keep it short). Thread-safe.
+/// </summary>
+// SemaphoreSlim needs disposing only when its AvailableWaitHandle is used, which it never is here.
+#pragma warning disable CA1001
+public sealed class QuickSilverGroup
+#pragma warning restore CA1001
+{
+    private readonly QuickSilverNode _node;
+    private readonly SemaphoreSlim _space;
+    private readonly Channel<GroupMessage> _messages = Channel.CreateUnbounded<GroupMessage>(new UnboundedChannelOptions { SingleWriter = true });
+    private readonly TaskCompletionSource _ready = new(TaskCreationOptions.RunContinuationsAsynchronously);
+    private long _delivered;
+    private volatile bool _left;
+
+    internal QuickSilverGroup(QuickSilverNode node, string name, int buffer)
+    {
+        _node = node;
+        Name = name;
+        _space = new SemaphoreSlim(buffer, buffer);
+    }
+
+    public string Name { get; }
+
+    /// <summary>The latest group view this node received.</summary>
+    public GroupView? View { get; private set; }
+
+    /// <summary>Messages delivered to this node in this group so far.</summary>
+    public long Delivered => Interlocked.Read(ref _delivered);
+
+    /// <summary>Called on the core thread for every message, before it is queued for <see cref="ReadAllAsync"/>.</summary>
+    public Action<GroupMessage>? OnMessage { get; set; }
+
+    /// <summary>Raised (on the core thread) when a new view of the group arrives.</summary>
+    public event Action<GroupView>? ViewChanged;
+
+    /// <summary>Whether to queue messages for <see cref="ReadAllAsync"/>; turn off when only <see cref="OnMessage"/> is used.</summary>
+    public bool QueueMessages { get; set; } = true;
+
+    internal NodeGroup? State { get; set; }
+
+    internal Task Ready => _ready.Task;
+
+    /// <summary>Queues <paramref name="message"/> for the group; false when the publish buffer is full.</summary>
+    public bool TryPublish(ReadOnlySpan<byte> message)
+    {
+        Check(message.Length, nameof(message));
+        if (!_space.Wait(0))
+        {
+            return false;
+        }
+
+        Post(message.ToArray());
+        return true;
+    }
+
+    /// <summary>Queues <paramref name="message"/> for the group, waiting for room in the publish buffer.</summary>
+    public async ValueTask PublishAsync(ReadOnlyMemory<byte> message, CancellationToken cancellationToken = default)
+    {
+        Check(message.Length, nameof(message));
+        await _space.WaitAsync(cancellationToken).ConfigureAwait(false);
+        Post(message.ToArray());
+    }
+
+    /// <summary>The group's messages, in per-sender order, until the group is left or the node stops.</summary>
+    public IAsyncEnumerable<GroupMessage> ReadAllAsync(CancellationToken cancellationToken = default)
+        => _messages.Reader.ReadAllAsync(cancellationToken);
+
+    /// <summary>Leaves the group. Publishing afterwards throws <see cref="InvalidOperationException"/>.</summary>
+    public Task LeaveAsync() => _node.LeaveAsync(this);
+
+    private void Check(int length, string paramName)
+    {
+        if (_left)
+        {
+            throw new InvalidOperationException($"This node has left group '{Name}'; it cannot publish in it.");
+        }
+
+        if (length > _node.MaxMessageBytes)
+        {
+            throw new ArgumentException($"A message of {length} bytes exceeds the largest group message, {_node.MaxMessageBytes} bytes.", paramName);
+        }
+    }
+
+    private void Post(byte[] message)
+    {
+        if (!_node.Post(this, message))
+        {
+            _space.Release();
+            throw new InvalidOperationException("The node has stopped.");
+        }
+    }
+
+    // Core-thread callbacks from NodeStack.
+    internal void OnSent() => _space.Release();
+
+    internal void OnViewInstalled(GroupView view)
+    {
+        View = view;
+        _ready.TrySetResult();
+        ViewChanged?.Invoke(view);
+    }
+
+    internal void Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload)
+    {
+        Interlocked.Increment(ref _delivered);
+        var message = new GroupMessage(sender, sequence, payload.ToArray());
+        OnMessage?.Invoke(message);
+        if (QueueMessages)
+        {
+            _messages.Writer.TryWrite(message);
+        }
+    }
+
+    internal void OnLeft()
+    {
+        _left = true;
+        _messages.Writer.TryComplete();
+    }
+}

@@ -1,0 +1,146 @@
+using QuickSilver.Core;
+using QuickSilver.Core.Io;
+using QuickSilver.Membership.Service;
+using QuickSilver.Transport.Reliable;
+
+namespace QuickSilver;
+
+/// <summary>
+/// A QuickSilver node: a core thread with one UDP endpoint, the GMS client (and, if asked, an embedded GMS), and the
+/// QSM protocol stack. Join groups with <see cref="JoinGroupAsync"/>; dispose to leave the system (the GMS is told at
+/// once). Thread-safe; protocol work happens on the node's core thread.
+/// </summary>
+public sealed class QuickSilverNode : IAsyncDisposable
+{
+    private readonly QuickSilverCore _core;
+    private readonly NodeStack _stack;
+    private readonly QuickSilverNodeOptions _options;
+    private readonly Action<object?> _enqueue;
+
+    private QuickSilverNode(QuickSilverCore core, NodeStack stack, QuickSilverNodeOptions options, GmsServer? gms)
+    {
+        _core = core;
+        _stack = stack;
+        _options = options;
+        EmbeddedGms = gms;
+        _enqueue = state =>
+        {
+            var (group, message) = ((QuickSilverGroup, byte[]))state!;
+            if (group.State is { } nodeGroup)
+            {
+                _stack.Enqueue(nodeGroup, message);
+            }
+        };
+    }
+
+    /// <summary>This node's unicast address.</summary>
+    public NetAddress Address => _stack.Address;
+
+    /// <summary>The id the GMS assigned.</summary>
+    public uint Id { get; private set; }
+
+    /// <summary>The embedded GMS, when this node runs one.</summary>
+    public GmsServer? EmbeddedGms { get; }
+
+    public QuickSilverCore Core => _core;
+
+    internal int MaxMessageBytes => _stack.MaxMessageBytes;
+
+    internal NodeStack Stack => _stack;
+
+    /// <summary>Starts a node and waits until the GMS has registered it.</summary>
+    public static async Task<QuickSilverNode> StartAsync(QuickSilverNodeOptions? options = null, CancellationToken cancellationToken = default)
+    {
+        options ??= new QuickSilverNodeOptions();
+        options.Validate();
+        var core = QuickSilverCore.Start(new CoreOptions { Name = "node", Backend = options.Backend });
+        try
+        {
+            uint epoch = (uint)Random.Shared.Next(1, int.MaxValue);
+            GmsServer? gms = null;
+            if (options.EmbeddedGms)
+            {
+                var gmsEndpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Gms, MaxDatagramSize = options.MaxDatagramSize });
+                gms = await core.InvokeAsync(() =>
+                {
+                    var reliable = new ReliableUnicast(gmsEndpoint, core, epoch ^ 0x5A5A5A5Au | 1,
+                        new ReliableUnicastOptions { MaxMessageBytes = options.MaxDatagramSize - 64 });
+                    gmsEndpoint.SetHandler(reliable);
+                    return new GmsServer(core, new ReliableControlChannel(reliable), (ulong)Random.Shared.NextInt64(1, long.MaxValue), options.GmsServer);
+                }).ConfigureAwait(false);
+            }
+
+            var endpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Bind, MaxDatagramSize = options.MaxDatagramSize });
+            var stack = await core.InvokeAsync(() => new NodeStack(core, endpoint, options, epoch)).ConfigureAwait(false);
+            var node = new QuickSilverNode(core, stack, options, gms);
+            while (true)
+            {
+                cancellationToken.ThrowIfCancellationRequested();
+                var id = await core.InvokeAsync(() => stack.Gms.Node).ConfigureAwait(false);
+                if (id is { } registered)
+                {
+                    node.Id = registered.Value;
+                    return node;
+                }
+
+                await Task.Delay(10, cancellationToken).ConfigureAwait(false);
+            }
+        }
+        catch
+        {
+            core.Dispose();
+            throw;
+        }
+    }
+
+    /// <summary>Joins <paramref name="name"/> and waits until the GMS has installed a view of it that includes this node.</summary>
+    public async Task<QuickSilverGroup> JoinGroupAsync(string name, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(name);
+        var group = new QuickSilverGroup(this, name, _options.PublishBuffer);
+        group.State = await _core.InvokeAsync(() => _stack.Join(name, group)).ConfigureAwait(false);
+        await group.Ready.WaitAsync(cancellationToken).ConfigureAwait(false);
+        return group;
+    }
+
+    internal Task LeaveAsync(QuickSilverGroup group) => _core.InvokeAsync(() =>
+    {
+        _stack.Leave(group.Name);
+        return true;
+    });
+
+    internal bool Post(QuickSilverGroup group, byte[] message)
+    {
+        var spin = default(SpinWait);
+        while (!_core.TryPost(_enqueue, (group, message)))
+        {
+            if (_core.Completion.IsCompleted)
+            {
+                return false;
+            }
+
+            spin.SpinOnce();
+        }
+
+        return true;
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        try
+        {
+            await _core.InvokeAsync(() =>
+            {
+                _stack.Stop();
+                return true;
+            }).WaitAsync(TimeSpan.FromSeconds(5)).ConfigureAwait(false);
+            await Task.Delay(50).ConfigureAwait(false); // let the goodbye leave the socket
+        }
+        catch (Exception e) when (e is TimeoutException or ObjectDisposedException)
+        {
+            // The core is gone already; nothing to say goodbye with.
+        }
+
+        _core.Dispose();
+    }
+}

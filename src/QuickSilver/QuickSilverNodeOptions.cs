@@ -1,0 +1,57 @@
+using QuickSilver.Core;
+using QuickSilver.Core.Io;
+using QuickSilver.Membership.Service;
+using QuickSilver.Qsm.RateControl;
+using QuickSilver.Qsm.Region;
+
+namespace QuickSilver;
+
+/// <summary>Options of a <see cref="QuickSilverNode"/>. The defaults run on one machine over loopback IP multicast.</summary>
+public sealed record QuickSilverNodeOptions
+{
+    /// <summary>Where the GMS listens. Default 127.0.0.1:47001.</summary>
+    public NetAddress Gms { get; init; } = NetAddress.Loopback(47001);
+
+    /// <summary>Run the GMS inside this node, listening on <see cref="Gms"/>. Exactly one node (or a standalone GMS) should.</summary>
+    public bool EmbeddedGms { get; init; }
+
+    /// <summary>This node's unicast address; port 0 picks a free port.</summary>
+    public NetAddress Bind { get; init; } = NetAddress.Loopback(0);
+
+    public IoBackendKind Backend { get; init; } = IoBackendKind.Auto;
+
+    /// <summary>Largest datagram of the node's endpoint. Tokens grow with the number of senders, so control datagrams
+    /// can exceed an Ethernet MTU; on loopback (MTU 64 KiB) that costs nothing.</summary>
+    public int MaxDatagramSize { get; init; } = 16 * 1024;
+
+    /// <summary>Messages a group may hold for sending before <see cref="QuickSilverGroup.TryPublish"/> refuses.</summary>
+    public int PublishBuffer { get; init; } = 10_000;
+
+    public RegionOptions Region { get; init; } = new();
+
+    public RateControlOptions RateControl { get; init; } = new();
+
+    public GmsOptions GmsServer { get; init; } = new();
+
+    public void Validate()
+    {
+        if (Gms.IsMulticast || Gms.Port == 0)
+        {
+            throw new ArgumentException($"QuickSilverNodeOptions.Gms must be a unicast address with a port, got {Gms}.", nameof(Gms));
+        }
+
+        if (Bind.IsMulticast)
+        {
+            throw new ArgumentException($"QuickSilverNodeOptions.Bind must be a unicast address, got {Bind}.", nameof(Bind));
+        }
+
+        OptionChecks.InRange(MaxDatagramSize, 2048, 65507, $"QuickSilverNodeOptions.{nameof(MaxDatagramSize)}");
+        OptionChecks.InRange(PublishBuffer, 1, 1 << 24, $"QuickSilverNodeOptions.{nameof(PublishBuffer)}");
+        ArgumentNullException.ThrowIfNull(Region, nameof(Region));
+        ArgumentNullException.ThrowIfNull(RateControl, nameof(RateControl));
+        ArgumentNullException.ThrowIfNull(GmsServer, nameof(GmsServer));
+        Region.Validate();
+        RateControl.Validate();
+        GmsServer.Validate();
+    }
+}

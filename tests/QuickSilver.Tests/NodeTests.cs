@@ -1,0 +1,118 @@
+using QuickSilver.Core.Io;
+using QuickSilver.Membership.Service;
+
+namespace QuickSilver.Tests;
+
+/// <summary>Nodes with their own cores in one process, over real loopback UDP and IP multicast, with an embedded GMS.
+/// Correctness only; the timeouts are hang guards.</summary>
+public sealed class NodeTests
+{
+    private static QuickSilverNodeOptions Options(NetAddress gms, bool embedded) => new()
+    {
+        Gms = gms,
+        EmbeddedGms = embedded,
+        Region = new() { TokenInterval = TimeSpan.FromMilliseconds(100) },
+        GmsServer = new GmsOptions
+        {
+            BatchInterval = TimeSpan.FromMilliseconds(20),
+            MulticastPoolStart = new NetAddress(0xEFFC0000u | ((uint)Random.Shared.Next(1, 200) << 8), (ushort)Random.Shared.Next(20000, 60000)),
+        },
+    };
+
+    private static NetAddress FreeGmsAddress() => NetAddress.Loopback((ushort)Random.Shared.Next(30000, 60000));
+
+    [Fact]
+    public async Task Every_member_of_overlapping_groups_gets_every_message_in_order()
+    {
+        const int Messages = 20_000;
+        var gms = FreeGmsAddress();
+        await using var publisher = await QuickSilverNode.StartAsync(Options(gms, embedded: true));
+        var receivers = new List<QuickSilverNode>();
+        try
+        {
+            for (int i = 0; i < 3; i++)
+            {
+                receivers.Add(await QuickSilverNode.StartAsync(Options(gms, embedded: false)));
+            }
+
+            // publisher and receiver 0 and 2 are in {all, tech}; receiver 1 only in {all}: two regions of overlap.
+            var pubAll = await publisher.JoinGroupAsync("prices/all");
+            await publisher.JoinGroupAsync("prices/tech");
+            var groups = new List<QuickSilverGroup>();
+            for (int i = 0; i < 3; i++)
+            {
+                groups.Add(await receivers[i].JoinGroupAsync("prices/all"));
+                if (i != 1)
+                {
+                    await receivers[i].JoinGroupAsync("prices/tech");
+                }
+            }
+
+            // Wait until the publisher's view of "all" covers every receiver (two regions).
+            var deadline = DateTime.UtcNow + TimeSpan.FromSeconds(30);
+            while ((pubAll.View?.RegionCount ?? 0) < 2 && DateTime.UtcNow < deadline)
+            {
+                await Task.Delay(20);
+            }
+
+            Assert.Equal(2, pubAll.View!.RegionCount);
+            foreach (var g in groups)
+            {
+                g.QueueMessages = false;
+            }
+
+            var orderOk = groups.Select(_ => true).ToArray();
+            for (int i = 0; i < groups.Count; i++)
+            {
+                int index = i;
+                long expected = 1;
+                groups[i].OnMessage = m =>
+                {
+                    if (BitConverter.ToInt32(m.Payload) != expected++)
+                    {
+                        orderOk[index] = false;
+                    }
+                };
+            }
+
+            var payload = new byte[100];
+            for (int n = 1; n <= Messages; n++)
+            {
+                BitConverter.TryWriteBytes(payload, n);
+                await pubAll.PublishAsync(payload);
+            }
+
+            deadline = DateTime.UtcNow + TimeSpan.FromMinutes(3);
+            while (groups.Any(g => g.Delivered < Messages) && DateTime.UtcNow < deadline)
+            {
+                await Task.Delay(50);
+            }
+
+            Assert.All(groups, g => Assert.Equal(Messages, g.Delivered));
+            Assert.All(orderOk, Assert.True);
+        }
+        finally
+        {
+            foreach (var r in receivers)
+            {
+                await r.DisposeAsync();
+            }
+        }
+    }
+
+    [Fact]
+    public async Task Misuse_raises_specific_errors()
+    {
+        var gms = FreeGmsAddress();
+        using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(30));
+        await using var node = await QuickSilverNode.StartAsync(Options(gms, embedded: true), cts.Token);
+        var group = await node.JoinGroupAsync("x", cts.Token);
+        Assert.Throws<ArgumentException>(() => group.TryPublish(new byte[100_000]));
+        await Assert.ThrowsAsync<InvalidOperationException>(() => node.JoinGroupAsync("x"));
+        await group.LeaveAsync();
+        var e = Assert.Throws<InvalidOperationException>(() => group.TryPublish(new byte[10]));
+        Assert.Contains("left", e.Message, StringComparison.Ordinal);
+        var bad = Assert.Throws<ArgumentException>(() => new QuickSilverNodeOptions { Gms = NetAddress.Loopback(0) }.Validate());
+        Assert.Contains("Gms", bad.Message, StringComparison.Ordinal);
+    }
+}
