@@ -1,5 +1,5 @@
 using System.Buffers.Binary;
-using QuickSilver.Core;
+using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
 using QuickSilver.Membership;
@@ -10,52 +10,58 @@ using QuickSilver.Transport.Reliable;
 namespace QuickSilver;
 
 /// <summary>
-/// Everything of one node that lives on its core thread: the endpoint, reliable unicast, the GMS client, the node's
-/// region member (a node is in exactly one region: its region of overlap) and a sender per region it publishes into.
-/// Group messages are numbered per (sender, group) and sent once per region of the group's current view (§2.2).
+/// Everything of one node that lives on its core thread: reliable unicast, the GMS client, the node's region member (a
+/// node is in exactly one region: its region of overlap), a sender per region it publishes into, and the group layer
+/// (§2.2): messages numbered per (sender, group), one regional request per region of the group's current view, small
+/// messages packed into shared packets. I/O-free: it runs on the real core or on a simulated node.
 /// </summary>
 internal sealed class NodeStack : IDatagramHandler
 {
-    private readonly QuickSilverCore _core;
-    private readonly UdpEndpoint _endpoint;
+    private readonly IAlarmScheduler _scheduler;
+    private readonly IDatagramTransport _endpoint;
     private readonly QuickSilverNodeOptions _options;
     private readonly ReliableUnicast _reliable;
     private readonly Dictionary<string, NodeGroup> _groupsByName = new(StringComparer.Ordinal);
     private readonly Dictionary<uint, NodeGroup> _groupsById = new();
     private readonly Dictionary<uint, RegionSender> _senders = new();
-    private readonly byte[] _packet;
-    private Qsm.Region.RegionMember? _member;
+    private readonly List<NodeGroup> _pumpOrder = new();
+    private readonly byte[] _record;
+    private RegionMember? _member;
+    private int _pumpStart;
 
-    public NodeStack(QuickSilverCore core, UdpEndpoint endpoint, QuickSilverNodeOptions options, uint epoch)
+    public NodeStack(IAlarmScheduler scheduler, IDatagramTransport endpoint, QuickSilverNodeOptions options, uint epoch)
     {
-        _core = core;
+        _scheduler = scheduler;
         _endpoint = endpoint;
         _options = options;
-        _reliable = new ReliableUnicast(endpoint, core, epoch,
+        _reliable = new ReliableUnicast(endpoint, scheduler, epoch,
             new ReliableUnicastOptions { MaxMessageBytes = endpoint.MaxDatagramSize - 64 });
         endpoint.SetHandler(_reliable);
         _reliable.Fallback = this;
         var demux = new ControlDemux(_reliable) { Region = OnRegionControl };
-        Gms = new GmsClient(core, demux, options.Gms, epoch);
+        Gms = new GmsClient(scheduler, demux, options.Gms, epoch);
         Gms.ViewsChanged += OnViews;
-        _packet = new byte[endpoint.MaxDatagramSize];
+        _record = new byte[endpoint.MaxDatagramSize];
         Gms.Start();
     }
 
     public GmsClient Gms { get; }
 
-    internal Dictionary<uint, RegionSender> Senders => _senders;
-
-    internal Qsm.Region.RegionMember? Member => _member;
-
     public NetAddress Address => _endpoint.LocalAddress;
 
     public DropCounters Drops { get; } = new();
 
-    /// <summary>The largest group message: a datagram less the region data header (24 bytes) and the group header.</summary>
-    public int MaxMessageBytes => _endpoint.MaxDatagramSize - 24 - GroupWire.HeaderSize;
+    /// <summary>Group messages dropped as duplicates of ones already delivered (per sender and group).</summary>
+    public long Duplicates { get; private set; }
 
-    public NodeGroup Join(string name, QuickSilverGroup owner)
+    internal IReadOnlyDictionary<uint, RegionSender> Senders => _senders;
+
+    internal RegionMember? Member => _member;
+
+    /// <summary>The largest group message: a region packet's payload less the group record header.</summary>
+    public int MaxMessageBytes => RegionSender.PayloadCapacity(_endpoint.MaxDatagramSize) - GroupWire.HeaderSize;
+
+    public NodeGroup Join(string name, IGroupOwner owner)
     {
         if (_groupsByName.ContainsKey(name))
         {
@@ -64,6 +70,7 @@ internal sealed class NodeStack : IDatagramHandler
 
         var group = new NodeGroup(name, owner);
         _groupsByName.Add(name, group);
+        _pumpOrder.Add(group);
         if (Gms.FindGroup(name) is { } view && InView(view))
         {
             Adopt(group, view);
@@ -73,23 +80,32 @@ internal sealed class NodeStack : IDatagramHandler
         return group;
     }
 
+    /// <summary>Leaves a group. Messages still waiting to be sent in it are discarded (their publishers were told
+    /// nothing was guaranteed before the send); the GMS removes the node from the group's next view.</summary>
     public void Leave(string name)
     {
         if (_groupsByName.Remove(name, out var group))
         {
+            _pumpOrder.Remove(group);
             if (group.View is { } view)
             {
                 _groupsById.Remove(view.Group.Value);
             }
 
             Gms.Leave(name);
-            group.Owner.OnLeft();
+            group.Owner.OnLeft(group.DiscardPending());
         }
     }
 
     public void Enqueue(NodeGroup group, byte[] message)
     {
         group.Pending.Enqueue(message);
+        Pump(group);
+    }
+
+    public void Signal(NodeGroup group)
+    {
+        group.FeedActive = true;
         Pump(group);
     }
 
@@ -117,15 +133,13 @@ internal sealed class NodeStack : IDatagramHandler
             {
                 if (_member?.View?.Region != region.Region)
                 {
-                    // A new region of overlap for this node (its set of groups changed).
-                    _member = new Qsm.Region.RegionMember(me.Value, _endpoint, _reliable, _core, _options.Region);
+                    // A new region of overlap for this node (its set of groups changed): the old member stops.
+                    _member?.Stop(region.MulticastAddress);
+                    _member = new RegionMember(me.Value, _endpoint, _reliable, _scheduler, _options.Region);
                     _member.Delivered += OnRegionDelivery;
-                    foreach (var (id, sender) in _senders)
+                    if (_senders.TryGetValue(region.Region.Value, out var own))
                     {
-                        if (id == region.Region.Value)
-                        {
-                            AttachLocal(sender);
-                        }
+                        AttachLocal(own);
                     }
                 }
 
@@ -146,35 +160,53 @@ internal sealed class NodeStack : IDatagramHandler
             }
         }
 
-        foreach (var group in _groupsByName.Values)
-        {
-            Pump(group);
-        }
+        PumpAll();
     }
 
+    /// <summary>Sends what a group has (published messages first, then its feed) while every region of its view can
+    /// take another record.</summary>
     private void Pump(NodeGroup group)
     {
-        while (group.Pending.Count > 0 && group.View is { } view)
+        while (group.View is { } view)
         {
-            // Every region of the view must have room; otherwise wait for SpaceAvailable.
+            if (group.Next is null && !group.TryTakeNext(MaxMessageBytes, Drops))
+            {
+                return;
+            }
+
+            var message = group.Next!.Value;
+            int length = GroupWire.HeaderSize + message.Length;
             foreach (var rr in view.Regions)
             {
-                if (GetSender(rr.Region) is not { HasSpace: true })
+                if (GetSender(rr.Region) is not { } sender || !sender.CanAppend(length))
                 {
-                    return;
+                    return; // SpaceAvailable resumes
                 }
             }
 
-            var message = group.Pending.Dequeue();
-            ulong seq = ++group.NextSequence;
-            int length = GroupWire.HeaderSize + message.Length;
-            GroupWire.Write(_packet, view.Group.Value, seq, message);
+            GroupWire.Write(_record, view.Group.Value, ++group.NextSequence, message.Span);
             foreach (var rr in view.Regions)
             {
-                GetSender(rr.Region)!.TrySend(_packet.AsSpan(0, length));
+                _senders[rr.Region.Value].TryAppend(_record.AsSpan(0, length));
             }
 
-            group.Owner.OnSent();
+            group.MarkSent();
+        }
+    }
+
+    /// <summary>Pumps every group, starting one further along each time so no group starves the others.</summary>
+    private void PumpAll()
+    {
+        int count = _pumpOrder.Count;
+        if (count == 0)
+        {
+            return;
+        }
+
+        _pumpStart = (_pumpStart + 1) % count;
+        for (int i = 0; i < count && i < _pumpOrder.Count; i++)
+        {
+            Pump(_pumpOrder[(_pumpStart + i) % _pumpOrder.Count]);
         }
     }
 
@@ -190,14 +222,8 @@ internal sealed class NodeStack : IDatagramHandler
             return null;
         }
 
-        sender = new RegionSender(me.Value, view, _endpoint, _core, _options.Region, _options.RateControl);
-        sender.SpaceAvailable += () =>
-        {
-            foreach (var group in _groupsByName.Values)
-            {
-                Pump(group);
-            }
-        };
+        sender = new RegionSender(me.Value, view, _endpoint, _scheduler, _options.Region, _options.RateControl);
+        sender.SpaceAvailable += PumpAll;
         _senders.Add(region.Value, sender);
         if (_member?.View?.Region == region)
         {
@@ -216,14 +242,26 @@ internal sealed class NodeStack : IDatagramHandler
 
     private void OnRegionDelivery(uint sender, ulong seq, ReadOnlySpan<byte> packet)
     {
-        if (!GroupWire.TryRead(packet, out uint group, out ulong groupSeq, out var payload))
+        while (!packet.IsEmpty)
         {
-            Drops.Increment(DropReason.Malformed);
-            return;
-        }
+            if (!GroupWire.TryRead(packet, out uint group, out ulong groupSeq, out var payload, out int consumed))
+            {
+                Drops.Increment(DropReason.Malformed);
+                return;
+            }
 
-        if (_groupsById.TryGetValue(group, out var target))
-        {
+            packet = packet[consumed..];
+            if (!_groupsById.TryGetValue(group, out var target))
+            {
+                continue; // a group this node is not in (the region carries every group mapped to it)
+            }
+
+            if (!target.Advance(sender, groupSeq))
+            {
+                Duplicates++;
+                continue;
+            }
+
             target.Owner.Deliver(sender, groupSeq, payload);
         }
     }
@@ -237,11 +275,15 @@ internal sealed class NodeStack : IDatagramHandler
         }
 
         uint region = BinaryPrimitives.ReadUInt32LittleEndian(message[1..]);
-        if (message[0] is 1 or 2)
+        if (RegionMember.IsMemberControl(message[0]))
         {
             if (_member?.View?.Region.Value == region)
             {
                 _member.OnControl(from, message);
+            }
+            else
+            {
+                Drops.Increment(DropReason.NotForThisNode);
             }
         }
         else if (_senders.TryGetValue(region, out var sender))
@@ -266,14 +308,4 @@ internal sealed class NodeStack : IDatagramHandler
             Drops.Increment(DropReason.NoHandler);
         }
     }
-}
-
-/// <summary>A group's state on the core thread.</summary>
-internal sealed class NodeGroup(string name, QuickSilverGroup owner)
-{
-    public string Name { get; } = name;
-    public QuickSilverGroup Owner { get; } = owner;
-    public GroupView? View { get; set; }
-    public ulong NextSequence { get; set; }
-    public Queue<byte[]> Pending { get; } = new();
 }

@@ -1,4 +1,5 @@
 using System.Threading.Channels;
+using QuickSilver.Core.Feeds;
 using QuickSilver.Membership;
 
 namespace QuickSilver;
@@ -14,7 +15,7 @@ public sealed record GroupMessage(uint Sender, ulong Sequence, byte[] Payload);
 /// </summary>
 // SemaphoreSlim needs disposing only when its AvailableWaitHandle is used, which it never is here.
 #pragma warning disable CA1001
-public sealed class QuickSilverGroup
+public sealed class QuickSilverGroup : IGroupOwner
 #pragma warning restore CA1001
 {
     private readonly QuickSilverNode _node;
@@ -22,6 +23,7 @@ public sealed class QuickSilverGroup
     private readonly Channel<GroupMessage> _messages = Channel.CreateUnbounded<GroupMessage>(new UnboundedChannelOptions { SingleWriter = true });
     private readonly TaskCompletionSource _ready = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private long _delivered;
+    private IFeed<ReadOnlyMemory<byte>>? _feed;
     private volatile bool _left;
 
     internal QuickSilverGroup(QuickSilverNode node, string name, int buffer)
@@ -73,6 +75,26 @@ public sealed class QuickSilverGroup
         Post(message.ToArray());
     }
 
+    /// <summary>
+    /// Registers the pull interface, the fast path (§2.5): the node calls <paramref name="feed"/> on its core thread
+    /// whenever every region of the group can take another message, until the feed returns false ("nothing now"); it
+    /// is not called again until the returned channel is signalled (<see cref="IFeedChannel.Signal"/>, callable from any
+    /// thread). Items larger than the largest group message are dropped and counted. One feed per group.
+    /// </summary>
+    public IFeedChannel RegisterFeed(IFeed<ReadOnlyMemory<byte>> feed)
+    {
+        ArgumentNullException.ThrowIfNull(feed);
+        Check(0, nameof(feed));
+        if (Interlocked.CompareExchange(ref _feed, feed, null) is not null)
+        {
+            throw new InvalidOperationException($"Group '{Name}' already has a feed.");
+        }
+
+        var channel = new GroupFeedChannel(this);
+        _node.SetFeed(this, feed);
+        return channel;
+    }
+
     /// <summary>The group's messages, in per-sender order, until the group is left or the node stops.</summary>
     public IAsyncEnumerable<GroupMessage> ReadAllAsync(CancellationToken cancellationToken = default)
         => _messages.Reader.ReadAllAsync(cancellationToken);
@@ -103,16 +125,16 @@ public sealed class QuickSilverGroup
     }
 
     // Core-thread callbacks from NodeStack.
-    internal void OnSent() => _space.Release();
+    void IGroupOwner.OnSent() => _space.Release();
 
-    internal void OnViewInstalled(GroupView view)
+    void IGroupOwner.OnViewInstalled(GroupView view)
     {
         View = view;
         _ready.TrySetResult();
         ViewChanged?.Invoke(view);
     }
 
-    internal void Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload)
+    void IGroupOwner.Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload)
     {
         Interlocked.Increment(ref _delivered);
         var message = new GroupMessage(sender, sequence, payload.ToArray());
@@ -123,9 +145,34 @@ public sealed class QuickSilverGroup
         }
     }
 
-    internal void OnLeft()
+    void IGroupOwner.OnLeft(int discarded)
     {
         _left = true;
+        if (discarded > 0)
+        {
+            _space.Release(discarded);
+        }
         _messages.Writer.TryComplete();
+    }
+
+    private sealed class GroupFeedChannel(QuickSilverGroup group) : IFeedChannel
+    {
+        private volatile bool _disposed;
+
+        public bool IsActive => !_disposed && !group._left;
+
+        public void Signal()
+        {
+            if (!_disposed)
+            {
+                group._node.SignalFeed(group);
+            }
+        }
+
+        public void Dispose()
+        {
+            _disposed = true;
+            group._node.SetFeed(group, null);
+        }
     }
 }

@@ -109,6 +109,37 @@ public sealed class QuickSilverNode : IAsyncDisposable
         return true;
     });
 
+    internal void SetFeed(QuickSilverGroup group, Core.Feeds.IFeed<ReadOnlyMemory<byte>>? feed) => Downcall(() =>
+    {
+        if (group.State is { } state)
+        {
+            state.Feed = feed;
+            _stack.Signal(state);
+        }
+    });
+
+    internal void SignalFeed(QuickSilverGroup group) => Downcall(() =>
+    {
+        if (group.State is { } state)
+        {
+            _stack.Signal(state);
+        }
+    });
+
+    private void Downcall(Action action)
+    {
+        var spin = default(SpinWait);
+        while (!_core.TryPost(static a => ((Action)a!)(), action))
+        {
+            if (_core.Completion.IsCompleted)
+            {
+                return;
+            }
+
+            spin.SpinOnce();
+        }
+    }
+
     internal bool Post(QuickSilverGroup group, byte[] message)
     {
         var spin = default(SpinWait);

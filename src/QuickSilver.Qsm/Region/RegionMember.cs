@@ -34,6 +34,8 @@ public sealed class RegionMember
     private readonly byte[] _message = new byte[64 * 1024];
     private readonly byte[] _datagram;
     private NakSet[] _others = [];
+    private uint _firstView;
+    private bool _stopped;
     private List<RegionLayout.Partition> _partitions = new();
     private ulong _round;
     private TimeSpan _roundStarted;
@@ -83,6 +85,11 @@ public sealed class RegionMember
     public void InstallView(RegionView view)
     {
         ArgumentNullException.ThrowIfNull(view);
+        if (View is null)
+        {
+            _firstView = view.ViewNumber;
+        }
+
         View = view;
         Index = view.IndexOf(new NodeId(_node));
         Partitions = view.PartitionCount(_options.ReplicationFactor);
@@ -99,34 +106,62 @@ public sealed class RegionMember
             _data.JoinGroup(group);
         }
 
-        if (IsRegionLeader && !_tokenAlarm.IsScheduled)
+        if (IsRegionLeader && !_stopped && !_tokenAlarm.IsScheduled)
         {
             _scheduler.ScheduleAfter(_tokenAlarm, _options.TokenInterval);
+        }
+    }
+
+    /// <summary>Whether a control message of this kind (its first byte) is for a region member (token, pull) rather than
+    /// a sender (NAK, ACK).</summary>
+    public static bool IsMemberControl(byte kind) => kind is (byte)RegionControl.Token or (byte)RegionControl.Pull;
+
+    /// <summary>Stops this member (the node moved to another region): no more tokens or rate samples, and its multicast
+    /// address is left unless <paramref name="keepAddress"/> (the next region's) is the same.</summary>
+    public void Stop(NetAddress? keepAddress)
+    {
+        _scheduler.Cancel(_tokenAlarm);
+        _scheduler.Cancel(_rateAlarm);
+        _stopped = true;
+        if (View?.MulticastAddress is { } group && group != keepAddress)
+        {
+            _data.LeaveGroup(group);
         }
     }
 
     /// <summary>A QsmData datagram (multicast, or a unicast repair) for this region.</summary>
     public void OnData(NetAddress from, ReadOnlySpan<byte> datagram)
     {
-        if (!RegionWire.TryReadData(datagram, out uint sender, out uint region, out ulong seq, out var payload))
+        if (!RegionWire.TryReadData(datagram, out var header, out var payload))
         {
             Drops.Increment(DropReason.Malformed);
             return;
         }
 
-        if (View is null || region != View.Region.Value)
+        if (View is null || header.Region != View.Region.Value)
         {
             Drops.Increment(DropReason.NotForThisNode);
             return;
         }
 
-        var stream = Stream(sender);
-        if (!stream.Received(seq) && seq > stream.Delivered && stream.Address == default)
+        var stream = Stream(header.Sender);
+        if (header.View != RegionWire.RepairView)
         {
-            stream.Address = from;
+            stream.Address = from; // an original or a sender's retransmission: from the sender itself
+            if (!stream.Anchored)
+            {
+                // Joining mid-stream (docs/qsm.md): start where the sender's view that includes this node started; a packet
+                // numbered before this node's first view is not owed to it, so start at that packet.
+                stream.Anchor(header.View >= _firstView ? header.ViewStart - 1 : header.Seq - 1, DeliverOne);
+            }
+        }
+        else if (!stream.Anchored)
+        {
+            Drops.Increment(DropReason.NotForThisNode); // a repair for a stream this node has not started
+            return;
         }
 
-        Accept(stream, seq, payload);
+        Accept(stream, header.Seq, payload);
     }
 
     /// <summary>Records a packet this node sent itself (a sender that is also a member has it without receiving it).</summary>
@@ -134,6 +169,11 @@ public sealed class RegionMember
     {
         var stream = Stream(sender);
         stream.Address = senderAddress;
+        if (!stream.Anchored)
+        {
+            stream.Anchor(seq - 1, DeliverOne);
+        }
+
         Accept(stream, seq, payload);
     }
 
@@ -207,7 +247,7 @@ public sealed class RegionMember
         }
 
         var token = new Token { Region = View!.Region.Value, View = View.ViewNumber, Round = ++_round, Partition = 0, Step = 0 };
-        foreach (var stream in _streams.Values)
+        foreach (var stream in _streams.Values.Where(s => s.Anchored))
         {
             if (token.Sections.Count == _options.MaxSenders)
             {
@@ -252,28 +292,35 @@ public sealed class RegionMember
         // Senders this node knows that the token does not carry yet get a section.
         foreach (var stream in _streams.Values)
         {
-            if (token.Find(stream.Sender) is null && token.Sections.Count < _options.MaxSenders)
+            if (stream.Anchored && token.Find(stream.Sender) is null && token.Sections.Count < _options.MaxSenders)
             {
                 token.Sections.Add(new TokenSection(stream.Sender, _options.MaxNakRanges));
             }
         }
 
-        foreach (var section in token.Sections)
-        {
-            Process(section, Stream(section.Sender), token.Step, closingStep, members);
-        }
+        ProcessAll(token, closingStep, members);
 
         // A partition of one closes at once.
         if (token.Step == 0 && closingStep == 1)
         {
             token.Step = 1;
-            foreach (var section in token.Sections)
-            {
-                Process(section, Stream(section.Sender), token.Step, closingStep, members);
-            }
+            ProcessAll(token, closingStep, members);
         }
 
         Forward(token, members, closingStep);
+    }
+
+    /// <summary>Processes every section of the token for a sender whose stream this node has started; a section for a
+    /// sender this node has not heard from yet passes through untouched.</summary>
+    private void ProcessAll(Token token, int closingStep, List<int> members)
+    {
+        foreach (var section in token.Sections)
+        {
+            if (_streams.TryGetValue(section.Sender, out var stream) && stream.Anchored)
+            {
+                Process(section, stream, token.Step, closingStep, members);
+            }
+        }
     }
 
     private void Process(TokenSection section, SenderStream stream, int step, int closingStep, List<int> members)
@@ -407,7 +454,7 @@ public sealed class RegionMember
                 ulong seq = (k * (ulong)partitions) + (ulong)partition;
                 if (stream.TryGet(seq, out var payload))
                 {
-                    int length = RegionWire.WriteData(_datagram, stream.Sender, View!.Region.Value, seq, payload);
+                    int length = RegionWire.WriteData(_datagram, new DataHeader(stream.Sender, View!.Region.Value, RegionWire.RepairView, seq, seq), payload);
                     _data.TrySend(to, _datagram.AsSpan(0, length));
                     RepairsSent++;
                 }

@@ -23,11 +23,14 @@ public sealed class RegionSender
     private readonly Dictionary<ulong, Outgoing> _buffer = new();
     private readonly Queue<ulong> _waiting = new();
     private readonly byte[] _datagram;
+    private readonly byte[] _open;
     private readonly NakSet _naks;
     private readonly Alarm _retransmitAlarm;
     private RegionView _view;
     private TimeSpan _lastProgress;
     private ulong _regionMaxSeen;
+    private ulong _viewStart = 1;
+    private int _openLength;
 
     public RegionSender(uint node, RegionView view, IDatagramTransport data, IAlarmScheduler scheduler,
         RegionOptions? options = null, RateControlOptions? rateOptions = null)
@@ -41,13 +44,17 @@ public sealed class RegionSender
         _rate = new RateController(scheduler, rateOptions);
         _rate.CreditAvailable += SendWaiting;
         _datagram = new byte[data.MaxDatagramSize];
+        _open = new byte[MaxPayload];
         _naks = new NakSet(_options.MaxNakRanges);
         _retransmitAlarm = new Alarm(_ => RetransmitOverdue());
         _scheduler.ScheduleAfter(_retransmitAlarm, _options.TokenInterval);
     }
 
     /// <summary>The largest payload one packet can carry.</summary>
-    public int MaxPayload => _data.MaxDatagramSize - RegionWire.DataHeaderSize;
+    public int MaxPayload => PayloadCapacity(_data.MaxDatagramSize);
+
+    /// <summary>The largest payload of a packet on an endpoint whose datagrams are at most <paramref name="maxDatagramSize"/>.</summary>
+    public static int PayloadCapacity(int maxDatagramSize) => maxDatagramSize - RegionWire.DataHeaderSize;
 
     public ulong LastSequence { get; private set; }
 
@@ -76,43 +83,117 @@ public sealed class RegionSender
     /// <summary>Raised for each packet sent for the first time (a sender that is a member records it locally).</summary>
     public event Action<ulong, ReadOnlyMemory<byte>>? Sent;
 
-    public void InstallView(RegionView view) => _view = view ?? throw new ArgumentNullException(nameof(view));
+    /// <summary>Bytes waiting in the open (not yet numbered) packet.</summary>
+    public int OpenBytes => _openLength;
+
+    /// <summary>Installs a new region view; packets numbered from now on record it, and where it starts.</summary>
+    public void InstallView(RegionView view)
+    {
+        ArgumentNullException.ThrowIfNull(view);
+        if (view.ViewNumber != _view.ViewNumber)
+        {
+            SealOpen(); // what was appended under the old view is numbered under it
+            _viewStart = LastSequence + 1;
+        }
+
+        _view = view;
+    }
 
     /// <summary>Numbers and sends one packet. False when the window is full (wait for <see cref="SpaceAvailable"/>).</summary>
     public bool TrySend(ReadOnlySpan<byte> payload)
     {
-        if (payload.Length > MaxPayload)
-        {
-            throw new ArgumentException($"A region packet carries at most {MaxPayload} bytes; got {payload.Length}.", nameof(payload));
-        }
-
-        if (!HasSpace)
+        CheckSize(payload.Length, nameof(payload));
+        if (_buffer.Count + (_openLength > 0 ? 2 : 1) > _options.SenderWindow)
         {
             return false;
         }
 
-        ulong seq = ++LastSequence;
-        var copy = payload.ToArray();
-        _buffer[seq] = new Outgoing(copy) { SentAt = TimeSpan.MinValue };
-        Sent?.Invoke(seq, copy);
-        _waiting.Enqueue(seq);
+        SealOpen(); // keeps the order of what was appended before
+        Enqueue(payload.ToArray());
         SendWaiting();
         return true;
     }
 
+    /// <summary>Whether <see cref="TryAppend"/> would accept a record of <paramref name="length"/> bytes now.</summary>
+    public bool CanAppend(int length) => _openLength + length <= MaxPayload || HasSpace;
+
+    /// <summary>
+    /// Packing (§2.2: "small messages bound for the same region share one datagram"): appends a self-delimiting record to
+    /// the open packet. The open packet is numbered and sent as soon as rate control allows a packet, so under light load
+    /// each record goes out alone at once, and under load records accumulate and share datagrams. False when the open
+    /// packet is full and the window has no room to number it (wait for <see cref="SpaceAvailable"/>).
+    /// </summary>
+    public bool TryAppend(ReadOnlySpan<byte> record)
+    {
+        CheckSize(record.Length, nameof(record));
+        if (_openLength + record.Length > MaxPayload)
+        {
+            if (!HasSpace)
+            {
+                return false;
+            }
+
+            SealOpen();
+        }
+
+        record.CopyTo(_open.AsSpan(_openLength));
+        _openLength += record.Length;
+        if (_waiting.Count == 0)
+        {
+            SendWaiting();
+        }
+
+        return true;
+    }
+
+    private void CheckSize(int length, string paramName)
+    {
+        if (length > MaxPayload)
+        {
+            throw new ArgumentException($"A region packet carries at most {MaxPayload} bytes; got {length}.", paramName);
+        }
+    }
+
+    private void SealOpen()
+    {
+        if (_openLength > 0)
+        {
+            Enqueue(_open.AsSpan(0, _openLength).ToArray());
+            _openLength = 0;
+        }
+    }
+
+    private void Enqueue(byte[] payload)
+    {
+        ulong seq = ++LastSequence;
+        _buffer[seq] = new Outgoing(payload, _view.ViewNumber, Math.Min(_viewStart, seq)) { SentAt = TimeSpan.MinValue };
+        Sent?.Invoke(seq, payload);
+        _waiting.Enqueue(seq);
+    }
+
     private void SendWaiting()
     {
-        while (_waiting.Count > 0)
+        while (true)
         {
-            if (!_buffer.ContainsKey(_waiting.Peek()))
+            if (_waiting.Count > 0 && !_buffer.ContainsKey(_waiting.Peek()))
             {
                 _waiting.Dequeue(); // already acknowledged (a repair got there first)
                 continue;
             }
 
+            if (_waiting.Count == 0 && (_openLength == 0 || !HasSpace))
+            {
+                return;
+            }
+
             if (!_rate.TryConsume())
             {
                 return; // CreditAvailable resumes
+            }
+
+            if (_waiting.Count == 0)
+            {
+                SealOpen();
             }
 
             Transmit(_waiting.Dequeue());
@@ -122,7 +203,7 @@ public sealed class RegionSender
     private void Transmit(ulong seq)
     {
         var outgoing = _buffer[seq];
-        int length = RegionWire.WriteData(_datagram, _node, _view.Region.Value, seq, outgoing.Payload);
+        int length = RegionWire.WriteData(_datagram, new DataHeader(_node, _view.Region.Value, outgoing.View, outgoing.ViewStart, seq), outgoing.Payload);
         if (_view.MulticastAddress is { } group)
         {
             _data.TrySend(group, _datagram.AsSpan(0, length));
@@ -200,6 +281,7 @@ public sealed class RegionSender
 
         _regionMaxSeen = Math.Max(_regionMaxSeen, maxSeen);
         _rate.OnReceiverRate(rate);
+        SendWaiting(); // an open packet may have been waiting for window space
         if (wasFull && HasSpace)
         {
             SpaceAvailable?.Invoke(); // whoever found the window full (TrySend refused, or HasSpace was false) resumes
@@ -231,9 +313,12 @@ public sealed class RegionSender
         _scheduler.ScheduleAfter(_retransmitAlarm, _options.TokenInterval);
     }
 
-    private sealed class Outgoing(byte[] payload)
+    /// <summary>A numbered packet, with the view it was numbered in and that view's first seq.</summary>
+    private sealed class Outgoing(byte[] payload, uint view, ulong viewStart)
     {
         public byte[] Payload { get; } = payload;
+        public uint View { get; } = view;
+        public ulong ViewStart { get; } = viewStart;
         public TimeSpan SentAt { get; set; }
     }
 }

@@ -15,40 +15,56 @@ internal enum RegionControl : byte
 
 /// <summary>
 /// QSM regional wire formats (docs/wire-format.md). Data and repairs are datagrams:
-/// <c>PacketHeader(QsmData, sender) | u32 region | u64 seq | payload</c>. Control messages ride reliable unicast:
+/// <c>PacketHeader(QsmData, sender) | u32 region | u32 view | u64 viewStart | u64 seq | payload</c>. Control messages ride reliable unicast:
 /// <c>u8 kind | u32 region | ...</c>: Pull and Nak carry <c>u32 sender | u16 partition | u16 partitions | NakSet</c>
 /// (indices k of packets seq = k·partitions + partition); Ack carries <c>u32 sender | u64 stable | u64 maxSeen | f64 rate</c>.
 /// </summary>
+/// <summary>The fixed part of a QSM data packet.</summary>
+internal readonly record struct DataHeader(uint Sender, uint Region, uint View, ulong ViewStart, ulong Seq);
+
 internal static class RegionWire
 {
-    public const int DataHeaderSize = PacketHeader.Size + 12;
+    public const int DataHeaderSize = PacketHeader.Size + 24;
 
-    public static int WriteData(Span<byte> datagram, uint sender, uint region, ulong seq, ReadOnlySpan<byte> payload)
+    /// <summary>The view field of a repair (a member forwarding a cached packet): it says nothing about where the sender's
+    /// view started, and its source is not the sender. Region views are numbered from 1.</summary>
+    public const uint RepairView = 0;
+
+    /// <summary>A data packet: <c>PacketHeader(QsmData, sender) | u32 region | u32 view | u64 viewStart | u64 seq | payload</c>.
+    /// <c>view</c> is the region view the sender was using, <c>viewStart</c> the first seq it sent in that view: a member
+    /// that joined mid-stream starts there (docs/qsm.md, "Joining mid-stream").</summary>
+    public static int WriteData(Span<byte> datagram, in DataHeader header, ReadOnlySpan<byte> payload)
     {
         int length = DataHeaderSize + payload.Length;
-        new PacketHeader(PacketType.QsmData, sender, (ushort)length).Write(datagram);
-        BinaryPrimitives.WriteUInt32LittleEndian(datagram[PacketHeader.Size..], region);
-        BinaryPrimitives.WriteUInt64LittleEndian(datagram[(PacketHeader.Size + 4)..], seq);
+        new PacketHeader(PacketType.QsmData, header.Sender, (ushort)length).Write(datagram);
+        var body = datagram[PacketHeader.Size..];
+        BinaryPrimitives.WriteUInt32LittleEndian(body, header.Region);
+        BinaryPrimitives.WriteUInt32LittleEndian(body[4..], header.View);
+        BinaryPrimitives.WriteUInt64LittleEndian(body[8..], header.ViewStart);
+        BinaryPrimitives.WriteUInt64LittleEndian(body[16..], header.Seq);
         payload.CopyTo(datagram[DataHeaderSize..]);
         return length;
     }
 
-    public static bool TryReadData(ReadOnlySpan<byte> datagram, out uint sender, out uint region, out ulong seq, out ReadOnlySpan<byte> payload)
+    public static bool TryReadData(ReadOnlySpan<byte> datagram, out DataHeader header, out ReadOnlySpan<byte> payload)
     {
-        sender = region = 0;
-        seq = 0;
+        header = default;
         payload = default;
-        if (PacketHeader.TryRead(datagram, out var header) != WireError.None || header.Type != PacketType.QsmData
+        if (PacketHeader.TryRead(datagram, out var common) != WireError.None || common.Type != PacketType.QsmData
             || datagram.Length < DataHeaderSize)
         {
             return false;
         }
 
-        sender = header.Sender;
-        region = BinaryPrimitives.ReadUInt32LittleEndian(datagram[PacketHeader.Size..]);
-        seq = BinaryPrimitives.ReadUInt64LittleEndian(datagram[(PacketHeader.Size + 4)..]);
+        var body = datagram[PacketHeader.Size..];
+        header = new DataHeader(
+            common.Sender,
+            BinaryPrimitives.ReadUInt32LittleEndian(body),
+            BinaryPrimitives.ReadUInt32LittleEndian(body[4..]),
+            BinaryPrimitives.ReadUInt64LittleEndian(body[8..]),
+            BinaryPrimitives.ReadUInt64LittleEndian(body[16..]));
         payload = datagram[DataHeaderSize..];
-        return seq > 0;
+        return header.Seq > 0 && header.ViewStart > 0 && header.ViewStart <= header.Seq;
     }
 
     public static int WriteRanges(Span<byte> message, RegionControl kind, uint region, uint sender, int partition, int partitions, NakSet ranges)

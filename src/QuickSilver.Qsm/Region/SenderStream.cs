@@ -35,6 +35,34 @@ internal sealed class SenderStream
 
     public int HeldCount => _held.Count;
 
+    /// <summary>Whether this member knows where the sender's stream starts for it (see <see cref="Anchor"/>).</summary>
+    public bool Anchored { get; private set; }
+
+    /// <summary>Sets the point after which this member is owed the sender's packets (0 for a member present from the
+    /// start; later for one that joined mid-stream). Packets held below it are discarded, and any that now follow in
+    /// order are delivered.</summary>
+    public void Anchor(ulong start, Action<SenderStream, ulong, byte[]> deliver)
+    {
+        if (Anchored)
+        {
+            return;
+        }
+
+        Anchored = true;
+        Delivered = start;
+        MaxSeen = Math.Max(MaxSeen, start);
+        foreach (var seq in _held.Keys.Where(k => k <= start).ToList())
+        {
+            _held.Remove(seq);
+        }
+
+        while (_held.TryGetValue(Delivered + 1, out var next))
+        {
+            Delivered++;
+            deliver(this, Delivered, next);
+        }
+    }
+
     public bool Received(ulong seq) => seq <= Delivered ? seq > 0 : _held.ContainsKey(seq);
 
     public bool TryGet(ulong seq, out byte[] payload) => _held.TryGetValue(seq, out payload!);

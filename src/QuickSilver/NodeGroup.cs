@@ -1,0 +1,105 @@
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Core.Feeds;
+using QuickSilver.Membership;
+
+namespace QuickSilver;
+
+/// <summary>What the group layer tells the application-facing group object (core thread).</summary>
+internal interface IGroupOwner
+{
+    void OnViewInstalled(GroupView view);
+
+    void Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload);
+
+    /// <summary>One published message left for the regions (a publish-buffer slot frees).</summary>
+    void OnSent();
+
+    /// <summary>The group was left; <paramref name="discarded"/> published messages were never sent.</summary>
+    void OnLeft(int discarded);
+}
+
+/// <summary>A group's state on the core thread: what waits to be sent, its pull feed, and per-sender delivery progress.</summary>
+internal sealed class NodeGroup(string name, IGroupOwner owner)
+{
+    private readonly Dictionary<uint, ulong> _lastDelivered = new();
+    private bool _nextFromPending;
+
+    public string Name { get; } = name;
+    public IGroupOwner Owner { get; } = owner;
+    public GroupView? View { get; set; }
+    public ulong NextSequence { get; set; }
+    public Queue<byte[]> Pending { get; } = new();
+
+    /// <summary>The application's pull feed (the fast path), if registered.</summary>
+    public IFeed<ReadOnlyMemory<byte>>? Feed { get; set; }
+
+    /// <summary>False after the feed said "nothing now", until it is signalled.</summary>
+    public bool FeedActive { get; set; }
+
+    /// <summary>The message taken for sending but not yet sent (its regions had no room).</summary>
+    public ReadOnlyMemory<byte>? Next { get; private set; }
+
+    /// <summary>Takes the next message to send: published ones first, then the feed's. Oversized feed items are
+    /// dropped and counted (the feed runs on the core thread, where there is no caller to throw to).</summary>
+    public bool TryTakeNext(int maxBytes, DropCounters drops)
+    {
+        if (Pending.TryDequeue(out var published))
+        {
+            Next = published;
+            _nextFromPending = true;
+            return true;
+        }
+
+        while (Feed is { } feed && FeedActive)
+        {
+            if (!feed.TryPull(out var item))
+            {
+                FeedActive = false;
+                return false;
+            }
+
+            if (item.Length > maxBytes)
+            {
+                drops.Increment(DropReason.Oversized);
+                continue;
+            }
+
+            Next = item;
+            _nextFromPending = false;
+            return true;
+        }
+
+        return false;
+    }
+
+    public void MarkSent()
+    {
+        if (_nextFromPending)
+        {
+            Owner.OnSent();
+        }
+
+        Next = null;
+    }
+
+    public int DiscardPending()
+    {
+        int discarded = Pending.Count + (Next is not null && _nextFromPending ? 1 : 0);
+        Pending.Clear();
+        Next = null;
+        return discarded;
+    }
+
+    /// <summary>Records delivery of <paramref name="sequence"/> from <paramref name="sender"/>; false for a duplicate or
+    /// an older message (per-sender FIFO: a message never overtakes one already delivered).</summary>
+    public bool Advance(uint sender, ulong sequence)
+    {
+        if (_lastDelivered.TryGetValue(sender, out var last) && sequence <= last)
+        {
+            return false;
+        }
+
+        _lastDelivered[sender] = sequence;
+        return true;
+    }
+}

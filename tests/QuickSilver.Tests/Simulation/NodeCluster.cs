@@ -1,0 +1,237 @@
+using QuickSilver.Core.Alarms;
+using QuickSilver.Core.Io;
+using QuickSilver.Membership;
+using QuickSilver.Membership.Service;
+using QuickSilver.Qsm.RateControl;
+using QuickSilver.Qsm.Region;
+using QuickSilver.Transport.Reliable;
+using QuickSilver.Transport.Simulation;
+
+namespace QuickSilver.Tests.Simulation;
+
+/// <summary>
+/// The whole QSM stack in the simulated network: a GMS on its own node and N nodes, each running the same
+/// <see cref="NodeStack"/> the real node runs (GMS client, group layer, region member and senders), on virtual time.
+/// Application calls are posted to the node as they would be downcalls.
+/// </summary>
+internal sealed class NodeCluster
+{
+    public const ushort Port = 47010;
+
+    private readonly QuickSilverNodeOptions _options;
+
+    public NodeCluster(int seed, LinkOptions link, RegionOptions? region = null)
+    {
+        Network = new SimNetwork(seed, link);
+        GmsOptions = new GmsOptions { BatchInterval = TimeSpan.FromMilliseconds(50), HeartbeatInterval = TimeSpan.FromMilliseconds(200), FailureTimeout = TimeSpan.FromSeconds(1) };
+        _options = new QuickSilverNodeOptions
+        {
+            Region = region ?? new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(100) },
+            RateControl = new RateControlOptions { MinRate = 2_000 },
+            GmsServer = GmsOptions,
+        };
+        var gmsNode = Network.AddNode();
+        var gmsEndpoint = gmsNode.Open(47001, _options.MaxDatagramSize);
+        GmsEndpoint = gmsEndpoint.LocalAddress;
+        gmsNode.TryPost(_ =>
+        {
+            var reliable = new ReliableUnicast(gmsEndpoint, gmsNode, 7, new ReliableUnicastOptions { MaxMessageBytes = _options.MaxDatagramSize - 64 });
+            gmsEndpoint.SetHandler(reliable);
+            Gms = new GmsServer(gmsNode, new ReliableControlChannel(reliable), 7, GmsOptions);
+        }, null);
+        Network.RunFor(TimeSpan.FromMilliseconds(1));
+    }
+
+    public SimNetwork Network { get; }
+
+    public GmsOptions GmsOptions { get; }
+
+    public NetAddress GmsEndpoint { get; }
+
+    public GmsServer? Gms { get; private set; }
+
+    public List<Node> Nodes { get; } = new();
+
+    /// <summary>Adds <paramref name="count"/> nodes and runs until the GMS has registered them all.</summary>
+    public List<Node> AddNodes(int count)
+    {
+        var added = new List<Node>();
+        for (int i = 0; i < count; i++)
+        {
+            var node = new Node(this, Network.AddNode());
+            Nodes.Add(node);
+            added.Add(node);
+        }
+
+        Require(() => added.All(n => n.Stack?.Gms.Node is not null), TimeSpan.FromSeconds(30), "registration");
+        return added;
+    }
+
+    /// <summary>Joins each node to each group and runs until every node has a view of every group that includes it.</summary>
+    public void Join(IEnumerable<Node> nodes, params string[] groups)
+    {
+        var list = nodes.ToList();
+        foreach (var node in list)
+        {
+            foreach (var group in groups)
+            {
+                node.Join(group);
+            }
+        }
+
+        Require(() => list.All(n => groups.All(g => n.Groups[g].View is not null)), TimeSpan.FromSeconds(30), "group views");
+    }
+
+    /// <summary>Runs until every node's view of <paramref name="group"/> covers exactly <paramref name="members"/>.</summary>
+    public void SettleViews(string group, IReadOnlyCollection<Node> members)
+    {
+        bool Covered(Node n)
+        {
+            if (n.Stack is not { } stack || !n.Groups.TryGetValue(group, out var g) || g.View is not { } view)
+            {
+                return false;
+            }
+
+            var nodes = view.Regions.SelectMany(r => stack.Gms.FindRegion(r.Region)?.Members.Select(m => m.Node.Value) ?? []).ToHashSet();
+            return nodes.SetEquals(members.Select(m => m.Id));
+        }
+
+        Require(() => members.All(Covered), TimeSpan.FromSeconds(30), $"views of {group}");
+    }
+
+    public void Require(Func<bool> condition, TimeSpan limit, string what)
+    {
+        if (!Network.RunUntil(condition, limit))
+        {
+            throw new InvalidOperationException($"seed {Network.Seed}: {what} did not happen within {limit} of virtual time");
+        }
+    }
+
+    internal sealed class Node
+    {
+        private readonly NodeCluster _cluster;
+
+        public Node(NodeCluster cluster, SimNode sim)
+        {
+            _cluster = cluster;
+            Sim = sim;
+            Endpoint = sim.Open(Port, cluster._options.MaxDatagramSize);
+            sim.TryPost(_ => Stack = new NodeStack(sim, Endpoint, cluster._options with { Gms = cluster.GmsEndpoint }, (uint)(sim.Index + 1)), null);
+        }
+
+        public SimNode Sim { get; }
+
+        public IDatagramTransport Endpoint { get; }
+
+        public NodeStack? Stack { get; private set; }
+
+        public uint Id => Stack!.Gms.Node!.Value.Value;
+
+        public Dictionary<string, RecordingGroup> Groups { get; } = new(StringComparer.Ordinal);
+
+        public void Join(string group)
+        {
+            var owner = new RecordingGroup(group);
+            Groups[group] = owner;
+            Sim.TryPost(_ => owner.State = Stack!.Join(group, owner), null);
+        }
+
+        public void Leave(string group) => Sim.TryPost(_ => Stack!.Leave(group), null);
+
+        /// <summary>Publishes <paramref name="count"/> numbered messages (1..count, 4-byte little-endian plus padding to
+        /// <paramref name="size"/>) in <paramref name="group"/> through the group's pull feed: as fast as the stack takes
+        /// them, or at most <paramref name="perSecond"/> a second (an application producing at that rate).</summary>
+        public void PublishNumbered(string group, int count, int size = 100, int perSecond = 0)
+        {
+            var owner = Groups[group];
+            var feed = new NumberedFeed(count, size);
+            owner.Published = feed;
+            Sim.TryPost(_ =>
+            {
+                var state = owner.State!;
+                state.Feed = feed;
+                if (perSecond > 0)
+                {
+                    // Every millisecond the application makes perSecond/1000 more messages available and signals the feed.
+                    feed.Allowance = 0;
+                    var tick = new Alarm(self =>
+                    {
+                        feed.Allowance += Math.Max(1, perSecond / 1000);
+                        Stack!.Signal(state);
+                        if (feed.Next <= feed.Count)
+                        {
+                            Sim.ScheduleAfter(self, TimeSpan.FromMilliseconds(1));
+                        }
+                    });
+                    Sim.ScheduleAfter(tick, TimeSpan.FromMilliseconds(1));
+                }
+                else
+                {
+                    Stack!.Signal(state);
+                }
+            }, null);
+        }
+    }
+}
+
+/// <summary>A pull feed of numbered messages 1..count.</summary>
+internal sealed class NumberedFeed(int count, int size) : Core.Feeds.IFeed<ReadOnlyMemory<byte>>
+{
+    public int Next { get; private set; } = 1;
+
+    public int Count => count;
+
+    /// <summary>How many more messages the application has produced (unbounded by default).</summary>
+    public int Allowance { get; set; } = int.MaxValue;
+
+    public bool TryPull(out ReadOnlyMemory<byte> item)
+    {
+        if (Next > count || Allowance <= 0)
+        {
+            item = default;
+            return false;
+        }
+
+        var bytes = new byte[size];
+        BitConverter.TryWriteBytes(bytes, Next++);
+        Allowance--;
+        item = bytes;
+        return true;
+    }
+}
+
+/// <summary>A group owner that records what is delivered, per sender.</summary>
+internal sealed class RecordingGroup(string name) : IGroupOwner
+{
+    public string Name { get; } = name;
+
+    public NodeGroup? State { get; set; }
+
+    public GroupView? View { get; private set; }
+
+    public NumberedFeed? Published { get; set; }
+
+    public bool Left { get; private set; }
+
+    public Dictionary<uint, List<int>> Received { get; } = new();
+
+    public int CountFrom(uint sender) => Received.TryGetValue(sender, out var list) ? list.Count : 0;
+
+    public void OnViewInstalled(GroupView view) => View = view;
+
+    public void Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload)
+    {
+        if (!Received.TryGetValue(sender, out var list))
+        {
+            Received[sender] = list = new List<int>();
+        }
+
+        list.Add(BitConverter.ToInt32(payload));
+    }
+
+    public void OnSent()
+    {
+    }
+
+    public void OnLeft(int discarded) => Left = true;
+}
