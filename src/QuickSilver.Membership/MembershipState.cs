@@ -18,6 +18,7 @@ public sealed class MembershipState
     private readonly Dictionary<RegionKey, RegionState> _regionsByKey = new();
     private readonly Dictionary<RegionId, RegionState> _regions = new();
     private readonly MulticastAddressPool _pool;
+    private readonly bool _useMulticast;
     private readonly Func<NetAddress, string?> _pin;
     private uint _nextNode = 1;
     private uint _nextGroup = 1;
@@ -26,8 +27,11 @@ public sealed class MembershipState
     /// <param name="pool">Multicast addresses for regions.</param>
     /// <param name="pinRegion">Designer override (QSM §1.3): returns a region name for a node to place it in that region
     /// whatever its groups, or null to use the node's region of overlap.</param>
-    public MembershipState(MulticastAddressPool pool, Func<NetAddress, string?>? pinRegion = null)
+    /// <param name="useMulticast">False where IP multicast is unavailable: no region gets an address, so every region
+    /// uses unicast fan-out with the same recovery protocol.</param>
+    public MembershipState(MulticastAddressPool pool, Func<NetAddress, string?>? pinRegion = null, bool useMulticast = true)
     {
+        _useMulticast = useMulticast;
         _pool = pool ?? throw new ArgumentNullException(nameof(pool));
         _pin = pinRegion ?? (_ => null);
     }
@@ -299,7 +303,12 @@ public sealed class MembershipState
     {
         if (!_regionsByKey.TryGetValue(key, out var region))
         {
-            _pool.TryAllocate(out var address);
+            NetAddress address = default;
+            if (_useMulticast)
+            {
+                _pool.TryAllocate(out address);
+            }
+
             region = new RegionState(new RegionId(_nextRegion++), key, address.IsMulticast ? address : null);
             _regionsByKey.Add(key, region);
             _regions.Add(region.Id, region);

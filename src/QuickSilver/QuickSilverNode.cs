@@ -61,12 +61,19 @@ public sealed class QuickSilverNode : IAsyncDisposable
             if (options.EmbeddedGms)
             {
                 var gmsEndpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Gms, MaxDatagramSize = options.MaxDatagramSize });
+                var gmsOptions = options.GmsServer;
+                if (gmsOptions.UseMulticast && !await MulticastWorksAsync(core, gmsEndpoint, gmsOptions.MulticastPoolStart).ConfigureAwait(false))
+                {
+                    Serilog.Log.Warning("IP multicast is unavailable here (joining {Group} failed): regions will use unicast fan-out", gmsOptions.MulticastPoolStart);
+                    gmsOptions = gmsOptions with { UseMulticast = false };
+                }
+
                 gms = await core.InvokeAsync(() =>
                 {
                     var reliable = new ReliableUnicast(gmsEndpoint, core, epoch ^ 0x5A5A5A5Au | 1,
                         new ReliableUnicastOptions { MaxMessageBytes = options.MaxDatagramSize - 64 });
                     gmsEndpoint.SetHandler(reliable);
-                    return new GmsServer(core, new ReliableControlChannel(reliable), (ulong)Random.Shared.NextInt64(1, long.MaxValue), options.GmsServer);
+                    return new GmsServer(core, new ReliableControlChannel(reliable), (ulong)Random.Shared.NextInt64(1, long.MaxValue), gmsOptions);
                 }).ConfigureAwait(false);
             }
 
@@ -92,6 +99,21 @@ public sealed class QuickSilverNode : IAsyncDisposable
             throw;
         }
     }
+
+    /// <summary>The start-up multicast probe of an embedded GMS: can an endpoint join the pool's first address?</summary>
+    private static Task<bool> MulticastWorksAsync(QuickSilverCore core, UdpEndpoint endpoint, NetAddress group) => core.InvokeAsync(() =>
+    {
+        try
+        {
+            endpoint.JoinGroup(group);
+            endpoint.LeaveGroup(group);
+            return true;
+        }
+        catch (System.Net.Sockets.SocketException)
+        {
+            return false;
+        }
+    });
 
     /// <summary>Joins <paramref name="name"/> and waits until the GMS has installed a view of it that includes this node.</summary>
     public async Task<QuickSilverGroup> JoinGroupAsync(string name, CancellationToken cancellationToken = default)

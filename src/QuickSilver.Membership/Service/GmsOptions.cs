@@ -20,6 +20,10 @@ public sealed record GmsOptions
 
     public int MulticastPoolSize { get; init; } = 1024;
 
+    /// <summary>Whether regions get IP multicast addresses. False (or a failed multicast probe at start-up, for an embedded
+    /// GMS) makes every region use unicast fan-out with the same recovery protocol, for networks without multicast.</summary>
+    public bool UseMulticast { get; init; } = true;
+
     /// <summary>Largest encoded control message the GMS accepts from a node; larger ones are dropped and counted.</summary>
     public int MaxMessageBytes { get; init; } = 64 * 1024;
 

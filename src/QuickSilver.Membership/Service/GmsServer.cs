@@ -33,7 +33,7 @@ public sealed class GmsServer
         _options = options ?? new GmsOptions();
         _options.Validate();
         _log = (logger ?? Log.Logger).ForContext<GmsServer>();
-        State = new MembershipState(new MulticastAddressPool(_options.MulticastPoolStart, _options.MulticastPoolSize), _options.PinRegion);
+        State = new MembershipState(new MulticastAddressPool(_options.MulticastPoolStart, _options.MulticastPoolSize), _options.PinRegion, _options.UseMulticast);
         _batchAlarm = new Alarm(_ => ApplyBatch());
         _failureAlarm = new Alarm(_ => DetectFailures());
         _channel.SetReceiver(OnMessage, OnPeerFailed);

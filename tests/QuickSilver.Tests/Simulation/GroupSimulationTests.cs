@@ -43,6 +43,24 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
     }
 
     [Theory]
+    [InlineData(501)]
+    [InlineData(502)]
+    public void Without_multicast_regions_fan_out_over_unicast_and_lose_nothing(int seed)
+    {
+        const int Messages = 2_000;
+        var cluster = new NodeCluster(seed, Lossy, multicast: false);
+        var all = cluster.AddNodes(12);
+        cluster.Join(all, "prices");
+        cluster.SettleViews("prices", all);
+        Assert.All(all, n => Assert.Null(n.Stack!.Member!.View!.MulticastAddress));
+        all[0].PublishNumbered("prices", Messages, perSecond: 3_000);
+        bool done = cluster.Network.RunUntil(() => all.All(n => n.Groups["prices"].CountFrom(all[0].Id) >= Messages), TimeSpan.FromMinutes(2));
+        Report(cluster, seed);
+        Assert.True(done, $"seed {seed}: {Check(all, [all[0]], Messages)}");
+        Assert.Null(Check(all, [all[0]], Messages));
+    }
+
+    [Theory]
     [InlineData(1)]
     [InlineData(4)]
     [InlineData(16)]

@@ -20,10 +20,10 @@ internal sealed class NodeCluster
 
     private readonly QuickSilverNodeOptions _options;
 
-    public NodeCluster(int seed, LinkOptions link, RegionOptions? region = null)
+    public NodeCluster(int seed, LinkOptions link, RegionOptions? region = null, bool multicast = true)
     {
         Network = new SimNetwork(seed, link);
-        GmsOptions = new GmsOptions { BatchInterval = TimeSpan.FromMilliseconds(50), HeartbeatInterval = TimeSpan.FromMilliseconds(200), FailureTimeout = TimeSpan.FromSeconds(1) };
+        GmsOptions = new GmsOptions { UseMulticast = multicast, BatchInterval = TimeSpan.FromMilliseconds(50), HeartbeatInterval = TimeSpan.FromMilliseconds(200), FailureTimeout = TimeSpan.FromSeconds(1) };
         _options = new QuickSilverNodeOptions
         {
             Region = region ?? new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(100) },
