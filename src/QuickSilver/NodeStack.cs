@@ -56,6 +56,8 @@ internal sealed class NodeStack : IDatagramHandler
 
     internal IReadOnlyDictionary<uint, RegionSender> Senders => _senders;
 
+    internal DropCounters ReliableDrops => _reliable.Drops;
+
     internal RegionMember? Member => _member;
 
     /// <summary>The largest group message: a region packet's payload less the group record header.</summary>

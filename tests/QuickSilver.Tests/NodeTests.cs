@@ -115,4 +115,70 @@ public sealed class NodeTests
         var bad = Assert.Throws<ArgumentException>(() => new QuickSilverNodeOptions { Gms = NetAddress.Loopback(0) }.Validate());
         Assert.Contains("Gms", bad.Message, StringComparison.Ordinal);
     }
+
+    [Fact]
+    public async Task A_pull_feed_delivers_in_order_and_garbage_from_a_peer_is_dropped_and_counted()
+    {
+        const int Messages = 5_000;
+        var gms = FreeGmsAddress();
+        using var cts = new CancellationTokenSource(TimeSpan.FromMinutes(2));
+        await using var publisher = await QuickSilverNode.StartAsync(Options(gms, embedded: true), cts.Token);
+        await using var receiver = await QuickSilverNode.StartAsync(Options(gms, embedded: false), cts.Token);
+        var pub = await publisher.JoinGroupAsync("feed", cts.Token);
+        var sub = await receiver.JoinGroupAsync("feed", cts.Token);
+        while ((pub.View?.RegionCount ?? 0) == 0 || receiver.Stack.Member?.View?.Count < 2)
+        {
+            await Task.Delay(20, cts.Token);
+        }
+
+        // A peer that sends garbage: random bytes, a truncated QSM data header, an empty datagram.
+        using (var garbage = new System.Net.Sockets.Socket(System.Net.Sockets.AddressFamily.InterNetwork, System.Net.Sockets.SocketType.Dgram, System.Net.Sockets.ProtocolType.Udp))
+        {
+            var target = new System.Net.IPEndPoint(System.Net.IPAddress.Loopback, receiver.Address.Port);
+            var random = new Random(5);
+            for (int i = 0; i < 200; i++)
+            {
+                var bytes = new byte[random.Next(0, 300)];
+                random.NextBytes(bytes);
+                garbage.SendTo(bytes, target);
+            }
+        }
+
+        var order = new List<int>();
+        sub.QueueMessages = false;
+        sub.OnMessage = m => order.Add(BitConverter.ToInt32(m.Payload));
+        int next = 1;
+        using var channel = pub.RegisterFeed(new DelegateFeed(() =>
+        {
+            if (next > Messages)
+            {
+                return null;
+            }
+
+            var bytes = new byte[64];
+            BitConverter.TryWriteBytes(bytes, next++);
+            return bytes;
+        }));
+        Assert.Throws<InvalidOperationException>(() => pub.RegisterFeed(new DelegateFeed(() => null)));
+        while (sub.Delivered < Messages && !cts.IsCancellationRequested)
+        {
+            await Task.Delay(20);
+        }
+
+        Assert.Equal(Messages, sub.Delivered);
+        Assert.Equal(Enumerable.Range(1, Messages), await receiver.Core.InvokeAsync(() => order.ToList()));
+        long dropped = await receiver.Core.InvokeAsync(() => receiver.Core.Counters.Drops.Total + receiver.Stack.Drops.Total
+            + (receiver.Stack.Member?.Drops.Total ?? 0) + receiver.Stack.ReliableDrops.Total);
+        Assert.True(dropped > 0, "the garbage datagrams were not counted as drops");
+    }
+
+    private sealed class DelegateFeed(Func<byte[]?> next) : Core.Feeds.IFeed<ReadOnlyMemory<byte>>
+    {
+        public bool TryPull(out ReadOnlyMemory<byte> item)
+        {
+            var bytes = next();
+            item = bytes;
+            return bytes is not null;
+        }
+    }
 }
