@@ -181,4 +181,32 @@ public sealed class NodeTests
             return bytes is not null;
         }
     }
+
+    [Fact]
+    public async Task Typed_messages_round_trip_through_the_MessagePack_wrapper()
+    {
+        var gms = FreeGmsAddress();
+        using var cts = new CancellationTokenSource(TimeSpan.FromMinutes(1));
+        await using var a = await QuickSilverNode.StartAsync(Options(gms, embedded: true), cts.Token);
+        await using var b = await QuickSilverNode.StartAsync(Options(gms, embedded: false), cts.Token);
+        var ga = await a.JoinGroupAsync("quotes", cts.Token);
+        var gb = await b.JoinGroupAsync("quotes", cts.Token);
+        while (b.Stack.Member?.View?.Count < 2 || (ga.View?.RegionCount ?? 0) == 0)
+        {
+            await Task.Delay(20, cts.Token);
+        }
+
+        var codec = new Core.Wire.MessagePackObjectCodec<Quote>(300);
+        await ga.PublishAsync(codec, new Quote("QSM", 42.5m), cts.Token);
+        await foreach (var m in gb.ReadAllAsync(cts.Token))
+        {
+            Assert.Equal(Core.Wire.WireError.None, m.TryRead(codec, out var quote));
+            Assert.Equal(new Quote("QSM", 42.5m), quote);
+            Assert.Equal(Core.Wire.WireError.UnknownClassId, m.TryRead(new Core.Wire.MessagePackObjectCodec<Quote>(301), out _));
+            break;
+        }
+    }
 }
+
+[MessagePack.MessagePackObject]
+public sealed record Quote([property: MessagePack.Key(0)] string Symbol, [property: MessagePack.Key(1)] decimal Price);
