@@ -31,10 +31,12 @@ public sealed class RegionMember
     private readonly Alarm _rateAlarm;
     private readonly NakSet _mine;
     private readonly NakSet _scratch;
+    private readonly NakSet _lacks;
     private readonly byte[] _message = new byte[64 * 1024];
     private readonly byte[] _datagram;
     private NakSet[] _others = [];
     private uint _firstView;
+    private Token? _early;
     private bool _stopped;
     private List<RegionLayout.Partition> _partitions = new();
     private ulong _round;
@@ -51,6 +53,7 @@ public sealed class RegionMember
         _options.Validate();
         _mine = new NakSet(_options.MaxNakRanges);
         _scratch = new NakSet(_options.MaxNakRanges);
+        _lacks = new NakSet(_options.MaxNakRanges + 1);
         _datagram = new byte[data.MaxDatagramSize];
         _tokenAlarm = new Alarm(_ => OnTokenTimer());
         _rateAlarm = new Alarm(_ => SampleRates());
@@ -90,6 +93,7 @@ public sealed class RegionMember
             _firstView = view.ViewNumber;
         }
 
+        bool changed = View is not null && View.ViewNumber != view.ViewNumber;
         View = view;
         Index = view.IndexOf(new NodeId(_node));
         Partitions = view.PartitionCount(_options.ReplicationFactor);
@@ -106,11 +110,34 @@ public sealed class RegionMember
             _data.JoinGroup(group);
         }
 
-        if (IsRegionLeader && !_stopped && !_tokenAlarm.IsScheduled)
+        if (IsRegionLeader && !_stopped && changed)
+        {
+            // A round in flight follows the old view's ring and will be dropped: abandon it and start one now.
+            _roundOpen = false;
+            _scheduler.ScheduleAfter(_tokenAlarm, TimeSpan.Zero);
+        }
+        else if (IsRegionLeader && !_stopped && !_tokenAlarm.IsScheduled)
         {
             _scheduler.ScheduleAfter(_tokenAlarm, _options.TokenInterval);
         }
+
+        if (_early is { } early)
+        {
+            if (early.View == view.ViewNumber)
+            {
+                _early = null;
+                OnToken(early);
+            }
+            else if (early.View < view.ViewNumber)
+            {
+                _early = null;
+            }
+        }
     }
+
+    /// <summary>This member's progress on <paramref name="sender"/>'s stream (observability: tests, counters).</summary>
+    public (ulong Delivered, ulong MaxSeen, ulong CachedUpTo, bool Anchored)? Progress(uint sender)
+        => _streams.TryGetValue(sender, out var s) ? (s.Delivered, s.MaxSeen, s.CachedUpTo(Partitions, Partition), s.Anchored) : null;
 
     /// <summary>Whether a control message of this kind (its first byte) is for a region member (token, pull) rather than
     /// a sender (NAK, ACK).</summary>
@@ -148,11 +175,17 @@ public sealed class RegionMember
         if (header.View != RegionWire.RepairView)
         {
             stream.Address = from; // an original or a sender's retransmission: from the sender itself
-            if (!stream.Anchored)
+            if (!stream.Anchored && stream.Candidate is null)
             {
                 // Joining mid-stream (docs/qsm.md): start where the sender's view that includes this node started; a packet
-                // numbered before this node's first view is not owed to it, so start at that packet.
-                stream.Anchor(header.View >= _firstView ? header.ViewStart - 1 : header.Seq - 1, DeliverOne);
+                // numbered before this node's first view is not owed to it, so start at that packet. A stream that starts
+                // at the sender's first packet starts now; any other waits for the next token, which says how far the
+                // region has purged (nothing at or below that point can be recovered from peers).
+                stream.Candidate = header.View >= _firstView ? header.ViewStart - 1 : header.Seq - 1;
+                if (stream.Candidate == 0)
+                {
+                    stream.Anchor(0, DeliverOne);
+                }
             }
         }
         else if (!stream.Anchored)
@@ -198,6 +231,20 @@ public sealed class RegionMember
                 if (token is null || token.Region != View.Region.Value)
                 {
                     Drops.Increment(DropReason.Malformed);
+                    return;
+                }
+
+                if (token.View < View.ViewNumber)
+                {
+                    // A round started under an older view: its ring positions are not this view's. The leader abandons it
+                    // when it installs the newer view and starts a new round at once.
+                    Drops.Increment(DropReason.NotForThisNode);
+                    return;
+                }
+
+                if (token.View > View.ViewNumber)
+                {
+                    _early = token; // the GMS's update has not reached this node yet: hold it until it does
                     return;
                 }
 
@@ -316,9 +363,36 @@ public sealed class RegionMember
     {
         foreach (var section in token.Sections)
         {
-            if (_streams.TryGetValue(section.Sender, out var stream) && stream.Anchored)
+            if (_streams.TryGetValue(section.Sender, out var stream) && stream.Candidate is { } candidate && !stream.Anchored)
+            {
+                stream.Anchor(Math.Max(candidate, section.PurgeUpTo), DeliverOne);
+            }
+
+            if (stream is { Anchored: true })
             {
                 Process(section, stream, token.Step, closingStep, members);
+            }
+        }
+    }
+
+    /// <summary>
+    /// What this member cannot serve to its partition (its part in the collective NAK, §2.3.3): what it lacks up to the
+    /// cutoff, plus, for a member that joined mid-stream, the partition's packets between the purge point and where it
+    /// started. Those were never owed to it, so it does not NAK them, but it does not hold them either: without this, a
+    /// joiner would hide from the sender a packet that every older replica of its partition lost.
+    /// </summary>
+    private void CannotServe(SenderStream stream, ulong purgeUpTo)
+    {
+        _lacks.CopyFrom(_mine);
+        if (stream.AnchoredAt > purgeUpTo)
+        {
+            ulong p = (ulong)Partitions;
+            ulong mine = (ulong)Partition;
+            ulong first = (purgeUpTo + 1 + (p - 1 - mine)) / p; // the first index k with k·p + partition > purgeUpTo
+            ulong last = stream.AnchoredAt < mine ? 0 : (stream.AnchoredAt - mine) / p;
+            if (first <= last && (last * p) + mine <= stream.AnchoredAt)
+            {
+                _lacks.AddRange(first, last);
             }
         }
     }
@@ -327,6 +401,7 @@ public sealed class RegionMember
     {
         stream.Purge(section.PurgeUpTo);
         stream.CachedMissing(section.Cutoff, Partitions, Partition, _mine);
+        CannotServe(stream, section.PurgeUpTo);
 
         if (step > 0)
         {
@@ -341,12 +416,12 @@ public sealed class RegionMember
                 PullsSent++;
             }
 
-            _scratch.SetIntersection(section.PartitionNaks, _mine);
+            _scratch.SetIntersection(section.PartitionNaks, _lacks);
             section.PartitionNaks.CopyFrom(_scratch);
         }
         else
         {
-            section.PartitionNaks.CopyFrom(_mine);
+            section.PartitionNaks.CopyFrom(_lacks);
         }
 
         if (step == closingStep)
@@ -430,6 +505,11 @@ public sealed class RegionMember
             ulong stable = section.StableMin == ulong.MaxValue ? 0 : section.StableMin;
             ulong received = section.ReceivedMin == ulong.MaxValue ? 0 : section.ReceivedMin;
             _lastRound[section.Sender] = (section.MaxSeen, received, stable);
+            if (_streams.TryGetValue(section.Sender, out var joined) && !joined.Anchored && joined.Candidate is { } candidate)
+            {
+                joined.Anchor(Math.Max(candidate, received), DeliverOne); // a new leader that joined mid-stream
+            }
+
             if (_streams.TryGetValue(section.Sender, out var stream) && stream.Address != default)
             {
                 double rate = section.RateMin == double.MaxValue ? 0 : section.RateMin / senders; // formula (1)

@@ -35,6 +35,13 @@ internal sealed class SenderStream
 
     public int HeldCount => _held.Count;
 
+    /// <summary>Where the sender's first packet heard by this member says its stream starts for this member, before the
+    /// region's purge point is known (see <see cref="Anchor"/>).</summary>
+    public ulong? Candidate { get; set; }
+
+    /// <summary>The seq this member's stream started after (0 unless it joined mid-stream).</summary>
+    public ulong AnchoredAt { get; private set; }
+
     /// <summary>Whether this member knows where the sender's stream starts for it (see <see cref="Anchor"/>).</summary>
     public bool Anchored { get; private set; }
 
@@ -49,6 +56,7 @@ internal sealed class SenderStream
         }
 
         Anchored = true;
+        AnchoredAt = start;
         Delivered = start;
         MaxSeen = Math.Max(MaxSeen, start);
         foreach (var seq in _held.Keys.Where(k => k <= start).ToList())
@@ -79,7 +87,7 @@ internal sealed class SenderStream
         _held[seq] = payload.ToArray();
         MaxSeen = Math.Max(MaxSeen, seq);
         Rate.Count();
-        while (_held.TryGetValue(Delivered + 1, out var next))
+        while (Anchored && _held.TryGetValue(Delivered + 1, out var next))
         {
             Delivered++;
             deliver(this, Delivered, next);
