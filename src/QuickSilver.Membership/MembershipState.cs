@@ -219,16 +219,17 @@ public sealed class MembershipState
             newGroupViews.Add(group.View);
         }
 
-        var updates = BuildUpdates(newGroupViews, newRegionViews, leftGroups);
+        var updates = BuildUpdates(newGroupViews, newRegionViews, leftGroups, touchedNodes);
         return new MembershipChange(newRegionViews.ToImmutable(), newGroupViews.ToImmutable(), endedRegions.ToImmutable(),
             endedGroups.ToImmutable(), updates);
     }
 
     /// <summary>Each live node gets: the new views of its groups, the new views of regions those groups map to, the
-    /// new view of its own region, and the groups it left.</summary>
+    /// new view of its own region, and the groups it left. A node whose groups changed in this batch also gets the
+    /// current (possibly unchanged) view of every region its groups map to: it may never have been sent them.</summary>
     private ImmutableDictionary<NodeId, NodeUpdate> BuildUpdates(
         ImmutableArray<GroupView>.Builder newGroupViews, ImmutableArray<RegionView>.Builder newRegionViews,
-        Dictionary<NodeId, List<GroupId>> leftGroups)
+        Dictionary<NodeId, List<GroupId>> leftGroups, HashSet<NodeState> touchedNodes)
     {
         var newRegionById = new Dictionary<RegionId, RegionView>();
         foreach (var rv in newRegionViews)
@@ -259,6 +260,22 @@ public sealed class MembershipState
             foreach (var m in rv.Members)
             {
                 AddToSet(regionsFor, m.Node, rv);
+            }
+        }
+
+        foreach (var node in touchedNodes)
+        {
+            if (!_nodes.ContainsKey(node.Id))
+            {
+                continue;
+            }
+
+            foreach (var gid in node.Groups)
+            {
+                foreach (var rr in _groups[gid].View!.Regions)
+                {
+                    AddToSet(regionsFor, node.Id, _regions[rr.Region].View!);
+                }
             }
         }
 

@@ -223,4 +223,20 @@ public sealed class MembershipStateTests
             }
         }
     }
+
+    [Fact]
+    public void A_node_that_joins_gets_the_views_of_unchanged_regions_of_its_groups()
+    {
+        var state = new MembershipState(new MulticastAddressPool(new NetAddress(0xEF000001, 5000), 16));
+        var n = Register(state, 3);
+        state.Apply([new JoinRequest(n[0], "g"), new JoinRequest(n[0], "h"), new JoinRequest(n[1], "g"), new JoinRequest(n[1], "h")]);
+
+        // n[2] joins only g: a new region {n[2]}; the region {n[0], n[1]} does not change, but n[2] must learn it to send in g.
+        var change = state.Apply([new JoinRequest(n[2], "g")]);
+        var update = change.Updates[n[2]];
+        var g = Assert.Single(update.GroupViews);
+        Assert.Equal(2, g.RegionCount);
+        Assert.Equal(g.Regions.Select(r => r.Region.Value).Order(), update.RegionViews.Select(r => r.Region.Value).Order());
+        Assert.DoesNotContain(change.NewRegionViews, v => v.Members.Any(m => m.Node == n[0]));
+    }
 }
