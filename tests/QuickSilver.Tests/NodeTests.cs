@@ -120,16 +120,9 @@ public sealed class NodeTests
     public async Task A_pull_feed_delivers_in_order_and_garbage_from_a_peer_is_dropped_and_counted()
     {
         const int Messages = 5_000;
-        var gms = FreeGmsAddress();
         using var cts = new CancellationTokenSource(TimeSpan.FromMinutes(2));
-        await using var publisher = await QuickSilverNode.StartAsync(Options(gms, embedded: true), cts.Token);
-        await using var receiver = await QuickSilverNode.StartAsync(Options(gms, embedded: false), cts.Token);
-        var pub = await publisher.JoinGroupAsync("feed", cts.Token);
-        var sub = await receiver.JoinGroupAsync("feed", cts.Token);
-        while ((pub.View?.RegionCount ?? 0) == 0 || receiver.Stack.Member?.View?.Count < 2)
-        {
-            await Task.Delay(20, cts.Token);
-        }
+        await using var pair = await NodePair.StartAsync("feed", cts.Token);
+        var (receiver, pub, sub) = (pair.B, pair.GroupA, pair.GroupB);
 
         // A peer that sends garbage: random bytes, a truncated QSM data header, an empty datagram.
         using (var garbage = new System.Net.Sockets.Socket(System.Net.Sockets.AddressFamily.InterNetwork, System.Net.Sockets.SocketType.Dgram, System.Net.Sockets.ProtocolType.Udp))
@@ -172,6 +165,38 @@ public sealed class NodeTests
         Assert.True(dropped > 0, "the garbage datagrams were not counted as drops");
     }
 
+    /// <summary>Two nodes (the first with the embedded GMS) in one group, once each sees the other in its region.</summary>
+    private sealed class NodePair : IAsyncDisposable
+    {
+        private NodePair(QuickSilverNode a, QuickSilverNode b, QuickSilverGroup groupA, QuickSilverGroup groupB)
+            => (A, B, GroupA, GroupB) = (a, b, groupA, groupB);
+
+        public QuickSilverNode A { get; }
+        public QuickSilverNode B { get; }
+        public QuickSilverGroup GroupA { get; }
+        public QuickSilverGroup GroupB { get; }
+
+        public static async Task<NodePair> StartAsync(string group, CancellationToken cancellationToken)
+        {
+            var gms = FreeGmsAddress();
+            var a = await QuickSilverNode.StartAsync(Options(gms, embedded: true), cancellationToken);
+            var b = await QuickSilverNode.StartAsync(Options(gms, embedded: false), cancellationToken);
+            var pair = new NodePair(a, b, await a.JoinGroupAsync(group, cancellationToken), await b.JoinGroupAsync(group, cancellationToken));
+            while (b.Stack.Member?.View?.Count < 2 || (pair.GroupA.View?.RegionCount ?? 0) == 0)
+            {
+                await Task.Delay(20, cancellationToken);
+            }
+
+            return pair;
+        }
+
+        public async ValueTask DisposeAsync()
+        {
+            await B.DisposeAsync();
+            await A.DisposeAsync();
+        }
+    }
+
     private sealed class DelegateFeed(Func<byte[]?> next) : Core.Feeds.IFeed<ReadOnlyMemory<byte>>
     {
         public bool TryPull(out ReadOnlyMemory<byte> item)
@@ -185,16 +210,9 @@ public sealed class NodeTests
     [Fact]
     public async Task Typed_messages_round_trip_through_the_MessagePack_wrapper()
     {
-        var gms = FreeGmsAddress();
         using var cts = new CancellationTokenSource(TimeSpan.FromMinutes(1));
-        await using var a = await QuickSilverNode.StartAsync(Options(gms, embedded: true), cts.Token);
-        await using var b = await QuickSilverNode.StartAsync(Options(gms, embedded: false), cts.Token);
-        var ga = await a.JoinGroupAsync("quotes", cts.Token);
-        var gb = await b.JoinGroupAsync("quotes", cts.Token);
-        while (b.Stack.Member?.View?.Count < 2 || (ga.View?.RegionCount ?? 0) == 0)
-        {
-            await Task.Delay(20, cts.Token);
-        }
+        await using var pair = await NodePair.StartAsync("quotes", cts.Token);
+        var (ga, gb) = (pair.GroupA, pair.GroupB);
 
         var codec = new Core.Wire.MessagePackObjectCodec<Quote>(300);
         await ga.PublishAsync(codec, new Quote("QSM", 42.5m), cts.Token);
