@@ -4,21 +4,18 @@ using System.Text;
 
 namespace QuickSilver.Samples.QuickStart;
 
-/// <summary>Prints, once a second, how many messages were sent and each receiver's delivery rate and total.</summary>
+/// <summary>Prints, once a second, how many messages the publishing node has accepted and each receiver's delivery rate (as the receiver measured it over its last second) and total.</summary>
 internal sealed class Progress : IDisposable
 {
     private readonly IReadOnlyList<ReceiverProcess> _receivers;
-    private readonly long[] _last;
     private readonly Stopwatch _clock = Stopwatch.StartNew();
     private readonly Timer _timer;
-    private TimeSpan _lastTime;
     private long _sent;
     private int _disposed;
 
     public Progress(IReadOnlyList<ReceiverProcess> receivers)
     {
         _receivers = receivers;
-        _last = new long[receivers.Count];
         _timer = new Timer(_ => Print(), null, TimeSpan.FromSeconds(1), TimeSpan.FromSeconds(1));
     }
 
@@ -30,31 +27,26 @@ internal sealed class Progress : IDisposable
 
     private void Print()
     {
-        lock (_last)
+        lock (_clock)
         {
             if (_disposed != 0)
             {
                 return;
             }
 
-            var now = _clock.Elapsed;
-            double dt = Math.Max((now - _lastTime).TotalSeconds, 1e-3);
-            var line = new StringBuilder(string.Create(CultureInfo.InvariantCulture, $"[{now.TotalSeconds,5:F1}s] sent {Sent,9:N0} |"));
+            var line = new StringBuilder(string.Create(CultureInfo.InvariantCulture, $"[{_clock.Elapsed.TotalSeconds,5:F1}s] accepted {Sent,9:N0} |"));
             foreach (var r in _receivers)
             {
-                long delivered = r.Delivered;
-                line.Append(CultureInfo.InvariantCulture, $" {r.Name} {(delivered - _last[r.Index]) / dt,7:N0}/s {delivered,9:N0} |");
-                _last[r.Index] = delivered;
+                line.Append(CultureInfo.InvariantCulture, $" {r.Name} {r.Rate,7:N0}/s {r.Delivered,9:N0} |");
             }
 
-            _lastTime = now;
             Console.WriteLine(line.ToString());
         }
     }
 
     public void Dispose()
     {
-        lock (_last)
+        lock (_clock)
         {
             _disposed = 1;
         }

@@ -5,7 +5,7 @@ namespace QuickSilver.Samples.QuickStart;
 
 /// <summary>
 /// The child role: a node that joins its groups, prints "ready &lt;node id&gt;" and then, once a second,
-/// "report &lt;delivered&gt; &lt;anomalies&gt;" for the published group on stdout, which the parent parses. It exits when its
+/// "report &lt;delivered&gt; &lt;anomalies&gt; &lt;messages per second&gt;" for the published group on stdout, which the parent parses. It exits when its
 /// stdin closes (the parent stopped or died) or after <c>lifetime</c>, whichever comes first.
 /// </summary>
 internal static class Receiver
@@ -37,10 +37,15 @@ internal static class Receiver
             }
 
             Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"ready {node.Id}"));
+            var clock = System.Diagnostics.Stopwatch.StartNew();
+            var (lastTime, lastCount) = (TimeSpan.Zero, 0L);
             while (!stop.IsCancellationRequested)
             {
                 await Task.Delay(TimeSpan.FromSeconds(1), stop.Token).ContinueWith(_ => { }, TaskScheduler.Default);
-                Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"report {check.Delivered} {check.Anomalies}"));
+                var (now, delivered) = (clock.Elapsed, check.Delivered);
+                long rate = (long)((delivered - lastCount) / Math.Max((now - lastTime).TotalSeconds, 1e-3));
+                (lastTime, lastCount) = (now, delivered);
+                Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"report {delivered} {check.Anomalies} {rate}"));
             }
 
             return 0;

@@ -17,6 +17,7 @@ internal sealed class ReceiverProcess : IDisposable
     private long _delivered;
     private long _anomalies;
     private long _reports;
+    private long _rate;
 
     private ReceiverProcess(int index, Process process)
     {
@@ -36,6 +37,9 @@ internal sealed class ReceiverProcess : IDisposable
     public long Delivered => Interlocked.Read(ref _delivered);
 
     public long Anomalies => Interlocked.Read(ref _anomalies);
+
+    /// <summary>Messages per second over the child's latest report interval, as the child measured it.</summary>
+    public long Rate => Interlocked.Read(ref _rate);
 
     /// <summary>Report lines received so far.</summary>
     public long Reports => Interlocked.Read(ref _reports);
@@ -93,12 +97,14 @@ internal sealed class ReceiverProcess : IDisposable
         {
             _ready.TrySetResult(node);
         }
-        else if (parts is ["report", var delivered, var anomalies]
+        else if (parts is ["report", var delivered, var anomalies, var rate]
                  && long.TryParse(delivered, CultureInfo.InvariantCulture, out long d)
-                 && long.TryParse(anomalies, CultureInfo.InvariantCulture, out long a))
+                 && long.TryParse(anomalies, CultureInfo.InvariantCulture, out long a)
+                 && long.TryParse(rate, CultureInfo.InvariantCulture, out long r))
         {
             Interlocked.Exchange(ref _delivered, d);
             Interlocked.Exchange(ref _anomalies, a);
+            Interlocked.Exchange(ref _rate, r);
             Interlocked.Increment(ref _reports);
         }
     }
