@@ -28,8 +28,8 @@ internal static class Publisher
         var receivers = new List<ReceiverProcess>();
         try
         {
-            // The publisher joins first: a node that joins a group later is not sent the views of the group's regions
-            // that did not change, and cannot publish to them (see docs/quickstart.md, "Known limits").
+            // The publisher joins first: a publisher that joins after receivers whose region its join does not change
+            // stalls today (see docs/quickstart.md, "Known limits").
             QuickSilverGroup? published = null;
             foreach (var name in Demo.PublisherGroups)
             {
