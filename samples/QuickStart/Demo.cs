@@ -1,0 +1,43 @@
+using QuickSilver.Core.Io;
+using QuickSilver.Membership.Service;
+
+namespace QuickSilver.Samples.QuickStart;
+
+/// <summary>The demo's fixed shape: which groups each process joins and the node options every process uses.</summary>
+internal static class Demo
+{
+    /// <summary>The group the publisher publishes in; every receiver is a member.</summary>
+    public const string Published = "prices/all";
+
+    private static readonly string[] Groups = ["prices/all", "prices/tech", "prices/energy"];
+
+    /// <summary>The publisher is in {all, tech}.</summary>
+    public static IReadOnlyList<string> PublisherGroups { get; } = Groups[..2];
+
+    /// <summary>Receiver i is in the first (i mod 3) + 1 groups: {all}, {all, tech}, {all, tech, energy}, {all}, …
+    /// so "prices/all" spans up to three regions of overlap.</summary>
+    public static IReadOnlyList<string> GroupsOf(int receiver) => Groups[..((receiver % Groups.Length) + 1)];
+
+    /// <summary>A small publish buffer so that "sent" tracks what the protocol actually let out.</summary>
+    public static QuickSilverNodeOptions NodeOptions(NetAddress gms, bool embeddedGms) => new()
+    {
+        Gms = gms,
+        EmbeddedGms = embeddedGms,
+        PublishBuffer = 1_000,
+        GmsServer = new GmsOptions
+        {
+            BatchInterval = TimeSpan.FromMilliseconds(20),
+            // A random pool, so that two demos (or a demo and the tests) on one machine do not share multicast groups.
+            MulticastPoolStart = new NetAddress(0xEFFD0000u | ((uint)Random.Shared.Next(1, 250) << 8), (ushort)Random.Shared.Next(20_000, 60_000)),
+        },
+    };
+
+    /// <summary>A UDP port on 127.0.0.1 that was free a moment ago.</summary>
+    public static ushort FreeLoopbackPort()
+    {
+        using var socket = new System.Net.Sockets.Socket(System.Net.Sockets.AddressFamily.InterNetwork,
+            System.Net.Sockets.SocketType.Dgram, System.Net.Sockets.ProtocolType.Udp);
+        socket.Bind(NetAddress.Loopback(0).ToIPEndPoint());
+        return (ushort)((System.Net.IPEndPoint)socket.LocalEndPoint!).Port;
+    }
+}

@@ -1,0 +1,25 @@
+namespace QuickSilver.IntegrationTests;
+
+/// <summary>The programs reject bad options with exit code 2 and a message that names the option.</summary>
+public sealed class BadOptionTests
+{
+    public static TheoryData<string, string[], string> Cases => new()
+    {
+        { "qs", ["node", "--join", "g", "--size", "3"], "--size" },
+        { "qs", ["node", "--join", "g", "--gms", "not-an-address"], "--gms" },
+        { "qs", ["node", "--gms", "127.0.0.1:47001"], "--join" },
+        { "qs", ["gms", "--multicast", "127.0.0.1:5000"], "--multicast" },
+        { "QuickStart", ["--receivers", "0"], "--receivers" },
+        { "QuickStart", ["--size", "100000"], "--size" },
+    };
+
+    [Theory]
+    [MemberData(nameof(Cases))]
+    public async Task A_bad_option_exits_with_code_2_and_names_the_option(string program, string[] args, string option)
+    {
+        using var tool = program == "qs" ? Tool.Qs(args) : Tool.QuickStart(args);
+        Assert.True(await tool.WaitAsync(TimeSpan.FromSeconds(60)), "did not exit");
+        Assert.Equal(2, tool.ExitCode);
+        Assert.Contains(option, tool.Stderr, StringComparison.Ordinal);
+    }
+}

@@ -1,0 +1,69 @@
+using System.CommandLine;
+using QuickSilver.Core.Io;
+using QuickSilver.Membership.Service;
+using QuickSilver.Samples;
+
+namespace QuickSilver.Tools;
+
+/// <summary><c>qs gms</c>: a standalone GMS (a node with an embedded GMS that joins no group) until Ctrl+C or --seconds.</summary>
+internal static class GmsVerb
+{
+    public static Command Create()
+    {
+        var listen = Cli.Address("--listen", "Address the GMS listens on.", loopbackOnly: false, NetAddress.Loopback(47001));
+        var pool = new Option<string>("--multicast") { Description = "First multicast address:port of the regions' pool.", DefaultValueFactory = _ => "239.255.1.0:47000" };
+        pool.Validators.Add(r =>
+        {
+            string text = r.GetValueOrDefault<string>() ?? "";
+            if (!IsMulticast(text))
+            {
+                r.AddError($"--multicast must be an IPv4 multicast address with a port (e.g. 239.255.1.0:47000); got '{text}'.");
+            }
+        });
+        var seconds = Cli.Int("--seconds", "Stop after this many seconds; 0 runs until Ctrl+C", 0, 0, 30 * 86_400);
+        var command = new Command("gms", "Run a standalone group membership service.") { listen, pool, seconds };
+        command.SetAction(async (parse, cancellationToken) =>
+        {
+            var options = new QuickSilverNodeOptions
+            {
+                Gms = parse.GetValue(listen),
+                EmbeddedGms = true,
+                GmsServer = new GmsOptions { MulticastPoolStart = NetAddress.Parse(parse.GetValue(pool)!) },
+            };
+            int limit = parse.GetValue(seconds);
+            using var stop = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
+            if (limit > 0)
+            {
+                stop.CancelAfter(TimeSpan.FromSeconds(limit));
+            }
+
+            await using var node = await QuickSilverNode.StartAsync(options, stop.Token);
+            Console.WriteLine($"gms listening on {options.Gms}, multicast pool from {options.GmsServer.MulticastPoolStart}; Ctrl+C stops it");
+            while (!stop.IsCancellationRequested)
+            {
+                await Task.Delay(TimeSpan.FromSeconds(5), stop.Token).ContinueWith(_ => { }, TaskScheduler.Default);
+                var (nodes, groups, regions) = await node.Core.InvokeAsync(() =>
+                {
+                    var state = node.EmbeddedGms!.State;
+                    return (state.NodeCount, state.GroupCount, state.RegionCount);
+                });
+                Console.WriteLine($"gms: {nodes - 1} nodes, {groups} groups, {regions} regions");
+            }
+
+            return 0;
+        });
+        return command;
+    }
+
+    private static bool IsMulticast(string text)
+    {
+        try
+        {
+            return NetAddress.Parse(text) is { IsMulticast: true, Port: > 0 };
+        }
+        catch (FormatException)
+        {
+            return false;
+        }
+    }
+}

@@ -1,0 +1,110 @@
+using System.Diagnostics;
+using System.Globalization;
+using System.Text;
+using QuickSilver.Samples;
+
+namespace QuickSilver.Tools;
+
+/// <summary>
+/// Runs <c>qs node</c>. Prints "ready node=ID" once joined, a counts line each second, and at the end
+/// "final GROUP delivered=N anomalies=A" for the first group. Everything is bounded by --seconds.
+/// </summary>
+internal static class NodeRun
+{
+    public static async Task<int> RunAsync(NodeSettings settings, CancellationToken cancellationToken)
+    {
+        using var stop = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
+        stop.CancelAfter(TimeSpan.FromSeconds(settings.Seconds));
+        var clock = Stopwatch.StartNew();
+        QuickSilverNode node;
+        try
+        {
+            node = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions { Gms = settings.Gms }, stop.Token);
+        }
+        catch (OperationCanceledException)
+        {
+            await Console.Error.WriteLineAsync($"No GMS answered at {settings.Gms} within --seconds {settings.Seconds}.");
+            return 1;
+        }
+
+        await using var owned = node;
+        var groups = new List<(QuickSilverGroup Group, SequenceCheck Check)>();
+        foreach (var name in settings.Groups.Distinct(StringComparer.Ordinal))
+        {
+            var group = await node.JoinGroupAsync(name, stop.Token);
+            var check = new SequenceCheck();
+            group.QueueMessages = false;
+            group.OnMessage = check.Observe;
+            groups.Add((group, check));
+        }
+
+        Console.WriteLine($"ready node={node.Id} groups={string.Join(',', groups.Select(g => g.Group.Name))}");
+        var (main, mainCheck) = groups[0];
+        long sent = 0;
+        var publisher = settings.Publish > 0
+            ? Task.Run(() => PublishAsync(main, settings, n => Interlocked.Exchange(ref sent, n), stop.Token), CancellationToken.None)
+            : Task.CompletedTask;
+        var last = new long[groups.Count];
+        var lingerUntil = TimeSpan.MaxValue;
+        while (!stop.IsCancellationRequested)
+        {
+            await Task.Delay(TimeSpan.FromSeconds(1), stop.Token).ContinueWith(_ => { }, TaskScheduler.Default);
+            Console.WriteLine(Counts(clock.Elapsed, Interlocked.Read(ref sent), groups, last));
+            if (settings.Expect > 0 && mainCheck.Delivered >= settings.Expect)
+            {
+                break;
+            }
+
+            // A publisher delivers its own messages as it sends them: once all are out, linger for repairs, then stop.
+            if (settings.Publish > 0 && publisher.IsCompleted && settings.Expect == 0
+                && (mainCheck.Delivered >= settings.Publish || publisher.IsFaulted))
+            {
+                lingerUntil = lingerUntil == TimeSpan.MaxValue ? clock.Elapsed + TimeSpan.FromSeconds(settings.Linger) : lingerUntil;
+                if (clock.Elapsed >= lingerUntil)
+                {
+                    break;
+                }
+            }
+        }
+
+        await stop.CancelAsync();
+        await publisher.ContinueWith(_ => { }, TaskScheduler.Default);
+        if (publisher.Exception is { } failed)
+        {
+            await Console.Error.WriteLineAsync($"publishing failed: {failed.InnerException?.Message}");
+        }
+
+        Console.WriteLine($"final {main.Name} delivered={mainCheck.Delivered} anomalies={mainCheck.Anomalies} sent={Interlocked.Read(ref sent)}");
+        bool ok = settings.Expect == 0 || (mainCheck.Delivered == settings.Expect && mainCheck.Anomalies == 0);
+        return ok ? 0 : 1;
+    }
+
+    private static async Task PublishAsync(QuickSilverGroup group, NodeSettings settings, Action<long> progress, CancellationToken cancellationToken)
+    {
+        while ((group.View?.RegionCount ?? 0) < settings.WaitRegions)
+        {
+            await Task.Delay(20, cancellationToken);
+        }
+
+        var payload = new byte[settings.Size];
+        for (long n = 1; n <= settings.Publish; n++)
+        {
+            SequenceCheck.Stamp(payload, n);
+            await group.PublishAsync(payload, cancellationToken);
+            progress(n);
+        }
+    }
+
+    private static string Counts(TimeSpan elapsed, long sent, List<(QuickSilverGroup Group, SequenceCheck Check)> groups, long[] last)
+    {
+        var line = new StringBuilder(string.Create(CultureInfo.InvariantCulture, $"[{elapsed.TotalSeconds,6:F1}s] sent {sent,9:N0} |"));
+        for (int i = 0; i < groups.Count; i++)
+        {
+            long delivered = groups[i].Check.Delivered;
+            line.Append(CultureInfo.InvariantCulture, $" {groups[i].Group.Name} {delivered,9:N0} (+{delivered - last[i]:N0}) |");
+            last[i] = delivered;
+        }
+
+        return line.ToString();
+    }
+}
