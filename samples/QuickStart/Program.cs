@@ -9,7 +9,7 @@ using Serilog.Events;
 // hidden --role receiver), all on loopback IP multicast. Prints live per-receiver rates and checks that every receiver
 // got every message exactly once, in order. See docs/quickstart.md.
 var receivers = Cli.Int("--receivers", "Receiver processes to start", 3, 1, 16);
-var messages = Cli.Int("--messages", "Messages to publish at most", 10_000, 1, 100_000_000);
+var messages = Cli.Int("--messages", "Messages to publish at most", 500_000, 1, 100_000_000);
 var seconds = Cli.Int("--seconds", "Stop publishing after this many seconds", 10, 1, 3_600);
 var size = Cli.Int("--size", "Message size in bytes; the first 8 carry the message number", 100, 8, 8_192);
 var role = new Option<string>("--role") { Hidden = true, DefaultValueFactory = _ => "publisher" };
