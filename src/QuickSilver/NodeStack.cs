@@ -51,6 +51,9 @@ internal sealed class NodeStack : IDatagramHandler
 
     public DropCounters Drops { get; } = new();
 
+    /// <summary>Set by the host to publish QSM counters; null in simulation.</summary>
+    public QsmCounters? Counters { get; set; }
+
     /// <summary>Group messages dropped as duplicates of ones already delivered (per sender and group).</summary>
     public long Duplicates { get; private set; }
 
@@ -139,6 +142,7 @@ internal sealed class NodeStack : IDatagramHandler
                     _member?.Stop(region.MulticastAddress);
                     _member = new RegionMember(me.Value, _endpoint, _reliable, _scheduler, _options.Region);
                     _member.Delivered += OnRegionDelivery;
+                    Counters?.SetMember(_member);
                     if (_senders.TryGetValue(region.Region.Value, out var own))
                     {
                         AttachLocal(own);
@@ -227,6 +231,7 @@ internal sealed class NodeStack : IDatagramHandler
         sender = new RegionSender(me.Value, view, _endpoint, _scheduler, _options.Region, _options.RateControl);
         sender.SpaceAvailable += PumpAll;
         _senders.Add(region.Value, sender);
+        Counters?.Add(region.Value, sender);
         if (_member?.View?.Region == region)
         {
             AttachLocal(sender);

@@ -78,7 +78,10 @@ public sealed class QuickSilverNode : IAsyncDisposable
             }
 
             var endpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Bind, MaxDatagramSize = options.MaxDatagramSize });
-            var stack = await core.InvokeAsync(() => new NodeStack(core, endpoint, options, epoch)).ConfigureAwait(false);
+            var stack = await core.InvokeAsync(() => new NodeStack(core, endpoint, options, epoch)
+            {
+                Counters = new QsmCounters(endpoint.LocalAddress.ToString()),
+            }).ConfigureAwait(false);
             var node = new QuickSilverNode(core, stack, options, gms);
             while (true)
             {
@@ -195,5 +198,6 @@ public sealed class QuickSilverNode : IAsyncDisposable
         }
 
         _core.Dispose();
+        _stack.Counters?.Dispose();
     }
 }

@@ -165,6 +165,43 @@ public sealed class NodeTests
         Assert.True(dropped > 0, "the garbage datagrams were not counted as drops");
     }
 
+    [Fact]
+    public async Task Rate_control_state_is_published_on_the_Qsm_meter()
+    {
+        using var cts = new CancellationTokenSource(TimeSpan.FromMinutes(1));
+        await using var pair = await NodePair.StartAsync("metered", cts.Token);
+        await pair.GroupA.PublishAsync(new byte[100], cts.Token);
+        while (pair.GroupB.Delivered < 1)
+        {
+            await Task.Delay(20, cts.Token);
+        }
+
+        string node = pair.A.Address.ToString();
+        var seen = new Dictionary<string, double>();
+        using var listener = new System.Diagnostics.Metrics.MeterListener();
+        listener.InstrumentPublished = (instrument, l) =>
+        {
+            if (instrument.Meter.Name == QsmCounters.MeterName)
+            {
+                l.EnableMeasurementEvents(instrument);
+            }
+        };
+        listener.SetMeasurementEventCallback<double>((instrument, value, tags, _) =>
+        {
+            foreach (var tag in tags)
+            {
+                if (tag.Key == "node" && Equals(tag.Value, node))
+                {
+                    seen[instrument.Name] = value;
+                }
+            }
+        });
+        listener.Start();
+        listener.RecordObservableInstruments();
+        Assert.True(seen.TryGetValue("qs.qsm.target_rate", out var target) && target >= 1000, $"μ_snd not published: {string.Join(", ", seen)}");
+        Assert.True(seen.ContainsKey("qs.qsm.alpha") && seen.ContainsKey("qs.qsm.credits"));
+    }
+
     /// <summary>Two nodes (the first with the embedded GMS) in one group, once each sees the other in its region.</summary>
     private sealed class NodePair : IAsyncDisposable
     {

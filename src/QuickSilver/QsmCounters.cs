@@ -1,0 +1,49 @@
+using System.Diagnostics.Metrics;
+using QuickSilver.Qsm.Region;
+
+namespace QuickSilver;
+
+/// <summary>
+/// A node's QSM counters on the "QuickSilver.Qsm" meter (<c>dotnet-counters monitor --counters QuickSilver.Qsm</c>):
+/// per region it sends into, the rate-control state (μ_rec, μ_snd, α, credits; §2.4) and the sender's window and
+/// retransmissions; for the region it is a member of, token rounds, repairs, pulls and collective NAKs. Observers read
+/// from any thread a copy-on-write list of the node's senders and plain fields the core thread writes; a value may be
+/// one update old.
+/// </summary>
+internal sealed class QsmCounters : IDisposable
+{
+    public const string MeterName = "QuickSilver.Qsm";
+
+    private readonly Meter _meter = new(MeterName);
+    private volatile KeyValuePair<uint, RegionSender>[] _senders = [];
+    private volatile RegionMember? _member;
+
+    public QsmCounters(string node)
+    {
+        var tag = new KeyValuePair<string, object?>("node", node);
+        Sender("qs.qsm.receiver_rate", s => s.RateController.ReceiverRate, "{packet}/s", "μ_rec: the region's receive rate per sender, from its last ACK (formula 1)");
+        Sender("qs.qsm.target_rate", s => s.RateController.TargetRate, "{packet}/s", "μ_snd = max(μ_min, (1+λ)·μ_rec) (formula 2)");
+        Sender("qs.qsm.actual_rate", s => s.RateController.ActualRate, "{packet}/s", "μ'_snd: the measured sending rate");
+        Sender("qs.qsm.alpha", s => s.RateController.Alpha, null, "α of the credit refill f(α) = α·μ_snd (formula 3)");
+        Sender("qs.qsm.credits", s => s.RateController.Credits, "{credit}", "c: the sender's credits (formula 4)");
+        Sender("qs.qsm.unacknowledged", s => s.Unacknowledged, "{packet}", "Packets the sender keeps until the region's ACK");
+        Sender("qs.qsm.retransmitted.nak", s => s.RetransmittedOnNak, "{packet}", "Packets resent for a partition's collective NAK");
+        Sender("qs.qsm.retransmitted.timeout", s => s.RetransmittedOnTimeout, "{packet}", "Packets resent on the sender's timeout");
+        _meter.CreateObservableCounter("qs.qsm.token.rounds", () => new Measurement<long>(_member?.RoundsCompleted ?? 0, tag), "{round}", "Token rounds completed while this node led its region");
+        _meter.CreateObservableCounter("qs.qsm.repairs", () => new Measurement<long>(_member?.RepairsSent ?? 0, tag), "{packet}", "Packets pushed or pulled to a peer");
+        _meter.CreateObservableCounter("qs.qsm.pulls", () => new Measurement<long>(_member?.PullsSent ?? 0, tag), "{request}");
+        _meter.CreateObservableCounter("qs.qsm.naks", () => new Measurement<long>(_member?.NaksSent ?? 0, tag), "{request}", "Collective NAKs sent to senders");
+
+        void Sender(string name, Func<RegionSender, double> read, string? unit, string description)
+            => _meter.CreateObservableGauge(name, () => _senders.Select(kv => new Measurement<double>(read(kv.Value), tag,
+                new KeyValuePair<string, object?>("region", kv.Key))), unit, description);
+    }
+
+    /// <summary>Core thread: a sender was created.</summary>
+    public void Add(uint region, RegionSender sender) => _senders = [.. _senders, new(region, sender)];
+
+    /// <summary>Core thread: the node's region member changed.</summary>
+    public void SetMember(RegionMember member) => _member = member;
+
+    public void Dispose() => _meter.Dispose();
+}
