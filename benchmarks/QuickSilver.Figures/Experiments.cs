@@ -19,6 +19,7 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
         yield return ("senders.csv", Senders());
         yield return ("recovery_latency.csv", RecoveryLatency());
         yield return ("ack_latency.csv", AckLatency());
+        yield return ("rate_over_time.csv", RateOverTime());
     }
 
     /// <summary>Fig. 9: one sender, one group spanning every node.</summary>
@@ -111,6 +112,22 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
         {
             var r = Run(new RunSpec(n));
             table.Add(n, R0(r.AckMeanMs), R2(r.AckRounds), n <= 25 ? "~1" : "up to 3.5", R0(r.AckMaxMs), Window(r));
+        }
+
+        return table;
+    }
+
+    /// <summary>Fig. 17: the sending rate and what every member delivered, second by second, in the runs of (a).</summary>
+    private ResultTable RateOverTime()
+    {
+        var table = new ResultTable("(g) Rate over time, 1 sender (Fig. 17; the runs of (a))",
+            "nodes", "virtual s", "delivered to all/s", "sender target/s", "min receiver rate/s", "sender actual/s", "recv-queue drops/s");
+        foreach (int n in mode.NodeCounts.Where(n => n is 25 or 71))
+        {
+            foreach (var s in Run(new RunSpec(n)).Trace)
+            {
+                table.Add(n, R0(s.Second), R0(s.DeliveredPerSecond), R0(s.TargetRate), R0(s.ReceiverRate), R0(s.ActualRate), R0(s.ReceiveDropsPerSecond));
+            }
         }
 
         return table;

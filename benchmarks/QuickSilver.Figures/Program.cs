@@ -38,7 +38,7 @@ root.SetAction(parse =>
 
         Console.WriteLine($"## {table.Title}");
         Console.WriteLine();
-        Console.Write(table.ToMarkdown());
+        Console.Write(table.Rows.Count <= 40 ? table.ToMarkdown() : string.Create(c, $"{table.Rows.Count} rows: see the CSV file.\n"));
         Console.WriteLine();
         Console.WriteLine(string.Create(c, $"({file}; {wall.Elapsed.TotalSeconds:F0} s wall so far)"));
         Console.WriteLine();

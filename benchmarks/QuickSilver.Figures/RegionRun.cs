@@ -30,7 +30,8 @@ internal static class RegionRun
         });
         cluster.SendFromAll();
 
-        bool early = !RunBounded(cluster, length.Warmup, wall, length.WallBudget);
+        var trace = new RateTrace(cluster);
+        bool early = !RunBounded(cluster, length.Warmup, wall, length.WallBudget, trace);
         var start = cluster.Network.Now;
         long deliveredAtStart = cluster.DeliveredToAll();
         var tail = TimeSpan.FromTicks(Math.Min(length.Window.Ticks / 2, tokenInterval.Ticks * 5));
@@ -40,7 +41,7 @@ internal static class RegionRun
         long nakAtStart = cluster.Senders.Sum(s => s.Sender!.RetransmittedOnNak);
         long timeoutAtStart = cluster.Senders.Sum(s => s.Sender!.RetransmittedOnTimeout);
 
-        early |= !early && !RunBounded(cluster, length.Window, wall, length.WallBudget);
+        early |= !early && !RunBounded(cluster, length.Window, wall, length.WallBudget, trace);
         double window = (cluster.Network.Now - start).TotalSeconds;
         var timeline = cluster.Timeline;
         var after = Snapshot(cluster);
@@ -59,11 +60,12 @@ internal static class RegionRun
             after.ReceiveQueue - drops.ReceiveQueue,
             after.Link - drops.Link,
             wall.Elapsed.TotalSeconds,
-            early);
+            early,
+            trace.Samples);
     }
 
     /// <summary>Runs <paramref name="duration"/> of virtual time in steps; false if the wall budget ran out first.</summary>
-    private static bool RunBounded(RegionCluster cluster, TimeSpan duration, Stopwatch wall, TimeSpan budget)
+    private static bool RunBounded(RegionCluster cluster, TimeSpan duration, Stopwatch wall, TimeSpan budget, RateTrace trace)
     {
         var end = cluster.Network.Now + duration;
         while (cluster.Network.Now < end)
@@ -75,6 +77,7 @@ internal static class RegionRun
 
             var step = end - cluster.Network.Now < Step ? end - cluster.Network.Now : Step;
             cluster.Network.RunFor(step);
+            trace.Sample();
         }
 
         return true;

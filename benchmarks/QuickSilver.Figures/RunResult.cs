@@ -16,7 +16,8 @@ internal sealed record RunResult(
     long ReceiveQueueDrops,
     long LinkLosses,
     double WallSeconds,
-    bool StoppedEarly)
+    bool StoppedEarly,
+    IReadOnlyList<RateSample> Trace)
 {
     /// <summary>Payload megabytes per second delivered to every member.</summary>
     public double MegabytesPerSecond => MessagesPerSecond * Testbed.PayloadBytes / 1e6;
