@@ -1,0 +1,50 @@
+using System.CommandLine;
+using System.Diagnostics;
+using System.Globalization;
+using QuickSilver.Figures;
+
+// The QSM simulation figures: the paper's evaluation (§3) re-run on the simulated network in virtual time.
+var quick = new Option<bool>("--quick") { Description = "Short windows and a subset of each sweep (about 2 minutes)." };
+var output = new Option<string>("--out") { Description = "Folder for the CSV files.", DefaultValueFactory = _ => "docs/figures" };
+var maxNodes = new Option<int>("--max-nodes") { Description = "Largest region in full mode (1000 needs ~15 GB and tens of minutes).", DefaultValueFactory = _ => 250 };
+
+var root = new RootCommand("QuickSilver QSM figures: throughput, partitioning, token rate, senders, recovery and ACK latency in simulation.")
+{
+    quick, output, maxNodes,
+};
+
+root.SetAction(parse =>
+{
+    var mode = parse.GetValue(quick) ? FigureMode.Quick : FigureMode.Full(parse.GetValue(maxNodes));
+    string folder = parse.GetValue(output)!;
+    Directory.CreateDirectory(folder);
+    var c = CultureInfo.InvariantCulture;
+    Console.WriteLine($"# QSM in simulation ({mode.Name} mode)");
+    Console.WriteLine();
+    foreach (var line in Testbed.Describe())
+    {
+        Console.WriteLine("- " + line);
+    }
+
+    Console.WriteLine(string.Create(c, $"- runs: {mode.Length.Warmup.TotalSeconds:F0} s warm-up + {mode.Length.Window.TotalSeconds:F0} s measured (virtual), stopped after {mode.Length.WallBudget.TotalSeconds:F0} s of wall time; sender window {RunSpec.DefaultWindow}; 1 s token unless stated; R = 5 unless stated"));
+    Console.WriteLine();
+    var wall = Stopwatch.StartNew();
+    foreach (var (file, table) in new Experiments(mode, Console.Error.WriteLine).All())
+    {
+        using (var writer = new StreamWriter(Path.Combine(folder, file)))
+        {
+            table.WriteCsv(writer);
+        }
+
+        Console.WriteLine($"## {table.Title}");
+        Console.WriteLine();
+        Console.Write(table.Rows.Count <= 40 ? table.ToMarkdown() : string.Create(c, $"{table.Rows.Count} rows: see the CSV file.\n"));
+        Console.WriteLine();
+        Console.WriteLine(string.Create(c, $"({file}; {wall.Elapsed.TotalSeconds:F0} s wall so far)"));
+        Console.WriteLine();
+    }
+
+    return 0;
+});
+
+return root.Parse(args).Invoke();

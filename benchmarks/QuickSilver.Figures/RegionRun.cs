@@ -1,0 +1,88 @@
+using System.Diagnostics;
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Qsm.Region;
+using QuickSilver.Qsm.Simulation;
+
+namespace QuickSilver.Figures;
+
+/// <summary>
+/// Runs one <see cref="RunSpec"/> on the <see cref="Testbed"/> cost model. Throughput is counted, never estimated:
+/// messages every member delivered by the end of the window minus those delivered by its start, over the window's
+/// virtual length. Latencies are sampled for packets first sent in the window's first part (so that late packets have
+/// had time to be acknowledged or repaired).
+/// </summary>
+internal static class RegionRun
+{
+    private static readonly TimeSpan Step = TimeSpan.FromSeconds(1);
+
+    public static RunResult Execute(RunSpec spec, RunLength length)
+    {
+        var wall = Stopwatch.StartNew();
+        var tokenInterval = TimeSpan.FromSeconds(spec.TokenIntervalSeconds);
+        var cluster = new RegionCluster(Testbed.Seed, spec.Members, spec.Senders, new RegionClusterOptions
+        {
+            Link = Testbed.Link(spec.LossRate),
+            Region = new RegionOptions { ReplicationFactor = spec.ReplicationFactor, TokenInterval = tokenInterval, SenderWindow = spec.SenderWindow },
+            ProcessingCostPerPacket = Testbed.ProcessingCostPerPacket,
+            ReceiveQueueLimit = Testbed.ReceiveQueueLimit,
+            PayloadBytes = Testbed.PayloadBytes,
+            TrackRecovery = true,
+        });
+        cluster.SendFromAll();
+
+        var trace = new RateTrace(cluster);
+        bool early = !RunBounded(cluster, length.Warmup, wall, length.WallBudget, trace);
+        var start = cluster.Network.Now;
+        long deliveredAtStart = cluster.DeliveredToAll();
+        var tail = TimeSpan.FromTicks(Math.Min(length.Window.Ticks / 2, tokenInterval.Ticks * 5));
+        cluster.Timeline.MeasureFrom = start;
+        cluster.Timeline.MeasureUntil = start + length.Window - tail;
+        var drops = Snapshot(cluster);
+        long nakAtStart = cluster.Senders.Sum(s => s.Sender!.RetransmittedOnNak);
+        long timeoutAtStart = cluster.Senders.Sum(s => s.Sender!.RetransmittedOnTimeout);
+
+        early |= !early && !RunBounded(cluster, length.Window, wall, length.WallBudget, trace);
+        double window = (cluster.Network.Now - start).TotalSeconds;
+        var timeline = cluster.Timeline;
+        var after = Snapshot(cluster);
+        return new RunResult(
+            spec,
+            window,
+            window > 0 ? (cluster.DeliveredToAll() - deliveredAtStart) / window : double.NaN,
+            cluster.Senders.Average(s => s.Sender!.RateController.TargetRate),
+            timeline.Recovery.Mean,
+            timeline.Recovery.Quantile(0.5),
+            timeline.SampledDeliveries == 0 ? double.NaN : 100.0 * timeline.Recovery.Count / timeline.SampledDeliveries,
+            timeline.Ack.Mean,
+            timeline.Ack.Max,
+            cluster.Senders.Sum(s => s.Sender!.RetransmittedOnNak) - nakAtStart,
+            cluster.Senders.Sum(s => s.Sender!.RetransmittedOnTimeout) - timeoutAtStart,
+            after.ReceiveQueue - drops.ReceiveQueue,
+            after.Link - drops.Link,
+            wall.Elapsed.TotalSeconds,
+            early,
+            trace.Samples);
+    }
+
+    /// <summary>Runs <paramref name="duration"/> of virtual time in steps; false if the wall budget ran out first.</summary>
+    private static bool RunBounded(RegionCluster cluster, TimeSpan duration, Stopwatch wall, TimeSpan budget, RateTrace trace)
+    {
+        var end = cluster.Network.Now + duration;
+        while (cluster.Network.Now < end)
+        {
+            if (wall.Elapsed > budget)
+            {
+                return false;
+            }
+
+            var step = end - cluster.Network.Now < Step ? end - cluster.Network.Now : Step;
+            cluster.Network.RunFor(step);
+            trace.Sample();
+        }
+
+        return true;
+    }
+
+    private static (long ReceiveQueue, long Link) Snapshot(RegionCluster cluster)
+        => (cluster.Network.Drops[DropReason.ReceiveBufferFull], cluster.Network.Drops[DropReason.LinkLoss]);
+}

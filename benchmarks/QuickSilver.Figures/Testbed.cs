@@ -1,0 +1,43 @@
+using System.Globalization;
+using QuickSilver.Transport.Simulation;
+
+namespace QuickSilver.Figures;
+
+/// <summary>
+/// The cost model standing in for the QSM paper's testbed (§3.1: Pentium III 1–1.3 GHz nodes on switched 100 Mbit/s
+/// Ethernet, ~90-byte packets, 9,850 packets/s at one receiver). Why these values: docs/simulation.md, "The QSM figures".
+/// </summary>
+internal static class Testbed
+{
+    /// <summary>Access link bandwidth: the paper's switched 100 Mbit/s.</summary>
+    public const long BandwidthBitsPerSecond = 100_000_000;
+
+    /// <summary>One-way latency of an access link (node to switch).</summary>
+    public static readonly TimeSpan Latency = TimeSpan.FromMilliseconds(0.05);
+
+    /// <summary>Receive CPU time per datagram: 100 µs caps a node at 10,000 datagrams/s, near the paper's 9,850.</summary>
+    public static readonly TimeSpan ProcessingCostPerPacket = TimeSpan.FromMilliseconds(0.1);
+
+    /// <summary>Datagrams a busy node's receive queue holds (a socket buffer of ~100 KB of small packets).</summary>
+    public const int ReceiveQueueLimit = 1000;
+
+    /// <summary>Application message size (the paper's packets were 90 bytes including headers).</summary>
+    public const int PayloadBytes = 100;
+
+    public const int Seed = 2006;
+
+    public static LinkOptions Link(double lossRate) => new()
+    {
+        BandwidthBitsPerSecond = BandwidthBitsPerSecond,
+        Latency = Latency,
+        LossRate = lossRate,
+    };
+
+    public static IEnumerable<string> Describe()
+    {
+        var c = CultureInfo.InvariantCulture;
+        yield return string.Create(c, $"links: {BandwidthBitsPerSecond / 1e6:F0} Mbit/s, {Latency.TotalMicroseconds:F0} µs one-way to the switch, 1,000-datagram link queues");
+        yield return string.Create(c, $"receive CPU: {ProcessingCostPerPacket.TotalMicroseconds:F0} µs per datagram (≤ {1 / ProcessingCostPerPacket.TotalSeconds:N0} datagrams/s per node), receive queue {ReceiveQueueLimit} datagrams; sending costs no CPU");
+        yield return string.Create(c, $"messages: {PayloadBytes} B payload, one per datagram (no packing); seed {Seed}; virtual time");
+    }
+}

@@ -1,0 +1,152 @@
+using QuickSilver.Core.Io;
+using QuickSilver.Membership;
+using QuickSilver.Qsm.Region;
+using QuickSilver.Transport.Simulation;
+
+namespace QuickSilver.Qsm.Simulation;
+
+/// <summary>
+/// A simulated region for tests and benchmarks: <c>members</c> nodes in one region plus <c>senders</c> senders, on a
+/// seeded <see cref="SimNetwork"/>. The region view is installed directly, standing in for the GMS, so this exercises
+/// the regional protocol alone. <see cref="Timeline"/> records send, delivery and ACK times in virtual time.
+/// </summary>
+public sealed class RegionCluster
+{
+    public const ushort Port = 5000;
+    public static readonly NetAddress Group = new(0xEF0A0001, 6000);
+
+    private readonly Dictionary<uint, NetAddress> _senderAddresses = new();
+
+    public RegionCluster(int seed, int members, int senders, LinkOptions link, RegionOptions options, bool sendersAreMembers = false)
+        : this(seed, members, senders, new RegionClusterOptions { Link = link, Region = options, SendersAreMembers = sendersAreMembers })
+    {
+    }
+
+    public RegionCluster(int seed, int members, int senders, RegionClusterOptions settings)
+    {
+        ArgumentNullException.ThrowIfNull(settings);
+        ArgumentOutOfRangeException.ThrowIfLessThan(members, 1);
+        ArgumentOutOfRangeException.ThrowIfGreaterThan(senders, settings.SendersAreMembers ? members : 1000);
+        ArgumentOutOfRangeException.ThrowIfLessThan(settings.PayloadBytes, sizeof(int));
+        Settings = settings;
+        Network = new SimNetwork(seed, settings.Link);
+        Timeline = new RegionTimeline(settings.TrackRecovery);
+        for (int i = 0; i < members; i++)
+        {
+            Nodes.Add(new RegionClusterNode(this, Nodes.Count, (uint)(i + 1), member: true));
+        }
+
+        for (int i = 0; i < senders; i++)
+        {
+            var node = settings.SendersAreMembers ? Nodes[i] : new RegionClusterNode(this, Nodes.Count, (uint)(1000 + i), member: false);
+            if (!settings.SendersAreMembers)
+            {
+                Nodes.Add(node);
+            }
+
+            Senders.Add(node);
+            _senderAddresses[node.Id] = node.Address;
+        }
+
+        View = new RegionView(new RegionId(1), 1,
+            [.. Nodes.Where(n => n.Member is not null).Select(n => new ViewMember(new NodeId(n.Id), n.Address)).OrderBy(m => m.Address.Port).ThenBy(m => m.Address.Ip)],
+            Group);
+        foreach (var node in Nodes)
+        {
+            node.Member?.InstallView(View);
+        }
+
+        foreach (var s in Senders)
+        {
+            var transport = new ObservedTransport(s.Transport, Timeline, () => s.Sim.Now);
+            s.Sender = new RegionSender(s.Id, View, transport, s.Sim, settings.Region, settings.Rate);
+            if (s.Member is { } member)
+            {
+                s.Sender.Sent += (seq, payload) => member.OnLocalSend(s.Id, s.Address, seq, payload.Span);
+            }
+        }
+    }
+
+    public SimNetwork Network { get; }
+
+    public RegionClusterOptions Settings { get; }
+
+    public RegionTimeline Timeline { get; }
+
+    public RegionView View { get; private set; }
+
+    public List<RegionClusterNode> Nodes { get; } = new();
+
+    public List<RegionClusterNode> Senders { get; } = new();
+
+    public IEnumerable<RegionClusterNode> LiveMembers => Nodes.Where(n => n.Member is not null && n.Sim.IsUp);
+
+    /// <summary>Each sender sends <paramref name="count"/> numbered messages (or without end) as fast as its window and rate allow.</summary>
+    public void SendFromAll(long count = long.MaxValue)
+    {
+        foreach (var sender in Senders)
+        {
+            var s = sender;
+            long next = 1;
+            var payload = new byte[Settings.PayloadBytes];
+            void Pump()
+            {
+                while (next <= count && s.Sim.IsUp)
+                {
+                    BitConverter.TryWriteBytes(payload, (int)next);
+                    if (!s.Sender!.TrySend(payload))
+                    {
+                        return;
+                    }
+
+                    next++;
+                }
+            }
+
+            s.Sender!.SpaceAvailable += Pump;
+            s.Sim.TryPost(_ => Pump(), null);
+        }
+    }
+
+    /// <summary>Installs a new view without the given nodes (the GMS reporting them dead).</summary>
+    public void Exclude(params RegionClusterNode[] dead)
+    {
+        var gone = dead.Select(d => d.Id).ToHashSet();
+        View = View with { ViewNumber = View.ViewNumber + 1, Members = [.. View.Members.Where(m => !gone.Contains(m.Node.Value))] };
+        foreach (var node in LiveMembers)
+        {
+            node.Member!.InstallView(View);
+        }
+
+        foreach (var sender in Senders.Where(s => s.Sim.IsUp))
+        {
+            sender.Sender!.InstallView(View);
+        }
+    }
+
+    /// <summary>Null if every live member got 1..count from every sender exactly once, in order; else what is wrong.</summary>
+    public string? CheckDelivery(long count)
+    {
+        foreach (var node in LiveMembers)
+        {
+            foreach (var sender in Senders)
+            {
+                long got = node.DeliveredFrom(sender.Id);
+                long bad = node.FirstOutOfOrder(sender.Id);
+                if (got != count || bad >= 0)
+                {
+                    return $"node {node.Id} has {got} of {count} from sender {sender.Id} (first out of order at {bad})";
+                }
+            }
+        }
+
+        return null;
+    }
+
+    public bool AllDelivered(long count) => LiveMembers.All(n => Senders.All(s => n.DeliveredFrom(s.Id) >= count));
+
+    /// <summary>Messages every live member has delivered: per sender the least any member has, summed over senders.</summary>
+    public long DeliveredToAll() => Senders.Sum(s => LiveMembers.Min(n => n.DeliveredFrom(s.Id)));
+
+    internal bool IsSenderAddress(uint sender, NetAddress from) => _senderAddresses.TryGetValue(sender, out var address) && address == from;
+}
