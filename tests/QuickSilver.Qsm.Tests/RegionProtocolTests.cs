@@ -35,6 +35,30 @@ public sealed class RegionProtocolTests(ITestOutputHelper output)
     }
 }
 
+public sealed class RegionRateFeedbackTests
+{
+    [Fact]
+    public void Each_of_m_senders_is_told_the_slowest_members_total_rate_divided_by_m()
+    {
+        // Formula (1): μ_rec = min_i μ_rec^(i) / m, where μ_rec^(i) counts new packets from all senders.
+        var cluster = new RegionCluster(7, 10, 3, new RegionClusterOptions
+        {
+            Link = new LinkOptions { BandwidthBitsPerSecond = 100_000_000 },
+            Region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(200) },
+            Rate = new RateControl.RateControlOptions { MinRate = 1_000 },
+        });
+        cluster.SendFromAll();
+        cluster.Network.RunFor(TimeSpan.FromSeconds(20));
+        double slowest = cluster.LiveMembers.Min(n => n.Member!.ReceiveRate);
+        Assert.True(slowest > 2_500, $"the members received only {slowest:F0} packets/s from three senders");
+        foreach (var sender in cluster.Senders)
+        {
+            double told = sender.Sender!.RateController.ReceiverRate;
+            Assert.InRange(told, slowest / 3 * 0.7, slowest / 3 * 1.3);
+        }
+    }
+}
+
 public sealed class RegionFailureTests(ITestOutputHelper output)
 {
     private static readonly RegionOptions FastTokens = new() { TokenInterval = TimeSpan.FromMilliseconds(50) };

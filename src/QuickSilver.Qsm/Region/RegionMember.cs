@@ -36,6 +36,7 @@ public sealed class RegionMember
     private readonly byte[] _datagram;
     private NakSet[] _others = [];
     private uint _firstView;
+    private readonly RateEstimator _receiveRate = new(10, new RateControlOptions().SampleInterval);
     private Token? _early;
     private bool _stopped;
     private List<RegionLayout.Partition> _partitions = new();
@@ -135,6 +136,9 @@ public sealed class RegionMember
         }
     }
 
+    /// <summary>μ_rec^(i): this member's smoothed rate of new packets from all senders (§2.4), packets/s.</summary>
+    public double ReceiveRate => _receiveRate.Rate;
+
     /// <summary>This member's progress on <paramref name="sender"/>'s stream (observability: tests, counters).</summary>
     public (ulong Delivered, ulong MaxSeen, ulong CachedUpTo, bool Anchored)? Progress(uint sender)
         => _streams.TryGetValue(sender, out var s) ? (s.Delivered, s.MaxSeen, s.CachedUpTo(Partitions, Partition), s.Anchored) : null;
@@ -211,7 +215,12 @@ public sealed class RegionMember
     }
 
     private void Accept(SenderStream stream, ulong seq, ReadOnlySpan<byte> payload)
-        => stream.Add(seq, payload, DeliverOne);
+    {
+        if (stream.Add(seq, payload, DeliverOne))
+        {
+            _receiveRate.Count();
+        }
+    }
 
     private void DeliverOne(SenderStream stream, ulong seq, byte[] payload) => Delivered?.Invoke(stream.Sender, seq, payload);
 
@@ -270,7 +279,7 @@ public sealed class RegionMember
     {
         if (!_streams.TryGetValue(sender, out var stream))
         {
-            stream = new SenderStream(sender, new RateEstimator(10, new RateControlOptions().SampleInterval));
+            stream = new SenderStream(sender);
             _streams.Add(sender, stream);
         }
 
@@ -459,7 +468,7 @@ public sealed class RegionMember
             section.MaxSeen = Math.Max(section.MaxSeen, stream.MaxSeen);
             section.StableMin = Math.Min(section.StableMin, stream.CachedUpTo(Partitions, Partition));
             section.ReceivedMin = Math.Min(section.ReceivedMin, stream.Delivered);
-            section.RateMin = Math.Min(section.RateMin, stream.Rate.Rate);
+            section.RateMin = Math.Min(section.RateMin, _receiveRate.Rate); // μ_rec^(i): new packets from all senders
         }
     }
 
@@ -499,7 +508,10 @@ public sealed class RegionMember
     {
         _roundOpen = false;
         RoundsCompleted++;
-        int senders = Math.Max(1, token.Sections.Count);
+        // m of formula (1): the senders currently multicasting, i.e. with data the region has not all made stable, or
+        // new data since the last round; an idle sender keeps its section but takes no share.
+        int senders = Math.Max(1, token.Sections.Count(s => s.StableMin == ulong.MaxValue || s.StableMin < s.MaxSeen
+            || !_lastRound.TryGetValue(s.Sender, out var last) || s.MaxSeen > last.Cutoff));
         foreach (var section in token.Sections)
         {
             ulong stable = section.StableMin == ulong.MaxValue ? 0 : section.StableMin;
@@ -544,11 +556,7 @@ public sealed class RegionMember
 
     private void SampleRates()
     {
-        foreach (var stream in _streams.Values)
-        {
-            stream.Rate.CloseSample();
-        }
-
+        _receiveRate.CloseSample();
         _scheduler.ScheduleAfter(_rateAlarm, new RateControlOptions().SampleInterval);
     }
 }

@@ -1,6 +1,5 @@
 using QuickSilver.Core.Io;
 using QuickSilver.Qsm.Recovery;
-using QuickSilver.Qsm.RateControl;
 
 namespace QuickSilver.Qsm.Region;
 
@@ -15,10 +14,9 @@ internal sealed class SenderStream
 {
     private readonly Dictionary<ulong, byte[]> _held = new();
 
-    public SenderStream(uint sender, RateEstimator rate)
+    public SenderStream(uint sender)
     {
         Sender = sender;
-        Rate = rate;
     }
 
     public uint Sender { get; }
@@ -30,8 +28,6 @@ internal sealed class SenderStream
     public ulong Delivered { get; private set; }
 
     public ulong MaxSeen { get; private set; }
-
-    public RateEstimator Rate { get; }
 
     public int HeldCount => _held.Count;
 
@@ -86,7 +82,6 @@ internal sealed class SenderStream
 
         _held[seq] = payload.ToArray();
         MaxSeen = Math.Max(MaxSeen, seq);
-        Rate.Count();
         while (Anchored && _held.TryGetValue(Delivered + 1, out var next))
         {
             Delivered++;
