@@ -12,14 +12,18 @@ var systems = new Option<string[]>("--systems")
     AllowMultipleArgumentsPerToken = true,
 };
 var messages = new Option<long?>("--messages") { Description = "Messages per point (overrides the mode's count)." };
+var minRate = new Option<double?>("--qs-min-rate")
+{
+    Description = "Override QuickSilver's starting/minimum send rate (RateControlOptions.MinRate, packets/s; default 1000) to see past rate control's warm-up.",
+};
 var timeout = new Option<int>("--timeout") { Description = "Seconds any one process of a pass may run.", DefaultValueFactory = _ => 60 };
 
 var root = new RootCommand("QuickSilver vs JGroups vs raw UDP over loopback IP multicast: a CSV, a PNG and ratios per experiment.")
 {
-    quick, output, systems, messages, timeout,
+    quick, output, systems, messages, timeout, minRate,
 };
 root.SetAction((parse, _) => Runner.RunAsync(new RunOptions(
-    parse.GetValue(quick), parse.GetValue(output)!, parse.GetValue(systems)!, parse.GetValue(messages), TimeSpan.FromSeconds(parse.GetValue(timeout)))));
+    parse.GetValue(quick), parse.GetValue(output)!, parse.GetValue(systems)!, parse.GetValue(messages), TimeSpan.FromSeconds(parse.GetValue(timeout)), parse.GetValue(minRate))));
 
 var roleName = new Argument<string>("name");
 var roleArgs = new Argument<string[]>("args") { Arity = ArgumentArity.ZeroOrMore };

@@ -4,7 +4,7 @@ using QuickSilver.Compare.Passes;
 
 namespace QuickSilver.Compare;
 
-internal sealed record RunOptions(bool Quick, string Output, IReadOnlyList<string> Systems, long? Messages, TimeSpan Timeout);
+internal sealed record RunOptions(bool Quick, string Output, IReadOnlyList<string> Systems, long? Messages, TimeSpan Timeout, double? QsMinRate);
 
 /// <summary>Runs every experiment's points for every system (a point shared by experiments runs once), then writes a
 /// CSV, a PNG and a ratio table per experiment.</summary>
@@ -37,7 +37,7 @@ internal static class Runner
                 {
                     if (!done.TryGetValue((system, point), out var result))
                     {
-                        result = await RunPassAsync(system, new PassContext(point, options.Timeout), classPath);
+                        result = await RunPassAsync(system, new PassContext(point, options.Timeout, options.QsMinRate), classPath);
                         done[(system, point)] = result;
                         Console.WriteLine(Describe(experiment.Name, result));
                     }

@@ -1,7 +1,8 @@
 namespace QuickSilver.Compare.Passes;
 
 /// <summary>What every pass gets: the point to measure and how long any one process may run.</summary>
-internal sealed record PassContext(ExperimentPoint Point, TimeSpan Timeout)
+/// <param name="QsMinRate">Overrides QuickSilver's RateControlOptions.MinRate (packets/s) at the sender; null keeps the default.</param>
+internal sealed record PassContext(ExperimentPoint Point, TimeSpan Timeout, double? QsMinRate = null)
 {
     /// <summary>Children get <see cref="Timeout"/>; the runner waits this much longer before it gives up on them.</summary>
     public TimeSpan Grace => Timeout + TimeSpan.FromSeconds(15);

@@ -1,6 +1,8 @@
 using QuickSilver.Core.Io;
+using System.Globalization;
 using QuickSilver.Core.Feeds;
 using QuickSilver.Membership.Service;
+using QuickSilver.Qsm.RateControl;
 
 namespace QuickSilver.Compare.Passes;
 
@@ -21,6 +23,7 @@ internal static class QsPass
         {
             Gms = NetAddress.Loopback((ushort)port),
             EmbeddedGms = true,
+            RateControl = context.QsMinRate is { } rate ? new RateControlOptions { MinRate = rate } : new RateControlOptions(),
             GmsServer = new GmsOptions
             {
                 BatchInterval = TimeSpan.FromMilliseconds(20),
@@ -56,7 +59,18 @@ internal static class QsPass
             }
 
             var results = await context.ResultsAsync(children);
-            return PassResult.From(Systems.QuickSilver, p, start, results, p.Loss > 0 ? $"injected loss {p.Loss:P0} at receivers" : "");
+            var notes = new List<string>();
+            if (p.Loss > 0)
+            {
+                notes.Add(string.Create(CultureInfo.InvariantCulture, $"injected loss {p.Loss:P0} at receivers"));
+            }
+
+            if (context.QsMinRate is { } minRate)
+            {
+                notes.Add(string.Create(CultureInfo.InvariantCulture, $"rate control MinRate {minRate} packets/s"));
+            }
+
+            return PassResult.From(Systems.QuickSilver, p, start, results, string.Join("; ", notes));
         }
         finally
         {
