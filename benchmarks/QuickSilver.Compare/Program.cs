@@ -16,14 +16,14 @@ var minRate = new Option<double?>("--qs-min-rate")
 {
     Description = "Override QuickSilver's starting/minimum send rate (RateControlOptions.MinRate, packets/s; default 1000) to see past rate control's warm-up.",
 };
-var timeout = new Option<int>("--timeout") { Description = "Seconds any one process of a pass may run.", DefaultValueFactory = _ => 60 };
+var timeout = new Option<int?>("--timeout") { Description = "Seconds any one process of a pass may run (default 60 in quick mode, 240 in full mode)." };
 
 var root = new RootCommand("QuickSilver vs JGroups vs raw UDP over loopback IP multicast: a CSV, a PNG and ratios per experiment.")
 {
     quick, output, systems, messages, timeout, minRate,
 };
 root.SetAction((parse, _) => Runner.RunAsync(new RunOptions(
-    parse.GetValue(quick), parse.GetValue(output)!, parse.GetValue(systems)!, parse.GetValue(messages), TimeSpan.FromSeconds(parse.GetValue(timeout)), parse.GetValue(minRate))));
+    parse.GetValue(quick), parse.GetValue(output)!, parse.GetValue(systems)!, parse.GetValue(messages), TimeSpan.FromSeconds(parse.GetValue(timeout) ?? (parse.GetValue(quick) ? 60 : 240)), parse.GetValue(minRate))));
 
 var roleName = new Argument<string>("name");
 var roleArgs = new Argument<string[]>("args") { Arity = ArgumentArity.ZeroOrMore };

@@ -12,8 +12,14 @@ internal static class Runner
 {
     public static async Task<int> RunAsync(RunOptions options)
     {
+        if (options.Systems.FirstOrDefault(s => !Systems.All.Contains(s)) is { } unknown)
+        {
+            await Console.Error.WriteLineAsync($"unknown system '{unknown}'; choose from {string.Join(", ", Systems.All)}");
+            return 2;
+        }
+
         Directory.CreateDirectory(options.Output);
-        var systems = options.Systems.ToList();
+        var systems = options.Systems.Distinct().ToList();
         string? classPath = null;
         if (systems.Contains(Systems.JGroups))
         {
