@@ -77,7 +77,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
                 }).ConfigureAwait(false);
             }
 
-            var endpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Bind, MaxDatagramSize = options.MaxDatagramSize });
+            var endpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Bind, MaxDatagramSize = options.MaxDatagramSize, InjectedLossRate = options.InjectedLossRate });
             var stack = await core.InvokeAsync(() => new NodeStack(core, endpoint, options, epoch)
             {
                 Counters = new QsmCounters(endpoint.LocalAddress.ToString()),

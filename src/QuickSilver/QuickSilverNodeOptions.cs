@@ -27,6 +27,11 @@ public sealed record QuickSilverNodeOptions
     /// <summary>Messages a group may hold for sending before <see cref="QuickSilverGroup.TryPublish"/> refuses.</summary>
     public int PublishBuffer { get; init; } = 10_000;
 
+    /// <summary>Fraction of datagrams this node's endpoint drops on receipt on purpose (counted as InjectedLoss), to
+    /// measure loss recovery over real sockets; passed to <see cref="UdpEndpointOptions.InjectedLossRate"/>. Not applied
+    /// to an embedded GMS's endpoint. 0 (the default) in production.</summary>
+    public double InjectedLossRate { get; init; }
+
     public RegionOptions Region { get; init; } = new();
 
     public RateControlOptions RateControl { get; init; } = new();
@@ -46,6 +51,7 @@ public sealed record QuickSilverNodeOptions
         }
 
         OptionChecks.InRange(MaxDatagramSize, 2048, 65507, $"QuickSilverNodeOptions.{nameof(MaxDatagramSize)}");
+        OptionChecks.InRange(InjectedLossRate, 0, 1, $"QuickSilverNodeOptions.{nameof(InjectedLossRate)}");
         OptionChecks.InRange(PublishBuffer, 1, 1 << 24, $"QuickSilverNodeOptions.{nameof(PublishBuffer)}");
         ArgumentNullException.ThrowIfNull(Region, nameof(Region));
         ArgumentNullException.ThrowIfNull(RateControl, nameof(RateControl));

@@ -1,0 +1,42 @@
+using System.Globalization;
+
+namespace QuickSilver.Compare.Passes;
+
+/// <summary>JGroups: the Java harness (benchmarks/jgroups) as one sender and N receiver processes over udp.xml on loopback.</summary>
+internal static class JGroupsPass
+{
+    public static async Task<PassResult> RunAsync(PassContext context, string classPath)
+    {
+        var p = context.Point;
+        var (port, tag) = PassContext.FreshAddress();
+        string[] common = [.. JavaHarness.JvmArgs(classPath), .. RoleArgs.Make(("receivers", p.Receivers), ("messages", p.Messages), ("size", p.Size),
+            ("groups", p.Groups), ("timeout", (int)context.Timeout.TotalSeconds), ("port", port), ("mcast", string.Create(CultureInfo.InvariantCulture, $"228.9.{tag}.1")),
+            ("cluster", $"cmp{port}"))];
+        var children = new List<ChildProcess> { ChildProcess.Start("java", [.. common, "role=sender"]) };
+        try
+        {
+            if (!await context.AllSayAsync(children, "READY"))
+            {
+                return PassResult.Failed(Systems.JGroups, p, "the sender did not connect");
+            }
+
+            for (int i = 0; i < p.Receivers; i++)
+            {
+                children.Add(ChildProcess.Start("java", [.. common, "role=receiver"]));
+            }
+
+            var results = await context.ResultsAsync(children);
+            var sender = results.Find(r => r.GetValueOrDefault("role") == "sender");
+            if (sender is null || sender.GetValueOrDefault("members") != "true")
+            {
+                return PassResult.Failed(Systems.JGroups, p, "the sender did not see every receiver join");
+            }
+
+            return PassResult.From(Systems.JGroups, p, sender.Long("start_us"), results.Where(r => r.GetValueOrDefault("role") == "receiver").ToList(), "");
+        }
+        finally
+        {
+            await PassContext.EndAllAsync(children);
+        }
+    }
+}

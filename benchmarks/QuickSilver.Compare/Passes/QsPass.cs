@@ -1,0 +1,112 @@
+using QuickSilver.Core.Io;
+using System.Globalization;
+using QuickSilver.Core.Feeds;
+using QuickSilver.Membership.Service;
+using QuickSilver.Qsm.RateControl;
+
+namespace QuickSilver.Compare.Passes;
+
+/// <summary>
+/// QuickSilver: the sender and an embedded GMS in this process, each receiver a child process (hidden role qs-recv,
+/// with the point's injected loss). Once every receiver is in every group (probes seen), the sender registers one pull
+/// feed per group, each with the group's round-robin share of the messages, and the node pulls them as fast as its
+/// regions take them.
+/// </summary>
+internal static class QsPass
+{
+    public static async Task<PassResult> RunAsync(PassContext context)
+    {
+        var p = context.Point;
+        var (port, tag) = PassContext.FreshAddress();
+        using var deadline = new CancellationTokenSource(context.Grace);
+        await using var node = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions
+        {
+            Gms = NetAddress.Loopback((ushort)port),
+            EmbeddedGms = true,
+            RateControl = context.QsMinRate is { } rate ? new RateControlOptions { MinRate = rate } : new RateControlOptions(),
+            GmsServer = new GmsOptions
+            {
+                BatchInterval = TimeSpan.FromMilliseconds(20),
+                MulticastPoolStart = new NetAddress(0xEFFD0000u | ((uint)tag << 8), (ushort)(port + 1)),
+            },
+        }, deadline.Token);
+        var groups = await Task.WhenAll(Enumerable.Range(0, p.Groups).Select(g => node.JoinGroupAsync(QsReceiverRole.GroupName(g), deadline.Token)));
+        foreach (var g in groups)
+        {
+            g.QueueMessages = false;
+        }
+
+        var args = RoleArgs.Make(("gms", port), ("groups", p.Groups), ("messages", p.Messages), ("loss", p.Loss), ("timeout", (int)context.Timeout.TotalSeconds));
+        var children = Enumerable.Range(0, p.Receivers).Select(_ => ChildProcess.StartSelf(Roles.QsReceive, args)).ToList();
+        var feeds = new List<IFeedChannel>();
+        try
+        {
+            if (!await context.AllSayAsync(children, "READY"))
+            {
+                return PassResult.Failed(Systems.QuickSilver, p, "a receiver did not join");
+            }
+
+            if (!await ProbeAsync(groups, children, context))
+            {
+                return PassResult.Failed(Systems.QuickSilver, p, "a receiver did not see the sender in every group");
+            }
+
+            long start = ResultLine.NowMicros();
+            for (int g = 0; g < groups.Length; g++)
+            {
+                long share = p.Messages / p.Groups + (g < p.Messages % p.Groups ? 1 : 0);
+                feeds.Add(groups[g].RegisterFeed(new CountedFeed(share, p.Size)));
+            }
+
+            var results = await context.ResultsAsync(children);
+            var notes = new List<string>();
+            if (p.Loss > 0)
+            {
+                notes.Add(string.Create(CultureInfo.InvariantCulture, $"injected loss {p.Loss:P0} at receivers"));
+            }
+
+            if (context.QsMinRate is { } minRate)
+            {
+                notes.Add(string.Create(CultureInfo.InvariantCulture, $"rate control MinRate {minRate} packets/s"));
+            }
+
+            return PassResult.From(Systems.QuickSilver, p, start, results, string.Join("; ", notes));
+        }
+        finally
+        {
+            feeds.ForEach(f => f.Dispose());
+            await PassContext.EndAllAsync(children);
+        }
+    }
+
+    /// <summary>Publishes a probe in every group until every receiver saw one in each: then the sender's views hold them all.</summary>
+    private static async Task<bool> ProbeAsync(QuickSilverGroup[] groups, List<ChildProcess> children, PassContext context)
+    {
+        using var cts = new CancellationTokenSource(context.Grace);
+        var probed = Task.WhenAll(children.Select(c => c.WaitForLineAsync("PROBED", cts.Token)));
+        while (!probed.IsCompleted)
+        {
+            foreach (var g in groups)
+            {
+                g.TryPublish([QsReceiverRole.Probe]);
+            }
+
+            await Task.WhenAny(probed, Task.Delay(200, CancellationToken.None));
+        }
+
+        return (await probed).All(l => l is not null);
+    }
+
+    /// <summary>A pull feed of <c>count</c> data messages of <c>size</c> bytes (one shared, never modified payload).</summary>
+    private sealed class CountedFeed(long count, int size) : IFeed<ReadOnlyMemory<byte>>
+    {
+        private readonly byte[] _payload = new byte[size];
+        private long _left = count;
+
+        public bool TryPull(out ReadOnlyMemory<byte> item)
+        {
+            item = _payload;
+            return _left-- > 0;
+        }
+    }
+}

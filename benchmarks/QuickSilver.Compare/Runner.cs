@@ -1,0 +1,87 @@
+using System.Globalization;
+using QuickSilver.Compare.Output;
+using QuickSilver.Compare.Passes;
+
+namespace QuickSilver.Compare;
+
+internal sealed record RunOptions(bool Quick, string Output, IReadOnlyList<string> Systems, long? Messages, TimeSpan Timeout, double? QsMinRate);
+
+/// <summary>Runs every experiment's points for every system (a point shared by experiments runs once), then writes a
+/// CSV, a PNG and a ratio table per experiment.</summary>
+internal static class Runner
+{
+    public static async Task<int> RunAsync(RunOptions options)
+    {
+        if (options.Systems.FirstOrDefault(s => !Systems.All.Contains(s)) is { } unknown)
+        {
+            await Console.Error.WriteLineAsync($"unknown system '{unknown}'; choose from {string.Join(", ", Systems.All)}");
+            return 2;
+        }
+
+        Directory.CreateDirectory(options.Output);
+        var systems = options.Systems.Distinct().ToList();
+        string? classPath = null;
+        if (systems.Contains(Systems.JGroups))
+        {
+            Console.WriteLine("building the JGroups harness (benchmarks/jgroups/build.sh; installs libjgroups-java if missing)...");
+            classPath = await JavaHarness.BuildWithScriptAsync();
+            if (classPath is null)
+            {
+                Console.WriteLine("JGroups is unavailable: build.sh failed; JGroups is left out of this run.");
+                systems.Remove(Systems.JGroups);
+            }
+        }
+
+        var done = new Dictionary<(string, ExperimentPoint), PassResult>();
+        var summary = new List<string>();
+        foreach (var experiment in Plan.Create(options.Quick, options.Messages))
+        {
+            var results = new List<PassResult>();
+            foreach (var point in experiment.Points)
+            {
+                foreach (var system in systems.Where(s => Plan.Runs(s, point)))
+                {
+                    if (!done.TryGetValue((system, point), out var result))
+                    {
+                        result = await RunPassAsync(system, new PassContext(point, options.Timeout, options.QsMinRate), classPath);
+                        done[(system, point)] = result;
+                        Console.WriteLine(Describe(experiment.Name, result));
+                    }
+
+                    results.Add(result);
+                }
+            }
+
+            CsvOut.Write(Path.Combine(options.Output, experiment.Name + ".csv"), experiment.Name, results);
+            PlotOut.Write(Path.Combine(options.Output, experiment.Name + ".png"), experiment, results);
+            summary.Add($"### {experiment.Name}\n\n{Ratios.Markdown(experiment, results)}");
+        }
+
+        string markdown = string.Join("\n", summary);
+        await File.WriteAllTextAsync(Path.Combine(options.Output, "summary.md"), markdown);
+        Console.WriteLine();
+        Console.WriteLine(markdown);
+        return done.Values.All(r => r.AllArrived || r.System == Systems.RawUdp) ? 0 : 1;
+    }
+
+    private static async Task<PassResult> RunPassAsync(string system, PassContext context, string? classPath)
+    {
+        try
+        {
+            return system switch
+            {
+                Systems.QuickSilver => await QsPass.RunAsync(context),
+                Systems.JGroups => await JGroupsPass.RunAsync(context, classPath!),
+                _ => await UdpPass.RunAsync(context),
+            };
+        }
+        catch (Exception e) when (e is OperationCanceledException or IOException or InvalidOperationException or System.Net.Sockets.SocketException or TimeoutException)
+        {
+            return PassResult.Failed(system, context.Point, $"failed: {e.GetType().Name}: {e.Message}");
+        }
+    }
+
+    private static string Describe(string experiment, PassResult r) => string.Create(CultureInfo.InvariantCulture,
+        $"{experiment,-16} {r.System,-11} R={r.Point.Receivers} G={r.Point.Groups,-3} S={r.Point.Size,-4} loss={r.Point.Loss:P0} " +
+        $"{r.MessagesPerSecond,10:N0} msg/s {r.MegabytesPerSecond,7:N1} MB/s  {r.MinReceived}/{r.Point.Messages} {(r.AllArrived ? "all arrived" : "NOT ALL ARRIVED")} {r.Note}");
+}

@@ -1,0 +1,77 @@
+using System.Globalization;
+using QuickSilver.Compare.Output;
+
+namespace QuickSilver.Compare.Tests;
+
+public sealed class OutputTests
+{
+    private static readonly ExperimentPoint Point = new(Receivers: 2, Groups: 4, Size: 1000, Loss: 0.01, Messages: 1000);
+
+    private static List<PassResult> Results() =>
+    [
+        new(Systems.QuickSilver, Point, 0.5, 1000, 1000, "injected loss 1 % at receivers"),
+        new(Systems.RawUdp, Point with { Loss = 0 }, 0.25, 990, 1000, "lost 10, \"worst\""),
+    ];
+
+    [Fact]
+    public void Csv_has_a_header_one_row_per_result_invariant_numbers_and_quoted_notes()
+    {
+        var culture = CultureInfo.CurrentCulture;
+        CultureInfo.CurrentCulture = CultureInfo.GetCultureInfo("de-DE");
+        try
+        {
+            var lines = CsvOut.Format("groups", Results()).TrimEnd('\n').Split('\n');
+
+            Assert.Equal(CsvOut.Header, lines[0]);
+            Assert.Equal(3, lines.Length);
+            Assert.Equal("groups,QuickSilver,2,4,1000,0.01,1000,1000,1000,true,0.5,2000,2,injected loss 1 % at receivers", lines[1]);
+            Assert.Equal("groups,RawUDP,2,4,1000,0,1000,990,1000,false,0.25,3960,3.96,\"lost 10, \"\"worst\"\"\"", lines[2]);
+        }
+        finally
+        {
+            CultureInfo.CurrentCulture = culture;
+        }
+    }
+
+    [Fact]
+    public void Csv_is_written_to_the_given_path()
+    {
+        string path = Path.Combine(Path.GetTempPath(), $"compare-{Guid.NewGuid():N}.csv");
+        try
+        {
+            CsvOut.Write(path, "groups", Results());
+            Assert.StartsWith(CsvOut.Header, File.ReadAllText(path), StringComparison.Ordinal);
+        }
+        finally
+        {
+            File.Delete(path);
+        }
+    }
+
+    [Fact]
+    public void Plotting_writes_a_non_empty_png()
+    {
+        var experiment = new Experiment("groups", "groups", p => p.Groups, [Point, Point with { Groups = 16 }]);
+        string path = Path.Combine(Path.GetTempPath(), $"compare-{Guid.NewGuid():N}.png");
+        try
+        {
+            PlotOut.Write(path, experiment, Results(), 320, 200);
+            var bytes = File.ReadAllBytes(path);
+            Assert.True(bytes.Length > 100);
+            Assert.Equal(new byte[] { 0x89, (byte)'P', (byte)'N', (byte)'G' }, bytes[..4]);
+        }
+        finally
+        {
+            File.Delete(path);
+        }
+    }
+
+    [Fact]
+    public void Ratios_set_lossy_QuickSilver_against_the_lossless_baselines()
+    {
+        var experiment = new Experiment("loss", "loss", p => p.Loss * 100, [Point]);
+        string table = Ratios.Markdown(experiment, Results());
+
+        Assert.Contains("| 1 | 2,000 | n/a | 3,960 | n/a | 0.51 |", table, StringComparison.Ordinal);
+    }
+}
