@@ -165,4 +165,29 @@ public sealed class NakSetTests
 
         return set;
     }
+
+    [Theory]
+    [InlineData(1)]
+    [InlineData(2)]
+    [InlineData(3)]
+    public void Coarsening_keeps_a_bounded_superset_that_merges_the_smallest_gaps(int seed)
+    {
+        var random = new Random(seed);
+        var set = new NakSet(8);
+        var added = new List<ulong>();
+        ulong next = 0;
+        for (int i = 0; i < 500; i++)
+        {
+            next += (ulong)random.Next(1, 20);
+            added.Add(next);
+            set.AppendCoarsening(next, next);
+            Assert.True(set.Ranges.Length <= 8);
+        }
+
+        Assert.True(set.Coarse);
+        Assert.All(added, n => Assert.True(set.Contains(n), $"{n} was added but is not in {set}"));
+        Assert.Equal(added[0], set.Ranges[0].First);
+        Assert.Equal(added[^1], set.Ranges[^1].Last);
+        Assert.Throws<ArgumentException>(() => set.AppendCoarsening(added[^1], added[^1]));
+    }
 }

@@ -63,6 +63,7 @@ public sealed class NakSet
     {
         _count = 0;
         Truncated = false;
+        Coarse = false;
     }
 
     public void CopyFrom(NakSet other)
@@ -155,6 +156,58 @@ public sealed class NakSet
 
         return true;
     }
+
+    /// <summary>
+    /// Adds [first, last], which must lie above every range already in the set (an upward scan). When the range bound is
+    /// reached, the two neighbouring ranges with the smallest gap between them are merged first, so the set stays a
+    /// superset of what was added (it may name numbers that were not: <see cref="Coarse"/>). Used for the NAKs a member
+    /// reports (§2.3.3's bounded NAK ranges): asking for a packet one has costs a duplicate, never a loss, while dropping
+    /// the highest ranges would hide scattered losses for many rounds.
+    /// </summary>
+    public void AppendCoarsening(ulong first, ulong last)
+    {
+        if (last < first || (_count > 0 && first <= _ranges[_count - 1].Last))
+        {
+            throw new ArgumentException($"Range [{first}, {last}] is not above the set's last range.", nameof(first));
+        }
+
+        if (_count > 0 && first == _ranges[_count - 1].Last + 1)
+        {
+            _ranges[_count - 1] = new SeqRange(_ranges[_count - 1].First, last);
+            return;
+        }
+
+        if (_count == MaxRanges)
+        {
+            // The smallest gap among the set's neighbours and the new range's gap to the last one.
+            int best = _count - 1;
+            ulong bestGap = first - _ranges[_count - 1].Last;
+            for (int i = 0; i + 1 < _count; i++)
+            {
+                ulong gap = _ranges[i + 1].First - _ranges[i].Last;
+                if (gap < bestGap)
+                {
+                    (best, bestGap) = (i, gap);
+                }
+            }
+
+            Coarse = true;
+            if (best == _count - 1)
+            {
+                _ranges[_count - 1] = new SeqRange(_ranges[_count - 1].First, last);
+                return;
+            }
+
+            _ranges[best] = new SeqRange(_ranges[best].First, _ranges[best + 1].Last);
+            Array.Copy(_ranges, best + 2, _ranges, best + 1, _count - best - 2);
+            _count--;
+        }
+
+        Append(new SeqRange(first, last));
+    }
+
+    /// <summary>Whether <see cref="AppendCoarsening"/> merged ranges, so the set may name numbers never added.</summary>
+    public bool Coarse { get; private set; }
 
     /// <summary>Removes every number in [first, last], in place (one removal splits at most one range).</summary>
     public void RemoveRange(ulong first, ulong last)

@@ -537,15 +537,21 @@ public sealed class RegionMember
         _control.TrySend(to, _message.AsSpan(0, length));
     }
 
+    /// <summary>Pushes or answers a pull: at most <see cref="RegionOptions.MaxRepairBurst"/> packets per request (the rest
+    /// are asked for again next round), and only within what this member has seen (a peer's ranges are untrusted).</summary>
     private void SendRepairs(SenderStream stream, NetAddress to, NakSet indices, int partition, int partitions)
     {
+        int budget = _options.MaxRepairBurst;
+        ulong p = (ulong)partitions;
         foreach (var range in indices.Ranges)
         {
-            for (ulong k = range.First; k <= range.Last; k++)
+            ulong last = Math.Min(range.Last, stream.MaxSeen / p);
+            for (ulong k = range.First; k <= last && budget > 0; k++)
             {
-                ulong seq = (k * (ulong)partitions) + (ulong)partition;
+                ulong seq = (k * p) + (ulong)partition;
                 if (stream.TryGet(seq, out var payload))
                 {
+                    budget--;
                     int length = RegionWire.WriteData(_datagram, new DataHeader(stream.Sender, View!.Region.Value, RegionWire.RepairView, seq, seq), payload);
                     _data.TrySend(to, _datagram.AsSpan(0, length));
                     RepairsSent++;

@@ -24,6 +24,10 @@ public sealed record RegionOptions
     /// timeout), in token intervals.</summary>
     public int RetransmitIntervals { get; init; } = 10;
 
+    /// <summary>Packets a member sends at most in answer to one pull or push decision (the rest follow in later rounds),
+    /// so repairs do not overrun the receiver that just lost a burst.</summary>
+    public int MaxRepairBurst { get; init; } = 512;
+
     /// <summary>Senders a token can carry sections for.</summary>
     public int MaxSenders { get; init; } = 64;
 
@@ -36,5 +40,6 @@ public sealed record RegionOptions
         OptionChecks.InRange(SenderWindow, 1, 1 << 22, $"RegionOptions.{nameof(SenderWindow)}");
         OptionChecks.InRange(RetransmitIntervals, 1, 1000, $"RegionOptions.{nameof(RetransmitIntervals)}");
         OptionChecks.InRange(MaxSenders, 1, 1024, $"RegionOptions.{nameof(MaxSenders)}");
+        OptionChecks.InRange(MaxRepairBurst, 1, 1 << 20, $"RegionOptions.{nameof(MaxRepairBurst)}");
     }
 }

@@ -22,6 +22,8 @@ public sealed class RegionSender
     private readonly RateController _rate;
     private readonly Dictionary<ulong, Outgoing> _buffer = new();
     private readonly Queue<ulong> _waiting = new();
+    private readonly Queue<ulong> _repairs = new();
+    private readonly HashSet<ulong> _repairQueued = new();
     private readonly byte[] _datagram;
     private readonly byte[] _open;
     private readonly NakSet _naks;
@@ -171,17 +173,26 @@ public sealed class RegionSender
         _waiting.Enqueue(seq);
     }
 
+    /// <summary>Sends what rate control allows: resends a NAK or the timeout asked for first, then new packets, then the
+    /// open packet. Resends are multicast like the originals, so they spend credits too: a burst of losses answered all
+    /// at once would overrun the receivers that just lost them (docs/qsm.md).</summary>
     private void SendWaiting()
     {
         while (true)
         {
+            if (_repairs.Count > 0 && !_buffer.ContainsKey(_repairs.Peek()))
+            {
+                _repairQueued.Remove(_repairs.Dequeue()); // acknowledged meanwhile
+                continue;
+            }
+
             if (_waiting.Count > 0 && !_buffer.ContainsKey(_waiting.Peek()))
             {
                 _waiting.Dequeue(); // already acknowledged (a repair got there first)
                 continue;
             }
 
-            if (_waiting.Count == 0 && (_openLength == 0 || !HasSpace))
+            if (_repairs.Count == 0 && _waiting.Count == 0 && (_openLength == 0 || !HasSpace))
             {
                 return;
             }
@@ -191,6 +202,14 @@ public sealed class RegionSender
                 return; // CreditAvailable resumes
             }
 
+            if (_repairs.Count > 0)
+            {
+                ulong seq = _repairs.Dequeue();
+                _repairQueued.Remove(seq);
+                Transmit(seq);
+                continue;
+            }
+
             if (_waiting.Count == 0)
             {
                 SealOpen();
@@ -198,6 +217,18 @@ public sealed class RegionSender
 
             Transmit(_waiting.Dequeue());
         }
+    }
+
+    /// <summary>Queues a resend of <paramref name="seq"/> (once, however often it is asked for before it goes out).</summary>
+    private bool QueueRepair(ulong seq)
+    {
+        if (!_buffer.ContainsKey(seq) || !_repairQueued.Add(seq))
+        {
+            return false;
+        }
+
+        _repairs.Enqueue(seq);
+        return true;
     }
 
     private void Transmit(ulong seq)
@@ -241,17 +272,20 @@ public sealed class RegionSender
                                         && region == _view.Region.Value && sender == _node:
                 foreach (var range in _naks.Ranges)
                 {
-                    for (ulong k = range.First; k <= range.Last; k++)
+                    // Only packets still buffered can be resent: clamp the range to them (a peer's range is untrusted).
+                    ulong p = (ulong)partitions;
+                    ulong first = Math.Max(range.First, (Acknowledged + 1) / p);
+                    ulong last = Math.Min(range.Last, LastSequence / p);
+                    for (ulong k = first; k <= last; k++)
                     {
-                        ulong seq = (k * (ulong)partitions) + (ulong)partition;
-                        if (_buffer.ContainsKey(seq))
+                        if (QueueRepair((k * p) + (ulong)partition))
                         {
-                            Transmit(seq);
                             RetransmittedOnNak++;
                         }
                     }
                 }
 
+                SendWaiting();
                 break;
             default:
                 Drops.Increment(DropReason.Malformed);
@@ -302,14 +336,14 @@ public sealed class RegionSender
         for (ulong seq = Acknowledged + 1; seq <= LastSequence && budget > 0; seq++)
         {
             if (_buffer.TryGetValue(seq, out var outgoing) && outgoing.SentAt != TimeSpan.MinValue && now - outgoing.SentAt >= overdue
-                && (seq > _regionMaxSeen || stalled))
+                && (seq > _regionMaxSeen || stalled) && QueueRepair(seq))
             {
-                Transmit(seq);
                 RetransmittedOnTimeout++;
                 budget--;
             }
         }
 
+        SendWaiting();
         _scheduler.ScheduleAfter(_retransmitAlarm, _options.TokenInterval);
     }
 

@@ -92,16 +92,16 @@ internal sealed class SenderStream
     }
 
     /// <summary>Indices (seq / p) of the packets up to <paramref name="cutoff"/> this member's partition caches and this
-    /// member lacks, up to the set's range bound.</summary>
+    /// member lacks; beyond the set's range bound the nearest ranges merge (a superset, see NakSet.AppendCoarsening).</summary>
     public void CachedMissing(ulong cutoff, int partitions, int myPartition, NakSet into)
     {
         into.Clear();
         ulong p = (ulong)partitions;
         for (ulong seq = FirstOfClass(Delivered + 1, p, (ulong)myPartition); seq <= cutoff; seq += p)
         {
-            if (!_held.ContainsKey(seq) && !into.AddRange(seq / p, seq / p))
+            if (!_held.ContainsKey(seq))
             {
-                break;
+                into.AppendCoarsening(seq / p, seq / p);
             }
         }
     }
@@ -137,7 +137,7 @@ internal sealed class SenderStream
             int partition = (int)(seq % p);
             if (partition != myPartition && !_held.ContainsKey(seq))
             {
-                perPartition[partition].AddRange(seq / p, seq / p);
+                perPartition[partition].AppendCoarsening(seq / p, seq / p);
             }
         }
     }
