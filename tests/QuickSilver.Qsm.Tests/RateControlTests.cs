@@ -35,6 +35,22 @@ public sealed class RateControlTests
         Assert.Equal(500, controller.TargetRate);
     }
 
+    [Fact]
+    public void Above_the_loss_threshold_the_target_stops_growing_and_backs_off()
+    {
+        var scheduler = new VirtualScheduler();
+        var controller = new RateController(scheduler, new RateControlOptions { MinRate = 500, Growth = 0.2, LossThreshold = 0.02 });
+        controller.OnReceiverRate(10_000, loss: 0.01); // below the threshold: formula (2)
+        Assert.Equal(12_000, controller.TargetRate, precision: 6);
+        controller.OnReceiverRate(10_000, loss: 0.1); // above: (1 - loss)·μ_rec
+        Assert.Equal(9_000, controller.TargetRate, precision: 6);
+        controller.OnReceiverRate(400, loss: 0.5); // never below μ_min
+        Assert.Equal(500, controller.TargetRate);
+        controller.OnReceiverRate(10_000, loss: 1.5); // malformed: ignored
+        Assert.Equal(500, controller.TargetRate);
+        Assert.Equal(0.5, controller.ReportedLoss);
+    }
+
     /// <summary>A sender that sends whenever it has credit, resuming on CreditAvailable, as a feed would.</summary>
     private sealed class GreedySender
     {

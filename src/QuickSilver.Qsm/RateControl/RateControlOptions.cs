@@ -19,6 +19,10 @@ public sealed record RateControlOptions
     /// λ = 0.1 and about 8 % at 0.5 (docs/qsm.md).</summary>
     public double Growth { get; init; } = 0.5;
 
+    /// <summary>Loss fraction (of the worst member, over its last k samples) above which the sender stops growing and
+    /// backs off to (1 − loss)·μ_rec. Ours, beyond the paper (docs/qsm.md); 1 turns it off.</summary>
+    public double LossThreshold { get; init; } = 0.02;
+
     /// <summary>μ_min: packets per second a sender may always use (and starts with).</summary>
     public double MinRate { get; init; } = 1000;
 
@@ -47,6 +51,7 @@ public sealed record RateControlOptions
         OptionChecks.InRange(Samples, 1, 1000, $"RateControlOptions.{nameof(Samples)}");
         OptionChecks.Positive(SampleInterval, $"RateControlOptions.{nameof(SampleInterval)}");
         OptionChecks.InRange(Growth, 0, 10, $"RateControlOptions.{nameof(Growth)}");
+        OptionChecks.InRange(LossThreshold, 0, 1, $"RateControlOptions.{nameof(LossThreshold)}");
         OptionChecks.InRange(MinRate, 1, 1e9, $"RateControlOptions.{nameof(MinRate)}");
         OptionChecks.InRange(Inertia, 0, 10, $"RateControlOptions.{nameof(Inertia)}");
         OptionChecks.InRange(MinAlpha, 0.01, 100, $"RateControlOptions.{nameof(MinAlpha)}");

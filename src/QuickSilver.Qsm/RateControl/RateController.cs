@@ -58,17 +58,26 @@ public sealed class RateController
     /// <summary>Raised when a sender that ran out of credit may send again.</summary>
     public event Action? CreditAvailable;
 
-    /// <summary>Applies a new μ_rec (formula 2).</summary>
-    public void OnReceiverRate(double receiverRate)
+    /// <summary>
+    /// Applies a new μ_rec: formula (2), μ_snd = max(μ_min, (1+λ)·μ_rec), while the region's worst member loses at most
+    /// <see cref="RateControlOptions.LossThreshold"/> of the packets; above it (an extension to the paper, docs/qsm.md),
+    /// μ_snd = max(μ_min, (1 − loss)·μ_rec): no growth, and a back-off in proportion to the loss.
+    /// </summary>
+    public void OnReceiverRate(double receiverRate, double loss = 0)
     {
-        if (double.IsNaN(receiverRate) || receiverRate < 0)
+        if (!double.IsFinite(receiverRate) || receiverRate < 0 || !(loss >= 0 && loss <= 1))
         {
             return; // a malformed report changes nothing
         }
 
         ReceiverRate = receiverRate;
-        TargetRate = Math.Max(_options.MinRate, (1 + _options.Growth) * receiverRate);
+        ReportedLoss = loss;
+        double factor = loss > _options.LossThreshold ? 1 - loss : 1 + _options.Growth;
+        TargetRate = Math.Max(_options.MinRate, factor * receiverRate);
     }
+
+    /// <summary>The worst member's loss fraction from the region's last ACK.</summary>
+    public double ReportedLoss { get; private set; }
 
     /// <summary>Takes one credit if one is available. Returns false when the sender must wait for <see cref="CreditAvailable"/>.</summary>
     public bool TryConsume()

@@ -37,6 +37,7 @@ public sealed class RegionMember
     private NakSet[] _others = [];
     private uint _firstView;
     private readonly RateEstimator _receiveRate = new(10, new RateControlOptions().SampleInterval);
+    private readonly RateEstimator _lossRate = new(10, new RateControlOptions().SampleInterval);
     private Token? _early;
     private bool _stopped;
     private List<RegionLayout.Partition> _partitions = new();
@@ -198,7 +199,22 @@ public sealed class RegionMember
             return;
         }
 
+        if (header.View != RegionWire.RepairView && stream.Anchored && header.Seq > stream.MaxSeen + 1)
+        {
+            _lossRate.Count((long)(header.Seq - stream.MaxSeen - 1)); // a gap in the sender's stream: packets lost on the way
+        }
+
         Accept(stream, header.Seq, payload);
+    }
+
+    /// <summary>The fraction of a sender's packets this member found missing on arrival, over its last rate samples.</summary>
+    public double LossFraction
+    {
+        get
+        {
+            double lost = _lossRate.Rate, received = _receiveRate.Rate;
+            return lost + received <= 0 ? 0 : Math.Min(1, lost / (lost + received));
+        }
     }
 
     /// <summary>Records a packet this node sent itself (a sender that is also a member has it without receiving it).</summary>
@@ -469,6 +485,7 @@ public sealed class RegionMember
             section.StableMin = Math.Min(section.StableMin, stream.CachedUpTo(Partitions, Partition));
             section.ReceivedMin = Math.Min(section.ReceivedMin, stream.Delivered);
             section.RateMin = Math.Min(section.RateMin, _receiveRate.Rate); // μ_rec^(i): new packets from all senders
+            section.LossMax = Math.Max(section.LossMax, LossFraction);
         }
     }
 
@@ -525,7 +542,7 @@ public sealed class RegionMember
             if (_streams.TryGetValue(section.Sender, out var stream) && stream.Address != default)
             {
                 double rate = section.RateMin == double.MaxValue ? 0 : section.RateMin / senders; // formula (1)
-                int length = RegionWire.WriteAck(_message, View!.Region.Value, section.Sender, stable, Math.Max(stable, section.MaxSeen), rate);
+                int length = RegionWire.WriteAck(_message, View!.Region.Value, section.Sender, stable, Math.Max(stable, section.MaxSeen), rate, section.LossMax);
                 _control.TrySend(stream.Address, _message.AsSpan(0, length));
             }
         }
@@ -563,6 +580,7 @@ public sealed class RegionMember
     private void SampleRates()
     {
         _receiveRate.CloseSample();
+        _lossRate.CloseSample();
         _scheduler.ScheduleAfter(_rateAlarm, new RateControlOptions().SampleInterval);
     }
 }

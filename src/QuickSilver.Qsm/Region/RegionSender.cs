@@ -264,9 +264,9 @@ public sealed class RegionSender
 
         switch ((RegionControl)message[0])
         {
-            case RegionControl.Ack when RegionWire.TryReadAck(message, out uint region, out uint sender, out ulong stable, out ulong maxSeen, out double rate)
+            case RegionControl.Ack when RegionWire.TryReadAck(message, out uint region, out uint sender, out ulong stable, out ulong maxSeen, out double rate, out double loss)
                                         && region == _view.Region.Value && sender == _node:
-                OnAck(stable, maxSeen, rate);
+                OnAck(stable, maxSeen, rate, loss);
                 break;
             case RegionControl.Nak when RegionWire.TryReadRanges(message, _naks, out uint region, out uint sender, out int partition, out int partitions)
                                         && region == _view.Region.Value && sender == _node:
@@ -293,7 +293,7 @@ public sealed class RegionSender
         }
     }
 
-    private void OnAck(ulong stable, ulong maxSeen, double rate)
+    private void OnAck(ulong stable, ulong maxSeen, double rate, double loss)
     {
         if (maxSeen > LastSequence)
         {
@@ -314,7 +314,7 @@ public sealed class RegionSender
         }
 
         _regionMaxSeen = Math.Max(_regionMaxSeen, maxSeen);
-        _rate.OnReceiverRate(rate);
+        _rate.OnReceiverRate(rate, loss);
         SendWaiting(); // an open packet may have been waiting for window space
         if (wasFull && HasSpace)
         {

@@ -17,7 +17,7 @@ internal enum RegionControl : byte
 /// QSM regional wire formats (docs/wire-format.md). Data and repairs are datagrams:
 /// <c>PacketHeader(QsmData, sender) | u32 region | u32 view | u64 viewStart | u64 seq | payload</c>. Control messages ride reliable unicast:
 /// <c>u8 kind | u32 region | ...</c>: Pull and Nak carry <c>u32 sender | u16 partition | u16 partitions | NakSet</c>
-/// (indices k of packets seq = k·partitions + partition); Ack carries <c>u32 sender | u64 stable | u64 maxSeen | f64 rate</c>.
+/// (indices k of packets seq = k·partitions + partition); Ack carries <c>u32 sender | u64 stable | u64 maxSeen | f64 rate | f64 loss</c>.
 /// </summary>
 /// <summary>The fixed part of a QSM data packet.</summary>
 internal readonly record struct DataHeader(uint Sender, uint Region, uint View, ulong ViewStart, ulong Seq);
@@ -93,7 +93,7 @@ internal static class RegionWire
         return partitions > 0 && partition < partitions && into.TryRead(message[13..]) > 0;
     }
 
-    public static int WriteAck(Span<byte> message, uint region, uint sender, ulong stable, ulong maxSeen, double rate)
+    public static int WriteAck(Span<byte> message, uint region, uint sender, ulong stable, ulong maxSeen, double rate, double loss)
     {
         message[0] = (byte)RegionControl.Ack;
         BinaryPrimitives.WriteUInt32LittleEndian(message[1..], region);
@@ -101,15 +101,16 @@ internal static class RegionWire
         BinaryPrimitives.WriteUInt64LittleEndian(message[9..], stable);
         BinaryPrimitives.WriteUInt64LittleEndian(message[17..], maxSeen);
         BinaryPrimitives.WriteDoubleLittleEndian(message[25..], rate);
-        return 33;
+        BinaryPrimitives.WriteDoubleLittleEndian(message[33..], loss);
+        return 41;
     }
 
-    public static bool TryReadAck(ReadOnlySpan<byte> message, out uint region, out uint sender, out ulong stable, out ulong maxSeen, out double rate)
+    public static bool TryReadAck(ReadOnlySpan<byte> message, out uint region, out uint sender, out ulong stable, out ulong maxSeen, out double rate, out double loss)
     {
         region = sender = 0;
         stable = maxSeen = 0;
-        rate = 0;
-        if (message.Length != 33)
+        rate = loss = 0;
+        if (message.Length != 41)
         {
             return false;
         }
@@ -119,6 +120,7 @@ internal static class RegionWire
         stable = BinaryPrimitives.ReadUInt64LittleEndian(message[9..]);
         maxSeen = BinaryPrimitives.ReadUInt64LittleEndian(message[17..]);
         rate = BinaryPrimitives.ReadDoubleLittleEndian(message[25..]);
-        return !double.IsNaN(rate) && rate >= 0 && stable <= maxSeen;
+        loss = BinaryPrimitives.ReadDoubleLittleEndian(message[33..]);
+        return double.IsFinite(rate) && rate >= 0 && loss >= 0 && loss <= 1 && stable <= maxSeen;
     }
 }

@@ -112,6 +112,9 @@ internal sealed class TokenSection
     public ulong StableMin;
     public ulong ReceivedMin;
     public double RateMin;
+
+    /// <summary>The largest loss fraction a member saw in its last rate samples (an extension: docs/qsm.md).</summary>
+    public double LossMax;
     public readonly NakSet PredecessorNaks;
     public readonly NakSet PartitionNaks;
 
@@ -121,6 +124,7 @@ internal sealed class TokenSection
         StableMin = ulong.MaxValue;
         ReceivedMin = ulong.MaxValue;
         RateMin = double.MaxValue;
+        LossMax = 0;
         PredecessorNaks.Clear();
         PartitionNaks.Clear();
     }
@@ -135,7 +139,8 @@ internal sealed class TokenSection
         BinaryPrimitives.WriteUInt64LittleEndian(destination[36..], StableMin);
         BinaryPrimitives.WriteUInt64LittleEndian(destination[44..], ReceivedMin);
         BinaryPrimitives.WriteDoubleLittleEndian(destination[52..], RateMin);
-        int offset = 60;
+        BinaryPrimitives.WriteDoubleLittleEndian(destination[60..], LossMax);
+        int offset = 68;
         offset += PredecessorNaks.Write(destination[offset..]);
         offset += PartitionNaks.Write(destination[offset..]);
         return offset;
@@ -143,7 +148,7 @@ internal sealed class TokenSection
 
     public int TryRead(ReadOnlySpan<byte> source)
     {
-        if (source.Length < 64)
+        if (source.Length < 72)
         {
             return -1;
         }
@@ -156,12 +161,13 @@ internal sealed class TokenSection
         StableMin = BinaryPrimitives.ReadUInt64LittleEndian(source[36..]);
         ReceivedMin = BinaryPrimitives.ReadUInt64LittleEndian(source[44..]);
         RateMin = BinaryPrimitives.ReadDoubleLittleEndian(source[52..]);
-        if (double.IsNaN(RateMin))
+        LossMax = BinaryPrimitives.ReadDoubleLittleEndian(source[60..]);
+        if (double.IsNaN(RateMin) || RateMin < 0 || !(LossMax >= 0 && LossMax <= 1))
         {
             return -1;
         }
 
-        int offset = 60;
+        int offset = 68;
         int used = PredecessorNaks.TryRead(source[offset..]);
         if (used < 0)
         {
