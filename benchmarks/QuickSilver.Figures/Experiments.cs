@@ -11,15 +11,46 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
 {
     private readonly Dictionary<RunSpec, RunResult> _runs = new();
 
-    public IEnumerable<(string File, ResultTable Table)> All()
+    /// <summary>Every experiment, or only those whose CSV file name starts with <paramref name="only"/>. Each table is
+    /// built only when enumerated, so a filter skips the others' runs.</summary>
+    public IEnumerable<(string File, ResultTable Table)> All(string? only = null)
     {
-        yield return ("throughput.csv", Throughput());
-        yield return ("partition_size.csv", PartitionSize());
-        yield return ("token_interval.csv", TokenInterval());
-        yield return ("senders.csv", Senders());
-        yield return ("recovery_latency.csv", RecoveryLatency());
-        yield return ("ack_latency.csv", AckLatency());
-        yield return ("rate_over_time.csv", RateOverTime());
+        var experiments = new (string File, Func<ResultTable> Build)[]
+        {
+            ("throughput.csv", Throughput),
+            ("partition_size.csv", PartitionSize),
+            ("token_interval.csv", TokenInterval),
+            ("senders.csv", Senders),
+            ("recovery_latency.csv", RecoveryLatency),
+            ("ack_latency.csv", AckLatency),
+            ("rate_over_time.csv", RateOverTime),
+            ("groups.csv", Groups),
+        };
+        foreach (var (file, build) in experiments)
+        {
+            if (only is null || file.StartsWith(only, StringComparison.Ordinal))
+            {
+                yield return (file, build());
+            }
+        }
+    }
+
+    /// <summary>Fig. 1: throughput against the number of groups, 25 nodes in every group, the sender round robin.</summary>
+    private ResultTable Groups()
+    {
+        var table = new ResultTable("(h) Throughput against the number of groups, whole stack (Fig. 1)",
+            "groups", "msgs/s", "MB/s", "vs 1 group %", "packets sent", "window s", "wall s");
+        double reference = 0;
+        foreach (int g in mode.GroupCounts)
+        {
+            var r = GroupsRun.Run(25, g, mode.Length);
+            log(string.Create(CultureInfo.InvariantCulture, $"  groups {g} -> {r.MessagesPerSecond:F0} msgs/s in {r.WallSeconds:F1} s wall"));
+            reference = reference == 0 ? r.MessagesPerSecond : reference;
+            table.Add(g, R0(r.MessagesPerSecond), R2(r.MessagesPerSecond * Testbed.PayloadBytes / 1e6), R0(100 * r.MessagesPerSecond / reference),
+                r.Packets, r.StoppedEarly ? "(cut)" : R1(mode.Length.Window.TotalSeconds), R1(r.WallSeconds));
+        }
+
+        return table;
     }
 
     /// <summary>Fig. 9: one sender, one group spanning every node.</summary>

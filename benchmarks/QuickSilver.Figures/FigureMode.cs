@@ -9,7 +9,8 @@ internal sealed record FigureMode(
     int[] ReplicationNodeCounts,
     double[] TokenIntervals,
     int[] SenderCounts,
-    int[] RecoveryNodeCounts)
+    int[] RecoveryNodeCounts,
+    int[] GroupCounts)
 {
     /// <summary>Loss per link traversal in the recovery experiment: uplink then downlink, about 1 % end to end.</summary>
     public const double RecoveryLossPerLink = 0.005;
@@ -17,11 +18,12 @@ internal sealed record FigureMode(
     /// <summary>About two minutes of wall time: short windows, a subset of each sweep.</summary>
     public static FigureMode Quick { get; } = new("quick",
         new RunLength(TimeSpan.FromSeconds(20), TimeSpan.FromSeconds(10), TimeSpan.FromSeconds(60)),
-        [1, 25, 71, 250], [1, 2, 5, 10], [25, 71], [0.25, 0.5, 1, 2], [1, 2, 5, 10], [25, 71]);
+        [1, 25, 71, 250], [1, 2, 5, 10], [25, 71], [0.25, 0.5, 1, 2], [1, 2, 5, 10], [25, 71], [1, 16, 256]);
 
     /// <summary>Longer windows and the full sweeps (about 15 minutes of wall time on 2 cores).</summary>
     public static FigureMode Full(int maxNodes) => new("full",
         new RunLength(TimeSpan.FromSeconds(30), TimeSpan.FromSeconds(60), TimeSpan.FromSeconds(240)),
         [.. new[] { 1, 25, 71, 250, 1000 }.Where(n => n <= maxNodes)], [.. Enumerable.Range(1, 10)], [25, 71],
-        [0.25, 0.5, 1, 2], [.. Enumerable.Range(1, 10)], [.. new[] { 25, 71, 250 }.Where(n => n <= maxNodes)]);
+        [0.25, 0.5, 1, 2], [.. Enumerable.Range(1, 10)], [.. new[] { 25, 71, 250 }.Where(n => n <= maxNodes)],
+        [1, 4, 16, 64, 256, 1024]);
 }

@@ -6,11 +6,12 @@ using QuickSilver.Figures;
 // The QSM simulation figures: the paper's evaluation (§3) re-run on the simulated network in virtual time.
 var quick = new Option<bool>("--quick") { Description = "Short windows and a subset of each sweep (about 2 minutes)." };
 var output = new Option<string>("--out") { Description = "Folder for the CSV files.", DefaultValueFactory = _ => "docs/figures" };
+var only = new Option<string?>("--only") { Description = "Run only the experiment whose CSV file name starts with this (e.g. groups, throughput)." };
 var maxNodes = new Option<int>("--max-nodes") { Description = "Largest region in full mode (1000 needs ~15 GB and tens of minutes).", DefaultValueFactory = _ => 250 };
 
 var root = new RootCommand("QuickSilver QSM figures: throughput, partitioning, token rate, senders, recovery and ACK latency in simulation.")
 {
-    quick, output, maxNodes,
+    quick, output, maxNodes, only,
 };
 
 root.SetAction(parse =>
@@ -29,7 +30,8 @@ root.SetAction(parse =>
     Console.WriteLine(string.Create(c, $"- runs: {mode.Length.Warmup.TotalSeconds:F0} s warm-up + {mode.Length.Window.TotalSeconds:F0} s measured (virtual), stopped after {mode.Length.WallBudget.TotalSeconds:F0} s of wall time; sender window {RunSpec.DefaultWindow}; 1 s token unless stated; R = 5 unless stated"));
     Console.WriteLine();
     var wall = Stopwatch.StartNew();
-    foreach (var (file, table) in new Experiments(mode, Console.Error.WriteLine).All())
+    string? filter = parse.GetValue(only);
+    foreach (var (file, table) in new Experiments(mode, Console.Error.WriteLine).All(filter))
     {
         using (var writer = new StreamWriter(Path.Combine(folder, file)))
         {

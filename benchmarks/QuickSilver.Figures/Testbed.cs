@@ -26,6 +26,9 @@ internal static class Testbed
 
     public const int Seed = 2006;
 
+    /// <summary>Datagram limit of the whole-stack runs, which pack messages: an Ethernet frame's UDP payload.</summary>
+    public const int MaxDatagramBytes = 1472;
+
     public static LinkOptions Link(double lossRate) => new()
     {
         BandwidthBitsPerSecond = BandwidthBitsPerSecond,

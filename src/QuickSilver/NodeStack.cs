@@ -64,7 +64,7 @@ internal sealed class NodeStack : IDatagramHandler
     internal RegionMember? Member => _member;
 
     /// <summary>The largest group message: a region packet's payload less the group record header.</summary>
-    public int MaxMessageBytes => RegionSender.PayloadCapacity(_endpoint.MaxDatagramSize) - GroupWire.HeaderSize;
+    public int MaxMessageBytes => RegionSender.PayloadCapacity(_endpoint.MaxDatagramSize, _options.Region) - GroupWire.HeaderSize;
 
     public NodeGroup Join(string name, IGroupOwner owner)
     {

@@ -28,6 +28,11 @@ public sealed record RegionOptions
     /// so repairs do not overrun the receiver that just lost a burst.</summary>
     public int MaxRepairBurst { get; init; } = 512;
 
+    /// <summary>The largest region data packet, header included, or 0 for the endpoint's datagram limit. Packing fills
+    /// packets up to it, and rate control counts packets, so on a real network set it to the path MTU's UDP payload
+    /// (1,472 on Ethernet): the 16 KiB default suits loopback, where it is one datagram, not eleven IP fragments.</summary>
+    public int MaxPacketBytes { get; init; }
+
     /// <summary>Senders a token can carry sections for.</summary>
     public int MaxSenders { get; init; } = 64;
 
@@ -41,5 +46,9 @@ public sealed record RegionOptions
         OptionChecks.InRange(RetransmitIntervals, 1, 1000, $"RegionOptions.{nameof(RetransmitIntervals)}");
         OptionChecks.InRange(MaxSenders, 1, 1024, $"RegionOptions.{nameof(MaxSenders)}");
         OptionChecks.InRange(MaxRepairBurst, 1, 1 << 20, $"RegionOptions.{nameof(MaxRepairBurst)}");
+        if (MaxPacketBytes != 0)
+        {
+            OptionChecks.InRange(MaxPacketBytes, 128, 65507, $"RegionOptions.{nameof(MaxPacketBytes)}");
+        }
     }
 }

@@ -53,10 +53,16 @@ public sealed class RegionSender
     }
 
     /// <summary>The largest payload one packet can carry.</summary>
-    public int MaxPayload => PayloadCapacity(_data.MaxDatagramSize);
+    public int MaxPayload => PayloadCapacity(_data.MaxDatagramSize, _options);
 
-    /// <summary>The largest payload of a packet on an endpoint whose datagrams are at most <paramref name="maxDatagramSize"/>.</summary>
-    public static int PayloadCapacity(int maxDatagramSize) => maxDatagramSize - RegionWire.DataHeaderSize;
+    /// <summary>The largest payload of a region packet on an endpoint whose datagrams are at most
+    /// <paramref name="maxDatagramSize"/>, within <see cref="RegionOptions.MaxPacketBytes"/>.</summary>
+    public static int PayloadCapacity(int maxDatagramSize, RegionOptions options)
+    {
+        ArgumentNullException.ThrowIfNull(options);
+        int packet = options.MaxPacketBytes > 0 ? Math.Min(options.MaxPacketBytes, maxDatagramSize) : maxDatagramSize;
+        return packet - RegionWire.DataHeaderSize;
+    }
 
     public ulong LastSequence { get; private set; }
 

@@ -1,4 +1,5 @@
 using QuickSilver.Core.Diagnostics;
+using QuickSilver.Simulation;
 using QuickSilver.Transport.Simulation;
 using Xunit.Abstractions;
 

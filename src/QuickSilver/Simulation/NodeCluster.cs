@@ -7,10 +7,10 @@ using QuickSilver.Qsm.Region;
 using QuickSilver.Transport.Reliable;
 using QuickSilver.Transport.Simulation;
 
-namespace QuickSilver.Tests.Simulation;
+namespace QuickSilver.Simulation;
 
 /// <summary>
-/// The whole QSM stack in the simulated network: a GMS on its own node and N nodes, each running the same
+/// The whole QSM stack in the simulated network (tests and the figures runner): a GMS on its own node and N nodes, each running the same
 /// <see cref="NodeStack"/> the real node runs (GMS client, group layer, region member and senders), on virtual time.
 /// Application calls are posted to the node as they would be downcalls.
 /// </summary>
@@ -19,16 +19,24 @@ internal sealed class NodeCluster
     public const ushort Port = 47010;
 
     private readonly QuickSilverNodeOptions _options;
+    private readonly Action<SimNode>? _configureNode;
 
-    public NodeCluster(int seed, LinkOptions link, RegionOptions? region = null, bool multicast = true)
+    /// <param name="configureNode">Applied to each node's simulated host (receive CPU cost, queue limit) as it is added.</param>
+    /// <param name="maxDatagramSize">The nodes' endpoint datagram limit: 16 KiB (loopback-sized) by default; 1,472 for an
+    /// Ethernet-MTU testbed.</param>
+    /// <param name="gms">GMS timing; by default fast (50 ms batches, 1 s failure timeout) for tests.</param>
+    public NodeCluster(int seed, LinkOptions link, RegionOptions? region = null, bool multicast = true, Action<SimNode>? configureNode = null,
+        RateControlOptions? rate = null, int maxDatagramSize = 16 * 1024, GmsOptions? gms = null)
     {
+        _configureNode = configureNode;
         Network = new SimNetwork(seed, link);
-        GmsOptions = new GmsOptions { UseMulticast = multicast, BatchInterval = TimeSpan.FromMilliseconds(50), HeartbeatInterval = TimeSpan.FromMilliseconds(200), FailureTimeout = TimeSpan.FromSeconds(1) };
+        GmsOptions = gms is not null ? gms with { UseMulticast = multicast } : new GmsOptions { UseMulticast = multicast, BatchInterval = TimeSpan.FromMilliseconds(50), HeartbeatInterval = TimeSpan.FromMilliseconds(200), FailureTimeout = TimeSpan.FromSeconds(1) };
         _options = new QuickSilverNodeOptions
         {
             Region = region ?? new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(100) },
-            RateControl = new RateControlOptions { MinRate = 2_000 },
+            RateControl = rate ?? new RateControlOptions { MinRate = 2_000 },
             GmsServer = GmsOptions,
+            MaxDatagramSize = maxDatagramSize,
         };
         var gmsNode = Network.AddNode();
         var gmsEndpoint = gmsNode.Open(47001, _options.MaxDatagramSize);
@@ -58,7 +66,9 @@ internal sealed class NodeCluster
         var added = new List<Node>();
         for (int i = 0; i < count; i++)
         {
-            var node = new Node(this, Network.AddNode());
+            var sim = Network.AddNode();
+            _configureNode?.Invoke(sim);
+            var node = new Node(this, sim);
             Nodes.Add(node);
             added.Add(node);
         }
@@ -68,14 +78,16 @@ internal sealed class NodeCluster
     }
 
     /// <summary>Joins each node to each group and runs until every node has a view of every group that includes it.</summary>
-    public void Join(IEnumerable<Node> nodes, params string[] groups)
+    public void Join(IEnumerable<Node> nodes, params string[] groups) => Join(nodes, keepPayloads: true, groups);
+
+    public void Join(IEnumerable<Node> nodes, bool keepPayloads, params string[] groups)
     {
         var list = nodes.ToList();
         foreach (var node in list)
         {
             foreach (var group in groups)
             {
-                node.Join(group);
+                node.Join(group, keepPayloads);
             }
         }
 
@@ -129,9 +141,10 @@ internal sealed class NodeCluster
 
         public Dictionary<string, RecordingGroup> Groups { get; } = new(StringComparer.Ordinal);
 
-        public void Join(string group)
+        /// <param name="keepPayloads">False for long runs: count deliveries without keeping every message number.</param>
+        public void Join(string group, bool keepPayloads = true)
         {
-            var owner = new RecordingGroup(group);
+            var owner = new RecordingGroup(group) { KeepPayloads = keepPayloads };
             Groups[group] = owner;
             Sim.TryPost(_ => owner.State = Stack!.Join(group, owner), null);
         }
@@ -215,12 +228,24 @@ internal sealed class RecordingGroup(string name) : IGroupOwner
 
     public Dictionary<uint, List<int>> Received { get; } = new();
 
+    /// <summary>Whether <see cref="Received"/> keeps every message number (tests) or only <see cref="Count"/> grows.</summary>
+    public bool KeepPayloads { get; init; } = true;
+
+    /// <summary>Messages delivered in this group, from every sender.</summary>
+    public long Count { get; private set; }
+
     public int CountFrom(uint sender) => Received.TryGetValue(sender, out var list) ? list.Count : 0;
 
     public void OnViewInstalled(GroupView view) => View = view;
 
     public void Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload)
     {
+        Count++;
+        if (!KeepPayloads)
+        {
+            return;
+        }
+
         if (!Received.TryGetValue(sender, out var list))
         {
             Received[sender] = list = new List<int>();
