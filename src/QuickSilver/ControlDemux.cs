@@ -24,6 +24,8 @@ internal sealed class ControlDemux : IControlChannel
     /// <summary>Region control messages (first byte below 0x80).</summary>
     public ReliableMessageHandler? Region { get; set; }
 
+    public int MaxMessageBytes => _reliable.MaxMessageBytes;
+
     public bool Send(NetAddress peer, ReadOnlySpan<byte> message) => _reliable.TrySend(peer, message);
 
     public void SetReceiver(Action<NetAddress, ReadOnlySpan<byte>> onMessage, Action<NetAddress> onPeerFailed)

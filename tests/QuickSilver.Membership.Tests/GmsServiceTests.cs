@@ -70,6 +70,27 @@ public sealed class GmsServiceTests
     }
 
     [Fact]
+    public void An_update_larger_than_one_control_message_arrives_in_parts()
+    {
+        var c = new Cluster(3);
+        c.World.MaxMessageBytes = 2_000; // a few dozen group views per message
+        Assert.True(c.World.RunUntil(() => c.Nodes.All(n => n.Client.IsRegistered), TimeSpan.FromSeconds(5)));
+        var groups = Enumerable.Range(0, 300).Select(g => $"topic/{g}").ToList();
+        foreach (var (_, client) in c.Nodes)
+        {
+            groups.ForEach(client.Join);
+        }
+
+        c.Settle();
+        foreach (var (_, client) in c.Nodes)
+        {
+            Assert.Equal(300, client.Groups.Count());
+            Assert.All(client.Groups, v => Assert.Equal(c.Server.State.GroupViewOf(v.Group), v));
+            Assert.All(client.Groups.SelectMany(v => v.Regions), r => Assert.NotNull(client.FindRegion(r.Region)));
+        }
+    }
+
+    [Fact]
     public void Requests_within_one_batch_interval_are_applied_as_one_batch()
     {
         var c = new Cluster(3);

@@ -20,6 +20,9 @@ internal sealed class VirtualWorld : IAlarmScheduler
 
     public TimeSpan FailureNotice { get; set; } = TimeSpan.FromSeconds(2);
 
+    /// <summary>The largest message an endpoint accepts (reliable unicast over one datagram has such a limit).</summary>
+    public int MaxMessageBytes { get; set; } = 1 << 20;
+
     public void Schedule(Alarm alarm, TimeSpan deadline) => _time.Schedule(alarm, deadline);
 
     public bool Cancel(Alarm alarm) => _time.Cancel(alarm);
@@ -61,8 +64,15 @@ internal sealed class VirtualWorld : IAlarmScheduler
         public Action<NetAddress, ReadOnlySpan<byte>>? OnMessage;
         public Action<NetAddress>? OnPeerFailed;
 
+        public int MaxMessageBytes => world.MaxMessageBytes;
+
         public bool Send(NetAddress peer, ReadOnlySpan<byte> message)
         {
+            if (message.Length > world.MaxMessageBytes)
+            {
+                throw new ArgumentException($"Message of {message.Length} bytes exceeds the channel's {world.MaxMessageBytes}.", nameof(message));
+            }
+
             if (Down)
             {
                 return true; // the crashed side does not know it

@@ -186,14 +186,54 @@ public sealed class GmsServer
         BatchesApplied++;
         foreach (var update in change.Updates.Values)
         {
-            var address = State.AddressOf(update.Node);
-            Send(address, new GmsMessage { Kind = GmsMessageKind.Update, Update = GmsCodec.ToWire(update) });
+            SendUpdate(State.AddressOf(update.Node), update);
         }
     }
 
-    private void Send(NetAddress to, GmsMessage message)
+    /// <summary>
+    /// Sends an update in as many messages as the control channel needs: an update larger than one message is halved,
+    /// region views before group views (a group view refers to region views, so those must arrive first), and the
+    /// groups left travel with the first part. The client applies each part as it comes.
+    /// </summary>
+    private void SendUpdate(NetAddress to, NodeUpdate update)
     {
-        if (!_channel.Send(to, GmsCodec.Encode(message)))
+        var bytes = GmsCodec.Encode(new GmsMessage { Kind = GmsMessageKind.Update, Update = GmsCodec.ToWire(update) });
+        int items = update.RegionViews.Length + update.GroupViews.Length;
+        if (bytes.Length <= _channel.MaxMessageBytes || items <= 1)
+        {
+            if (bytes.Length > _channel.MaxMessageBytes)
+            {
+                _log.Error("A single view for node {Node} needs {Bytes} bytes, more than the control channel's {Max}: not sent", update.Node, bytes.Length, _channel.MaxMessageBytes);
+                Drops.Increment(DropReason.Oversized);
+                return;
+            }
+
+            Send(to, bytes);
+            return;
+        }
+
+        int half = items / 2;
+        int regionsFirst = Math.Min(half, update.RegionViews.Length);
+        var first = update with
+        {
+            RegionViews = update.RegionViews[..regionsFirst],
+            GroupViews = update.GroupViews[..(half - regionsFirst)],
+        };
+        var second = update with
+        {
+            RegionViews = update.RegionViews[regionsFirst..],
+            GroupViews = update.GroupViews[(half - regionsFirst)..],
+            LeftGroups = [],
+        };
+        SendUpdate(to, first);
+        SendUpdate(to, second);
+    }
+
+    private void Send(NetAddress to, GmsMessage message) => Send(to, GmsCodec.Encode(message));
+
+    private void Send(NetAddress to, byte[] message)
+    {
+        if (!_channel.Send(to, message))
         {
             // The node cannot keep up with its control channel: it would miss views, so it is treated as failed.
             Drops.Increment(DropReason.SendQueueFull);

@@ -9,6 +9,9 @@ namespace QuickSilver.Membership.Service;
 /// </summary>
 public interface IControlChannel
 {
+    /// <summary>The largest message <see cref="Send"/> takes.</summary>
+    int MaxMessageBytes { get; }
+
     /// <summary>Queues a message to <paramref name="peer"/>. False when the channel's buffer for that peer is full.</summary>
     bool Send(NetAddress peer, ReadOnlySpan<byte> message);
 

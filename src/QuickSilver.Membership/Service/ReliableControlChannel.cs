@@ -17,6 +17,8 @@ public sealed class ReliableControlChannel : IControlChannel
         _reliable.PeerFailed += (peer, _) => _onPeerFailed?.Invoke(peer);
     }
 
+    public int MaxMessageBytes => _reliable.MaxMessageBytes;
+
     public bool Send(NetAddress peer, ReadOnlySpan<byte> message) => _reliable.TrySend(peer, message);
 
     public void SetReceiver(Action<NetAddress, ReadOnlySpan<byte>> onMessage, Action<NetAddress> onPeerFailed)

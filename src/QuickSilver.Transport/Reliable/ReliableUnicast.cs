@@ -78,6 +78,9 @@ public sealed class ReliableUnicast : IDatagramHandler
 
     public int ConnectionCount => _connections.Count;
 
+    /// <summary>The largest message <see cref="TrySend"/> takes (it travels in one datagram).</summary>
+    public int MaxMessageBytes => _options.MaxMessageBytes;
+
     /// <summary>The connection to <paramref name="peer"/>, created on first use.</summary>
     public ReliableConnection Connection(NetAddress peer)
     {
