@@ -11,7 +11,7 @@ namespace QuickSilver.Figures;
 /// </summary>
 internal static class GroupsRun
 {
-    public sealed record Result(int Groups, double MessagesPerSecond, long Packets, double WallSeconds, bool StoppedEarly);
+    public sealed record Result(int Groups, double MessagesPerSecond, long Packets, double WallSeconds, bool StoppedEarly, double SettleSeconds);
 
     public static Result Run(int nodes, int groups, RunLength length)
     {
@@ -22,10 +22,12 @@ internal static class GroupsRun
             sim.ProcessingCostPerPacket = Testbed.ProcessingCostPerPacket;
             sim.ReceiveQueueLimit = Testbed.ReceiveQueueLimit;
         }, gms: new Membership.Service.GmsOptions());
+        cluster.SettleLimit = TimeSpan.FromMinutes(10); // 25 × 1,024 joins, one GMS request each
         var all = cluster.AddNodes(nodes);
         var names = Enumerable.Range(0, groups).Select(g => $"topic/{g}").ToArray();
         cluster.Join(all, keepPayloads: false, names);
         cluster.SettleViews(names[^1], all);
+        double settle = cluster.Network.Now.TotalSeconds;
         var sender = all[0];
         foreach (var name in names)
         {
@@ -40,6 +42,6 @@ internal static class GroupsRun
         bool complete = cluster.Network.RunUntil(() => wall.Elapsed > length.WallBudget, length.Window) is false;
         double seconds = (cluster.Network.Now - start).TotalSeconds;
         long packets = sender.Stack!.Senders.Values.Sum(s => (long)s.LastSequence);
-        return new Result(groups, (Delivered() - before) / Math.Max(seconds, 1e-9), packets, wall.Elapsed.TotalSeconds, !complete);
+        return new Result(groups, (Delivered() - before) / Math.Max(seconds, 1e-9), packets, wall.Elapsed.TotalSeconds, !complete, settle);
     }
 }

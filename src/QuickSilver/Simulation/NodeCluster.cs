@@ -80,6 +80,9 @@ internal sealed class NodeCluster
     /// <summary>Joins each node to each group and runs until every node has a view of every group that includes it.</summary>
     public void Join(IEnumerable<Node> nodes, params string[] groups) => Join(nodes, keepPayloads: true, groups);
 
+    /// <summary>Virtual time allowed for joins and view changes to settle (each join is one GMS request).</summary>
+    public TimeSpan SettleLimit { get; set; } = TimeSpan.FromSeconds(30);
+
     public void Join(IEnumerable<Node> nodes, bool keepPayloads, params string[] groups)
     {
         var list = nodes.ToList();
@@ -91,7 +94,7 @@ internal sealed class NodeCluster
             }
         }
 
-        Require(() => list.All(n => groups.All(g => n.Groups[g].View is not null)), TimeSpan.FromSeconds(30), "group views");
+        Require(() => list.All(n => groups.All(g => n.Groups[g].View is not null)), SettleLimit, "group views");
     }
 
     /// <summary>Runs until every node's view of <paramref name="group"/> covers exactly <paramref name="members"/>.</summary>
@@ -108,7 +111,7 @@ internal sealed class NodeCluster
             return nodes.SetEquals(members.Select(m => m.Id));
         }
 
-        Require(() => members.All(Covered), TimeSpan.FromSeconds(30), $"views of {group}");
+        Require(() => members.All(Covered), SettleLimit, $"views of {group}");
     }
 
     public void Require(Func<bool> condition, TimeSpan limit, string what)
