@@ -43,7 +43,18 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
         double reference = 0;
         foreach (int g in mode.GroupCounts)
         {
-            var r = GroupsRun.Run(25, g, mode.Length);
+            GroupsRun.Result r;
+            try
+            {
+                r = GroupsRun.Run(25, g, mode.Length);
+            }
+            catch (InvalidOperationException e)
+            {
+                log($"  groups {g}: {e.Message}");
+                table.Add(g, "did not settle", "", "", "", "", "", "");
+                continue;
+            }
+
             log(string.Create(CultureInfo.InvariantCulture, $"  groups {g} -> {r.MessagesPerSecond:F0} msgs/s in {r.WallSeconds:F1} s wall"));
             reference = reference == 0 ? r.MessagesPerSecond : reference;
             table.Add(g, R0(r.MessagesPerSecond), R2(r.MessagesPerSecond * Testbed.PayloadBytes / 1e6), R0(100 * r.MessagesPerSecond / reference),
