@@ -146,11 +146,7 @@ public sealed class RegionSender
 
         record.CopyTo(_open.AsSpan(_openLength));
         _openLength += record.Length;
-        if (_waiting.Count == 0)
-        {
-            SendWaiting();
-        }
-
+        SendWaiting(); // returns at once without credit; CreditAvailable resumes it
         return true;
     }
 
