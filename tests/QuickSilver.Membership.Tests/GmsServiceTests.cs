@@ -251,4 +251,31 @@ public sealed class GmsOverReliableUnicastTests
             c.Client.FindGroup("all")!.Regions.Sum(r => c.Client.FindRegion(r.Region)!.Count) == 29), TimeSpan.FromSeconds(30)),
             "seed 21: the crash was not reflected in every view");
     }
+
+    [Fact]
+    public void A_node_joining_more_groups_than_its_send_buffer_holds_gets_them_all()
+    {
+        var net = new QuickSilver.Transport.Simulation.SimNetwork(22, new QuickSilver.Transport.Simulation.LinkOptions());
+        var gmsNode = net.AddNode();
+        var gmsTransport = gmsNode.Open(7000);
+        var gmsReliable = new QuickSilver.Transport.Reliable.ReliableUnicast(gmsTransport, gmsNode, 1);
+        gmsTransport.SetHandler(gmsReliable);
+        _ = new GmsServer(gmsNode, new ReliableControlChannel(gmsReliable), 1);
+
+        var node = net.AddNode();
+        var transport = node.Open(7000);
+        var reliable = new QuickSilver.Transport.Reliable.ReliableUnicast(transport, node, 100,
+            new QuickSilver.Transport.Reliable.ReliableUnicastOptions { SendBufferMessages = 64 });
+        transport.SetHandler(reliable);
+        var client = new GmsClient(node, new ReliableControlChannel(reliable), gmsTransport.LocalAddress, 1000);
+        client.Start();
+        Assert.True(net.RunUntil(() => client.IsRegistered, TimeSpan.FromSeconds(5)));
+        for (int g = 0; g < 200; g++)
+        {
+            client.Join($"topic/{g}"); // far more than the 64 messages the channel buffers
+        }
+
+        Assert.True(net.RunUntil(() => client.Groups.Count() == 200, TimeSpan.FromSeconds(60)),
+            $"seed 22: the node has {client.Groups.Count()} of 200 group views");
+    }
 }

@@ -34,6 +34,7 @@ public sealed class GmsClient
     private readonly ulong _incarnation;
     private readonly GmsClientOptions _options;
     private readonly HashSet<string> _wanted = new(StringComparer.Ordinal);
+    private readonly Queue<GmsMessage> _requests = new();
     private readonly Dictionary<string, GroupView> _groupsByName = new(StringComparer.Ordinal);
     private readonly Dictionary<GroupId, GroupView> _groups = new();
     private readonly Dictionary<RegionId, RegionView> _regions = new();
@@ -87,7 +88,7 @@ public sealed class GmsClient
         ArgumentException.ThrowIfNullOrEmpty(groupName);
         if (_wanted.Add(groupName) && IsRegistered)
         {
-            Send(new GmsMessage { Kind = GmsMessageKind.Join, GroupName = groupName });
+            Request(new GmsMessage { Kind = GmsMessageKind.Join, GroupName = groupName });
         }
     }
 
@@ -96,7 +97,7 @@ public sealed class GmsClient
         ArgumentException.ThrowIfNullOrEmpty(groupName);
         if (_wanted.Remove(groupName) && IsRegistered)
         {
-            Send(new GmsMessage { Kind = GmsMessageKind.Leave, GroupName = groupName });
+            Request(new GmsMessage { Kind = GmsMessageKind.Leave, GroupName = groupName });
         }
     }
 
@@ -121,6 +122,7 @@ public sealed class GmsClient
 
     private void SendHeartbeat()
     {
+        FlushRequests();
         Send(new GmsMessage { Kind = GmsMessageKind.Heartbeat });
         _scheduler.ScheduleAfter(_heartbeatAlarm, _heartbeatInterval);
     }
@@ -158,7 +160,7 @@ public sealed class GmsClient
                 {
                     foreach (var group in _wanted)
                     {
-                        Send(new GmsMessage { Kind = GmsMessageKind.Join, GroupName = group });
+                        Request(new GmsMessage { Kind = GmsMessageKind.Join, GroupName = group });
                     }
                 }
 
@@ -230,6 +232,7 @@ public sealed class GmsClient
 
     private void LoseGms()
     {
+        _requests.Clear(); // registering again re-joins every wanted group
         _scheduler.Cancel(_heartbeatAlarm);
         _channel.Forget(_gms);
         Node = null;
@@ -238,4 +241,20 @@ public sealed class GmsClient
     }
 
     private void Send(GmsMessage message) => _channel.Send(_gms, GmsCodec.Encode(message));
+
+    /// <summary>Joins and leaves must all arrive, in order: one the channel refuses (its send buffer is full, e.g. a node
+    /// joining thousands of groups at once) waits, with every later one, and is offered again at each heartbeat.</summary>
+    private void Request(GmsMessage message)
+    {
+        _requests.Enqueue(message);
+        FlushRequests();
+    }
+
+    private void FlushRequests()
+    {
+        while (_requests.Count > 0 && _channel.Send(_gms, GmsCodec.Encode(_requests.Peek())))
+        {
+            _requests.Dequeue();
+        }
+    }
 }
