@@ -9,12 +9,7 @@ public sealed class RegionProtocolTests(ITestOutputHelper output)
 {
     private static readonly RegionOptions FastTokens = new() { TokenInterval = TimeSpan.FromMilliseconds(50) };
 
-    private static LinkOptions Lossy => new()
-    {
-        BandwidthBitsPerSecond = 100_000_000,
-        LossRate = 0.01,
-        Burst = new BurstLoss(0.001, 0.3),
-    };
+    private static LinkOptions Lossy => LinkOptions.LossyLan;
 
     [Theory]
     [InlineData(25, 1, 1)]
@@ -63,12 +58,7 @@ public sealed class RegionFailureTests(ITestOutputHelper output)
 {
     private static readonly RegionOptions FastTokens = new() { TokenInterval = TimeSpan.FromMilliseconds(50) };
 
-    private static LinkOptions Lossy => new()
-    {
-        BandwidthBitsPerSecond = 100_000_000,
-        LossRate = 0.01,
-        Burst = new BurstLoss(0.001, 0.3),
-    };
+    private static LinkOptions Lossy => LinkOptions.LossyLan;
 
     [Fact]
     public void Seventy_one_members_get_every_message_once_in_order_under_loss()

@@ -12,6 +12,15 @@ public sealed record BurstLoss(double GoodToBad, double BadToGood, double LossIn
 /// </summary>
 public sealed record LinkOptions
 {
+    /// <summary>A 100 Mbit/s access link losing 1 % of datagrams at random plus Gilbert–Elliott bursts (0.1 % chance to
+    /// enter a burst, 30 % to leave it): the loss the QSM simulation tests run under.</summary>
+    public static LinkOptions LossyLan => new()
+    {
+        BandwidthBitsPerSecond = 100_000_000,
+        LossRate = 0.01,
+        Burst = new BurstLoss(0.001, 0.3),
+    };
+
     /// <summary>One-way propagation delay of this link.</summary>
     public TimeSpan Latency { get; init; } = TimeSpan.FromMilliseconds(0.05);
 

@@ -11,12 +11,7 @@ namespace QuickSilver.Tests.Simulation;
 /// </summary>
 public sealed class GroupSimulationTests(ITestOutputHelper output)
 {
-    private static LinkOptions Lossy => new()
-    {
-        BandwidthBitsPerSecond = 100_000_000,
-        LossRate = 0.01,
-        Burst = new BurstLoss(0.001, 0.3),
-    };
+    private static LinkOptions Lossy => LinkOptions.LossyLan;
 
     [Theory]
     [InlineData(25, 1, 101)]
