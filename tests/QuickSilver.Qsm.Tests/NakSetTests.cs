@@ -190,4 +190,22 @@ public sealed class NakSetTests
         Assert.Equal(added[^1], set.Ranges[^1].Last);
         Assert.Throws<ArgumentException>(() => set.AppendCoarsening(added[^1], added[^1]));
     }
+
+    [Fact]
+    public void CoarsenTo_merges_the_nearest_ranges_and_keeps_a_superset()
+    {
+        var set = new NakSet(16);
+        ulong[] added = [1, 3, 10, 11, 30, 100, 102, 500];
+        foreach (var n in added)
+        {
+            set.AddRange(n, n);
+        }
+
+        set.CoarsenTo(3);
+        Assert.Equal(3, set.RangeCount);
+        Assert.True(set.Coarse);
+        Assert.All(added, n => Assert.True(set.Contains(n)));
+        Assert.Equal("{1-30,100-102,500}", set.ToString());
+        Assert.Throws<ArgumentOutOfRangeException>(() => set.CoarsenTo(0));
+    }
 }

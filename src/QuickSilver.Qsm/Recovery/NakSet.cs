@@ -206,6 +206,31 @@ public sealed class NakSet
         Append(new SeqRange(first, last));
     }
 
+    /// <summary>Merges the nearest neighbouring ranges until at most <paramref name="maxRanges"/> remain (a superset, as
+    /// with <see cref="AppendCoarsening"/>): how a token that would not fit one control message is made to.</summary>
+    public void CoarsenTo(int maxRanges)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThan(maxRanges, 1);
+        while (_count > maxRanges)
+        {
+            int best = 0;
+            ulong bestGap = ulong.MaxValue;
+            for (int i = 0; i + 1 < _count; i++)
+            {
+                ulong gap = _ranges[i + 1].First - _ranges[i].Last;
+                if (gap < bestGap)
+                {
+                    (best, bestGap) = (i, gap);
+                }
+            }
+
+            _ranges[best] = new SeqRange(_ranges[best].First, _ranges[best + 1].Last);
+            Array.Copy(_ranges, best + 2, _ranges, best + 1, _count - best - 2);
+            _count--;
+            Coarse = true;
+        }
+    }
+
     /// <summary>Whether <see cref="AppendCoarsening"/> merged ranges, so the set may name numbers never added.</summary>
     public bool Coarse { get; private set; }
 

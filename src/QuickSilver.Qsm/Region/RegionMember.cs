@@ -84,6 +84,9 @@ public sealed class RegionMember
 
     public long NaksSent { get; private set; }
 
+    /// <summary>Tokens whose NAK sets this node coarsened so the token fit one control message.</summary>
+    public long TokensCoarsened { get; private set; }
+
     public event RegionDeliveryHandler? Delivered;
 
     /// <summary>Installs a new region view (from the GMS). Partitions and the ring follow from it alone (§2.3.1).</summary>
@@ -514,7 +517,31 @@ public sealed class RegionMember
             return;
         }
 
+        // A token must fit one control message: with many senders and full NAK sets it may not, so its NAK sets are
+        // coarsened (supersets: a few duplicate repairs) until it does; one that still does not fit is dropped.
         int length = token.Write(_message);
+        if (length > _control.MaxMessageBytes)
+        {
+            TokensCoarsened++;
+        }
+
+        for (int ranges = _options.MaxNakRanges / 2; length > _control.MaxMessageBytes && ranges >= 1; ranges /= 2)
+        {
+            foreach (var section in token.Sections)
+            {
+                section.PredecessorNaks.CoarsenTo(ranges);
+                section.PartitionNaks.CoarsenTo(ranges);
+            }
+
+            length = token.Write(_message);
+        }
+
+        if (length > _control.MaxMessageBytes)
+        {
+            Drops.Increment(DropReason.Oversized); // too many senders for one message; the leader retries after the timeout
+            return;
+        }
+
         if (!_control.TrySend(View!.Members[memberIndex].Address, _message.AsSpan(0, length)))
         {
             Drops.Increment(DropReason.SendQueueFull); // the round is lost; the leader starts another after the timeout

@@ -23,9 +23,9 @@ public sealed class RegionClusterNode
         Sim = cluster.Network.AddNode();
         Sim.ProcessingCostPerPacket = cluster.Settings.ProcessingCostPerPacket;
         Sim.ReceiveQueueLimit = cluster.Settings.ReceiveQueueLimit;
-        Transport = Sim.Open(RegionCluster.Port, 16 * 1024);
+        Transport = Sim.Open(RegionCluster.Port, cluster.Settings.MaxDatagramBytes);
         Address = Transport.LocalAddress;
-        Reliable = new ReliableUnicast(Transport, Sim, id, new ReliableUnicastOptions { MaxMessageBytes = 15_000 });
+        Reliable = new ReliableUnicast(Transport, Sim, id, new ReliableUnicastOptions { MaxMessageBytes = cluster.Settings.MaxDatagramBytes - 64 });
         Transport.SetHandler(Reliable);
         Reliable.Fallback = new DataHandler(this);
         Reliable.MessageReceived += OnControl;

@@ -26,6 +26,9 @@ public sealed record RegionClusterOptions
     /// <summary>Size of each message the senders send; the first four bytes carry its number.</summary>
     public int PayloadBytes { get; init; } = 64;
 
+    /// <summary>Each node's endpoint datagram limit; control messages (tokens) must fit one datagram.</summary>
+    public int MaxDatagramBytes { get; init; } = 16 * 1024;
+
     /// <summary>Record, per member, which packets arrived with the first multicast (needed for recovery latency).</summary>
     public bool TrackRecovery { get; init; }
 }
