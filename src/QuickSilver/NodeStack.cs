@@ -140,7 +140,7 @@ internal sealed class NodeStack : IDatagramHandler
                 {
                     // A new region of overlap for this node (its set of groups changed): the old member stops.
                     _member?.Stop(region.MulticastAddress);
-                    _member = new RegionMember(me.Value, _endpoint, _reliable, _scheduler, _options.Region);
+                    _member = new RegionMember(me.Value, _endpoint, _reliable, _scheduler, _options.Region, _options.RateControl);
                     _member.Delivered += OnRegionDelivery;
                     Counters?.SetMember(_member);
                     if (_senders.TryGetValue(region.Region.Value, out var own))

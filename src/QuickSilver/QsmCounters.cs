@@ -5,7 +5,7 @@ namespace QuickSilver;
 
 /// <summary>
 /// A node's QSM counters on the "QuickSilver.Qsm" meter (<c>dotnet-counters monitor --counters QuickSilver.Qsm</c>):
-/// per region it sends into, the rate-control state (μ_rec, μ_snd, α, credits; §2.4) and the sender's window and
+/// per region it sends into, the rate-control state (μ_rec, μ_snd, α, credits, reported loss; §2.4) and the sender's window and
 /// retransmissions; for the region it is a member of, token rounds, repairs, pulls and collective NAKs. Observers read
 /// from any thread a copy-on-write list of the node's senders and plain fields the core thread writes; a value may be
 /// one update old.
@@ -24,6 +24,7 @@ internal sealed class QsmCounters : IDisposable
         Sender("qs.qsm.receiver_rate", s => s.RateController.ReceiverRate, "{packet}/s", "μ_rec: the region's receive rate per sender, from its last ACK (formula 1)");
         Sender("qs.qsm.target_rate", s => s.RateController.TargetRate, "{packet}/s", "μ_snd = max(μ_min, (1+λ)·μ_rec) (formula 2)");
         Sender("qs.qsm.actual_rate", s => s.RateController.ActualRate, "{packet}/s", "μ'_snd: the measured sending rate");
+        Sender("qs.qsm.reported_loss", s => s.RateController.ReportedLoss, null, "The worst member's loss fraction from the last ACK (loss damping, docs/qsm.md)");
         Sender("qs.qsm.alpha", s => s.RateController.Alpha, null, "α of the credit refill f(α) = α·μ_snd (formula 3)");
         Sender("qs.qsm.credits", s => s.RateController.Credits, "{credit}", "c: the sender's credits (formula 4)");
         Sender("qs.qsm.unacknowledged", s => s.Unacknowledged, "{packet}", "Packets the sender keeps until the region's ACK");

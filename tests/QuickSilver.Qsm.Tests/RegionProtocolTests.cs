@@ -61,6 +61,19 @@ public sealed class RegionTokenSizeTests
 public sealed class RegionRateFeedbackTests
 {
     [Fact]
+    public void Members_measure_their_receive_rate_over_the_configured_sample_interval()
+    {
+        // Δ = 100 ms: the first sample closes at 100 ms (with the 1 s default the rate would still read 0 at 250 ms).
+        var cluster = new RegionCluster(8, 5, 1, new RegionClusterOptions
+        {
+            Rate = new RateControl.RateControlOptions { MinRate = 1_000, Samples = 2, SampleInterval = TimeSpan.FromMilliseconds(100) },
+        });
+        cluster.SendFromAll();
+        cluster.Network.RunFor(TimeSpan.FromMilliseconds(250));
+        Assert.All(cluster.LiveMembers, n => Assert.True(n.Member!.ReceiveRate > 0, "the member ignored the configured Δ"));
+    }
+
+    [Fact]
     public void Each_of_m_senders_is_told_the_slowest_members_total_rate_divided_by_m()
     {
         // Formula (1): μ_rec = min_i μ_rec^(i) / m, where μ_rec^(i) counts new packets from all senders.

@@ -199,7 +199,7 @@ public sealed class NodeTests
         listener.Start();
         listener.RecordObservableInstruments();
         Assert.True(seen.TryGetValue("qs.qsm.target_rate", out var target) && target >= 1000, $"μ_snd not published: {string.Join(", ", seen)}");
-        Assert.True(seen.ContainsKey("qs.qsm.alpha") && seen.ContainsKey("qs.qsm.credits"));
+        Assert.True(seen.ContainsKey("qs.qsm.alpha") && seen.ContainsKey("qs.qsm.credits") && seen.ContainsKey("qs.qsm.reported_loss"));
     }
 
     /// <summary>Two nodes (the first with the embedded GMS) in one group, once each sees the other in its region.</summary>

@@ -36,8 +36,9 @@ public sealed class RegionMember
     private readonly byte[] _datagram;
     private NakSet[] _others = [];
     private uint _firstView;
-    private readonly RateEstimator _receiveRate = new(10, new RateControlOptions().SampleInterval);
-    private readonly RateEstimator _lossRate = new(10, new RateControlOptions().SampleInterval);
+    private readonly RateControlOptions _rateOptions;
+    private readonly RateEstimator _receiveRate;
+    private readonly RateEstimator _lossRate;
     private Token? _early;
     private bool _stopped;
     private List<RegionLayout.Partition> _partitions = new();
@@ -45,7 +46,9 @@ public sealed class RegionMember
     private TimeSpan _roundStarted;
     private bool _roundOpen;
 
-    public RegionMember(uint node, IDatagramTransport data, ReliableUnicast control, IAlarmScheduler scheduler, RegionOptions? options = null)
+    /// <param name="rateOptions">k and Δ of the receive-rate and loss estimates this member reports (§2.4).</param>
+    public RegionMember(uint node, IDatagramTransport data, ReliableUnicast control, IAlarmScheduler scheduler, RegionOptions? options = null,
+        RateControlOptions? rateOptions = null)
     {
         _node = node;
         _data = data ?? throw new ArgumentNullException(nameof(data));
@@ -53,13 +56,17 @@ public sealed class RegionMember
         _scheduler = scheduler ?? throw new ArgumentNullException(nameof(scheduler));
         _options = options ?? new RegionOptions();
         _options.Validate();
+        _rateOptions = rateOptions ?? new RateControlOptions();
+        _rateOptions.Validate();
+        _receiveRate = new RateEstimator(_rateOptions.Samples, _rateOptions.SampleInterval);
+        _lossRate = new RateEstimator(_rateOptions.Samples, _rateOptions.SampleInterval);
         _mine = new NakSet(_options.MaxNakRanges);
         _scratch = new NakSet(_options.MaxNakRanges);
         _lacks = new NakSet(_options.MaxNakRanges + 1);
         _datagram = new byte[data.MaxDatagramSize];
         _tokenAlarm = new Alarm(_ => OnTokenTimer());
         _rateAlarm = new Alarm(_ => SampleRates());
-        _scheduler.ScheduleAfter(_rateAlarm, new RateControlOptions().SampleInterval);
+        _scheduler.ScheduleAfter(_rateAlarm, _rateOptions.SampleInterval);
     }
 
     public RegionView? View { get; private set; }
@@ -210,7 +217,7 @@ public sealed class RegionMember
         Accept(stream, header.Seq, payload);
     }
 
-    /// <summary>The fraction of a sender's packets this member found missing on arrival, over its last rate samples.</summary>
+    /// <summary>The fraction of the senders' packets this member found missing on arrival (gaps), over its last k samples.</summary>
     public double LossFraction
     {
         get
@@ -608,7 +615,7 @@ public sealed class RegionMember
     {
         _receiveRate.CloseSample();
         _lossRate.CloseSample();
-        _scheduler.ScheduleAfter(_rateAlarm, new RateControlOptions().SampleInterval);
+        _scheduler.ScheduleAfter(_rateAlarm, _rateOptions.SampleInterval);
     }
 }
 

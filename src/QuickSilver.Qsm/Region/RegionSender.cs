@@ -91,9 +91,6 @@ public sealed class RegionSender
     /// <summary>Raised for each packet sent for the first time (a sender that is a member records it locally).</summary>
     public event Action<ulong, ReadOnlyMemory<byte>>? Sent;
 
-    /// <summary>Bytes waiting in the open (not yet numbered) packet.</summary>
-    public int OpenBytes => _openLength;
-
     /// <summary>Installs a new region view; packets numbered from now on record it, and where it starts.</summary>
     public void InstallView(RegionView view)
     {

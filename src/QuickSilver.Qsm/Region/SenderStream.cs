@@ -60,7 +60,13 @@ internal sealed class SenderStream
             _held.Remove(seq);
         }
 
-        while (_held.TryGetValue(Delivered + 1, out var next))
+        DeliverInOrder(deliver);
+    }
+
+    /// <summary>Delivers every held packet that now follows <see cref="Delivered"/> without a gap.</summary>
+    private void DeliverInOrder(Action<SenderStream, ulong, byte[]> deliver)
+    {
+        while (Anchored && _held.TryGetValue(Delivered + 1, out var next))
         {
             Delivered++;
             deliver(this, Delivered, next);
@@ -82,12 +88,7 @@ internal sealed class SenderStream
 
         _held[seq] = payload.ToArray();
         MaxSeen = Math.Max(MaxSeen, seq);
-        while (Anchored && _held.TryGetValue(Delivered + 1, out var next))
-        {
-            Delivered++;
-            deliver(this, Delivered, next);
-        }
-
+        DeliverInOrder(deliver);
         return true;
     }
 

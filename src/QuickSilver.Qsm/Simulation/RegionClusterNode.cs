@@ -31,7 +31,7 @@ public sealed class RegionClusterNode
         Reliable.MessageReceived += OnControl;
         if (member)
         {
-            Member = new RegionMember(id, Transport, Reliable, Sim, cluster.Settings.Region);
+            Member = new RegionMember(id, Transport, Reliable, Sim, cluster.Settings.Region, cluster.Settings.Rate);
             Member.Delivered += OnDelivered;
         }
     }
