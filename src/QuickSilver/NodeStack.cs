@@ -35,7 +35,7 @@ internal sealed class NodeStack : IDatagramHandler
         _endpoint = endpoint;
         _options = options;
         _reliable = new ReliableUnicast(endpoint, scheduler, epoch,
-            new ReliableUnicastOptions { MaxMessageBytes = endpoint.MaxDatagramSize - 64 });
+            new ReliableUnicastOptions { MaxSegmentBytes = endpoint.MaxDatagramSize - 64 });
         endpoint.SetHandler(_reliable);
         _reliable.Fallback = this;
         var demux = new ControlDemux(_reliable) { Region = OnRegionControl };

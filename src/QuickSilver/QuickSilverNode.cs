@@ -71,7 +71,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
                 gms = await core.InvokeAsync(() =>
                 {
                     var reliable = new ReliableUnicast(gmsEndpoint, core, epoch ^ 0x5A5A5A5Au | 1,
-                        new ReliableUnicastOptions { MaxMessageBytes = options.MaxDatagramSize - 64 });
+                        new ReliableUnicastOptions { MaxSegmentBytes = options.MaxDatagramSize - 64 });
                     gmsEndpoint.SetHandler(reliable);
                     return new GmsServer(core, new ReliableControlChannel(reliable), (ulong)Random.Shared.NextInt64(1, long.MaxValue), gmsOptions);
                 }).ConfigureAwait(false);

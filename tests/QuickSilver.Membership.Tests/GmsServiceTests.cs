@@ -265,7 +265,7 @@ public sealed class GmsOverReliableUnicastTests
         var node = net.AddNode();
         var transport = node.Open(7000);
         var reliable = new QuickSilver.Transport.Reliable.ReliableUnicast(transport, node, 100,
-            new QuickSilver.Transport.Reliable.ReliableUnicastOptions { SendBufferMessages = 64 });
+            new QuickSilver.Transport.Reliable.ReliableUnicastOptions { SendBufferSegments = 64, MaxMessageBytes = 64 * 1384 });
         transport.SetHandler(reliable);
         var client = new GmsClient(node, new ReliableControlChannel(reliable), gmsTransport.LocalAddress, 1000);
         client.Start();

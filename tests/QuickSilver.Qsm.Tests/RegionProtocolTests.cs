@@ -44,6 +44,7 @@ public sealed class RegionTokenSizeTests
             Region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(50) },
             Rate = new RateControl.RateControlOptions { MinRate = 200 }, // 40 senders at μ_min must not overrun the links
             MaxDatagramBytes = 4096,
+            MaxControlMessageBytes = 4000,
         });
         cluster.SendFromAll(Messages);
         bool done = cluster.Network.RunUntil(() => cluster.AllDelivered(Messages), TimeSpan.FromMinutes(5));

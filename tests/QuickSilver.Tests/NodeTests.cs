@@ -158,7 +158,7 @@ public sealed class NodeTests
             await Task.Delay(20);
         }
 
-        Assert.Equal(Messages, sub.Delivered);
+        Assert.True(sub.Delivered == Messages, $"{sub.Delivered} of {Messages} delivered; {await pair.DescribeAsync()}");
         Assert.Equal(Enumerable.Range(1, Messages), await receiver.Core.InvokeAsync(() => order.ToList()));
         long dropped = await receiver.Core.InvokeAsync(() => receiver.Core.Counters.Drops.Total + receiver.Stack.Drops.Total
             + (receiver.Stack.Member?.Drops.Total ?? 0) + receiver.Stack.ReliableDrops.Total);
@@ -231,6 +231,19 @@ public sealed class NodeTests
         {
             await B.DisposeAsync();
             await A.DisposeAsync();
+        }
+
+        /// <summary>The protocol state of both nodes, for a failure message (a stalled transfer says where it stalled).</summary>
+        public async Task<string> DescribeAsync()
+        {
+            string senders = await A.Core.InvokeAsync(() => string.Join("; ", A.Stack.Senders.Values.Select(s =>
+                $"sender last {s.LastSequence} acked {s.Acknowledged} nak-resends {s.RetransmittedOnNak} timeout-resends {s.RetransmittedOnTimeout}")));
+            string member = await B.Core.InvokeAsync(() => B.Stack.Member is not { } m ? "B has no region member" :
+                $"B: view {m.View?.ViewNumber} of {m.View?.Count}, rounds {m.RoundsCompleted}, progress {m.Progress(A.Stack.Gms.Node!.Value.Value)}, " +
+                $"drops {m.Drops.Total} member / {B.Stack.ReliableDrops.Total} reliable / {B.Core.Counters.Drops.Total} core");
+            string leader = await A.Core.InvokeAsync(() => A.Stack.Member is not { } m ? "A has no region member" :
+                $"A: view {m.View?.ViewNumber} of {m.View?.Count}, rounds {m.RoundsCompleted}, leader {m.IsRegionLeader}");
+            return $"{senders}; {member}; {leader}";
         }
     }
 

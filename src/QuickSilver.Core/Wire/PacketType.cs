@@ -20,4 +20,7 @@ public enum PacketType : byte
 
     /// <summary>QSM regional data: a sender's multicast into a region, or a repair (push/pull/retransmission).</summary>
     QsmData = 5,
+
+    /// <summary>Reliable unicast: a data segment that does not end its message (the next segment continues it).</summary>
+    ReliableFragment = 6,
 }

@@ -49,6 +49,9 @@ public sealed class GmsServer
     /// <summary>Batches applied so far.</summary>
     public long BatchesApplied { get; private set; }
 
+    /// <summary>The largest message this GMS has sent (a view update, or a part of one).</summary>
+    public int LargestMessageBytes { get; private set; }
+
     /// <summary>Nodes declared dead by the failure detector (timeouts and channel failures).</summary>
     public long FailuresDetected { get; private set; }
 
@@ -233,6 +236,7 @@ public sealed class GmsServer
 
     private void Send(NetAddress to, byte[] message)
     {
+        LargestMessageBytes = Math.Max(LargestMessageBytes, message.Length);
         if (!_channel.Send(to, message))
         {
             // The node cannot keep up with its control channel: it would miss views, so it is treated as failed.

@@ -25,7 +25,11 @@ public sealed class RegionClusterNode
         Sim.ReceiveQueueLimit = cluster.Settings.ReceiveQueueLimit;
         Transport = Sim.Open(RegionCluster.Port, cluster.Settings.MaxDatagramBytes);
         Address = Transport.LocalAddress;
-        Reliable = new ReliableUnicast(Transport, Sim, id, new ReliableUnicastOptions { MaxMessageBytes = cluster.Settings.MaxDatagramBytes - 64 });
+        Reliable = new ReliableUnicast(Transport, Sim, id, new ReliableUnicastOptions
+        {
+            MaxSegmentBytes = cluster.Settings.MaxDatagramBytes - 64,
+            MaxMessageBytes = cluster.Settings.MaxControlMessageBytes,
+        });
         Transport.SetHandler(Reliable);
         Reliable.Fallback = new DataHandler(this);
         Reliable.MessageReceived += OnControl;

@@ -1,5 +1,6 @@
 using QuickSilver.Qsm.RateControl;
 using QuickSilver.Qsm.Region;
+using QuickSilver.Transport.Reliable;
 using QuickSilver.Transport.Simulation;
 
 namespace QuickSilver.Qsm.Simulation;
@@ -26,8 +27,11 @@ public sealed record RegionClusterOptions
     /// <summary>Size of each message the senders send; the first four bytes carry its number.</summary>
     public int PayloadBytes { get; init; } = 64;
 
-    /// <summary>Each node's endpoint datagram limit; control messages (tokens) must fit one datagram.</summary>
+    /// <summary>Each node's endpoint datagram limit; larger control messages (tokens) travel as several segments.</summary>
     public int MaxDatagramBytes { get; init; } = 16 * 1024;
+
+    /// <summary>Largest control message (a token); a token that would be larger has its NAK sets coarsened.</summary>
+    public int MaxControlMessageBytes { get; init; } = new ReliableUnicastOptions().MaxMessageBytes;
 
     /// <summary>Record, per member, which packets arrived with the first multicast (needed for recovery latency).</summary>
     public bool TrackRecovery { get; init; }

@@ -6,9 +6,10 @@ using QuickSilver.Core.Io;
 namespace QuickSilver.Transport.Reliable;
 
 /// <summary>
-/// One peer's conversation: the send side (a bounded buffer of numbered messages, a window of segments in flight,
+/// One peer's conversation: the send side (a bounded buffer of numbered segments, a window of segments in flight,
 /// RTO timers, fast retransmit of SACKed holes) and the receive side (in-order, exactly-once delivery through a bounded
-/// reorder buffer, delayed acknowledgements). Message buffers are rented from <see cref="ArrayPool{T}.Shared"/> and
+/// reorder buffer, delayed acknowledgements). A message larger than one segment is cut into consecutive segments and
+/// reassembled before delivery (docs/reliable-unicast.md). Buffers are rented from <see cref="ArrayPool{T}.Shared"/> and
 /// returned on acknowledgement or delivery. Core thread only.
 /// </summary>
 public sealed class ReliableConnection
@@ -28,14 +29,18 @@ public sealed class ReliableConnection
     private TimeSpan _rto;
     private int _timeouts;
     private int _unackedArrivals;
-    private bool _wasFull;
+    private int _neededSpace;               // segments a refused TrySend needed (0: nobody waits)
+    private byte[]? _assembly;              // receive side: the fragments of a message so far
+    private int _assemblyLength;
+    private bool _assembling;
+    private bool _discarding;               // receive side: skipping the rest of an oversized message
 
     internal ReliableConnection(ReliableUnicast owner, NetAddress peer, ReliableUnicastOptions options)
     {
         _owner = owner;
         _options = options;
         Peer = peer;
-        _send = new Segment[options.SendBufferMessages];
+        _send = new Segment[options.SendBufferSegments];
         _reorder = new Segment[options.Window];
         _rto = options.InitialRto;
         LocalEpoch = owner.NextConversationEpoch();
@@ -52,10 +57,14 @@ public sealed class ReliableConnection
     /// <summary>The peer's conversation number once known (0 before): a change means the peer restarted or reset.</summary>
     public uint PeerEpoch { get; internal set; }
 
-    /// <summary>Messages accepted by <see cref="TrySend"/> and not yet acknowledged.</summary>
+    /// <summary>Segments accepted by <see cref="TrySend"/> and not yet acknowledged (a message of n bytes takes
+    /// ceil(n / MaxSegmentBytes) segments, at least one).</summary>
     public int Pending => (int)(_nextSeq - _sendBase);
 
-    public bool HasSpace => Pending < _send.Length;
+    /// <summary>Whether a message of <paramref name="bytes"/> would fit the send buffer now.</summary>
+    public bool HasSpaceFor(int bytes) => _send.Length - Pending >= SegmentsFor(bytes);
+
+    private int SegmentsFor(int bytes) => bytes <= _options.MaxSegmentBytes ? 1 : (bytes + _options.MaxSegmentBytes - 1) / _options.MaxSegmentBytes;
 
     public TimeSpan SmoothedRtt => _srtt;
 
@@ -65,8 +74,8 @@ public sealed class ReliableConnection
 
     public bool Failed { get; private set; }
 
-    /// <summary>Queues <paramref name="message"/>. False when the send buffer is full (wait for
-    /// <see cref="ReliableUnicast.SpaceAvailable"/>).</summary>
+    /// <summary>Queues <paramref name="message"/> (cut into segments of at most MaxSegmentBytes). False when the send
+    /// buffer lacks room for all of its segments (wait for <see cref="ReliableUnicast.SpaceAvailable"/>).</summary>
     public bool TrySend(ReadOnlySpan<byte> message)
     {
         if (message.Length > _options.MaxMessageBytes)
@@ -79,20 +88,28 @@ public sealed class ReliableConnection
             throw new InvalidOperationException($"The connection to {Peer} has failed; the peer was reported failed.");
         }
 
-        if (!HasSpace)
+        int segments = SegmentsFor(message.Length);
+        if (_send.Length - Pending < segments)
         {
-            _wasFull = true;
+            _neededSpace = Math.Max(_neededSpace, segments);
             return false;
         }
 
-        ref var segment = ref _send[_nextSeq % (ulong)_send.Length];
-        segment.Buffer = ArrayPool<byte>.Shared.Rent(Math.Max(1, message.Length));
-        message.CopyTo(segment.Buffer);
-        segment.Length = message.Length;
-        segment.Acked = false;
-        segment.Retransmitted = false;
-        segment.SentAt = TimeSpan.MinValue;
-        _nextSeq++;
+        for (int i = 0; i < segments; i++)
+        {
+            int offset = i * _options.MaxSegmentBytes;
+            var part = message.Slice(offset, Math.Min(_options.MaxSegmentBytes, message.Length - offset));
+            ref var segment = ref _send[_nextSeq % (ulong)_send.Length];
+            segment.Buffer = ArrayPool<byte>.Shared.Rent(Math.Max(1, part.Length));
+            part.CopyTo(segment.Buffer);
+            segment.Length = part.Length;
+            segment.Last = i == segments - 1;
+            segment.Acked = false;
+            segment.Retransmitted = false;
+            segment.SentAt = TimeSpan.MinValue;
+            _nextSeq++;
+        }
+
         _owner.WantsToTransmit(this);
         return true;
     }
@@ -116,7 +133,7 @@ public sealed class ReliableConnection
     private bool Transmit(ulong seq)
     {
         ref var segment = ref _send[seq % (ulong)_send.Length];
-        if (!_owner.TrySendData(this, seq, segment.Buffer!.AsSpan(0, segment.Length)))
+        if (!_owner.TrySendData(this, seq, segment.Buffer!.AsSpan(0, segment.Length), segment.Last))
         {
             return false;
         }
@@ -213,9 +230,9 @@ public sealed class ReliableConnection
             }
 
             _owner.WantsToTransmit(this);
-            if (_wasFull && HasSpace)
+            if (_neededSpace > 0 && _send.Length - Pending >= _neededSpace)
             {
-                _wasFull = false;
+                _neededSpace = 0;
                 _owner.RaiseSpaceAvailable(this);
             }
         }
@@ -270,8 +287,8 @@ public sealed class ReliableConnection
         _owner.Scheduler.ScheduleAfter(_rtoAlarm, _rto);
     }
 
-    /// <summary>Receive side: a data segment arrived.</summary>
-    internal void OnData(ulong seq, ReadOnlySpan<byte> payload)
+    /// <summary>Receive side: a data segment arrived; <paramref name="last"/> when it ends its message.</summary>
+    internal void OnData(ulong seq, ReadOnlySpan<byte> payload, bool last)
     {
         if (seq < _expected)
         {
@@ -289,15 +306,16 @@ public sealed class ReliableConnection
         if (seq == _expected)
         {
             _expected++;
-            _owner.Deliver(this, payload);
+            Accept(payload, last);
             while (!Failed && _reorder[_expected % (ulong)_reorder.Length].Buffer is { } buffered
                    && _reorder[_expected % (ulong)_reorder.Length].Seq == _expected)
             {
                 ref var slot = ref _reorder[_expected % (ulong)_reorder.Length];
                 int length = slot.Length;
+                bool slotLast = slot.Last;
                 slot.Buffer = null;
                 _expected++;
-                _owner.Deliver(this, buffered.AsSpan(0, length));
+                Accept(buffered.AsSpan(0, length), slotLast);
                 ArrayPool<byte>.Shared.Return(buffered);
             }
 
@@ -312,9 +330,74 @@ public sealed class ReliableConnection
             payload.CopyTo(hold.Buffer);
             hold.Length = payload.Length;
             hold.Seq = seq;
+            hold.Last = last;
         }
 
         ScheduleAck(immediately: true); // out of order: tell the sender about the hole now
+    }
+
+    /// <summary>Takes the next in-order segment: a whole message is delivered as it is; fragments are appended to the
+    /// reassembly buffer (bounded by MaxMessageBytes: a peer that exceeds it has the message dropped and counted) and
+    /// delivered when the last one arrives.</summary>
+    private void Accept(ReadOnlySpan<byte> payload, bool last)
+    {
+        if (_discarding)
+        {
+            _discarding = !last;
+            return;
+        }
+
+        if (!_assembling && last)
+        {
+            _owner.Deliver(this, payload);
+            return;
+        }
+
+        int length = _assemblyLength + payload.Length;
+        if (length > _options.MaxMessageBytes)
+        {
+            _owner.Drops.Increment(DropReason.Oversized);
+            ReleaseAssembly();
+            _discarding = !last;
+            return;
+        }
+
+        if (_assembly is null || _assembly.Length < length)
+        {
+            var grown = ArrayPool<byte>.Shared.Rent(Math.Min(_options.MaxMessageBytes, Math.Max(length, 2 * (_assembly?.Length ?? 0))));
+            if (_assembly is not null)
+            {
+                _assembly.AsSpan(0, _assemblyLength).CopyTo(grown);
+                ArrayPool<byte>.Shared.Return(_assembly);
+            }
+
+            _assembly = grown;
+        }
+
+        payload.CopyTo(_assembly.AsSpan(_assemblyLength));
+        _assemblyLength = length;
+        _assembling = true;
+        if (last)
+        {
+            var message = _assembly;
+            _assembly = null;
+            _assemblyLength = 0;
+            _assembling = false;
+            _owner.Deliver(this, message.AsSpan(0, length));
+            ArrayPool<byte>.Shared.Return(message);
+        }
+    }
+
+    private void ReleaseAssembly()
+    {
+        if (_assembly is not null)
+        {
+            ArrayPool<byte>.Shared.Return(_assembly);
+            _assembly = null;
+        }
+
+        _assemblyLength = 0;
+        _assembling = false;
     }
 
     private void ScheduleAck(bool immediately)
@@ -347,14 +430,25 @@ public sealed class ReliableConnection
         _owner.SendAck(this, _expected, sack);
     }
 
-    /// <summary>Drops all state (peer failed or restarted). Returns how many accepted messages were never acknowledged.</summary>
+    /// <summary>Drops all state (peer failed or restarted). Returns how many accepted messages were never acknowledged
+    /// (a message counts when its last segment was not).</summary>
     internal int Reset()
     {
-        int undelivered = Pending;
+        int undelivered = 0;
         for (ulong seq = _sendBase; seq < _nextSeq; seq++)
         {
-            Release(ref _send[seq % (ulong)_send.Length]);
+            ref var segment = ref _send[seq % (ulong)_send.Length];
+            if (segment.Last)
+            {
+                undelivered++;
+            }
+
+            Release(ref segment);
         }
+
+        ReleaseAssembly();
+        _discarding = false;
+        _neededSpace = 0;
 
         for (int i = 0; i < _reorder.Length; i++)
         {
@@ -396,5 +490,6 @@ public sealed class ReliableConnection
         public TimeSpan SentAt;
         public bool Acked;
         public bool Retransmitted;
+        public bool Last;           // ends its message
     }
 }

@@ -41,11 +41,11 @@ public sealed class ReliableUnicast : IDatagramHandler
         Epoch = epoch;
         SenderId = senderId;
         _log = log;
-        _datagram = new byte[PacketHeader.Size + ReliableWire.DataHeaderSize + _options.MaxMessageBytes];
+        _datagram = new byte[PacketHeader.Size + ReliableWire.DataHeaderSize + _options.MaxSegmentBytes];
         if (_datagram.Length > transport.MaxDatagramSize)
         {
             throw new ArgumentException(
-                $"ReliableUnicastOptions.MaxMessageBytes ({_options.MaxMessageBytes}) plus headers exceeds the transport's MaxDatagramSize ({transport.MaxDatagramSize}).",
+                $"ReliableUnicastOptions.MaxSegmentBytes ({_options.MaxSegmentBytes}) plus {PacketHeader.Size + ReliableWire.DataHeaderSize} bytes of headers exceeds the transport's MaxDatagramSize ({transport.MaxDatagramSize}).",
                 nameof(options));
         }
 
@@ -78,7 +78,7 @@ public sealed class ReliableUnicast : IDatagramHandler
 
     public int ConnectionCount => _connections.Count;
 
-    /// <summary>The largest message <see cref="TrySend"/> takes (it travels in one datagram).</summary>
+    /// <summary>The largest message <see cref="TrySend"/> takes (one larger than a segment travels in several).</summary>
     public int MaxMessageBytes => _options.MaxMessageBytes;
 
     /// <summary>The connection to <paramref name="peer"/>, created on first use.</summary>
@@ -115,7 +115,7 @@ public sealed class ReliableUnicast : IDatagramHandler
     public void OnDatagram(NetAddress from, ReadOnlySpan<byte> datagram)
     {
         var error = PacketHeader.TryRead(datagram, out var header);
-        if (error != WireError.None || header.Type is not (PacketType.ReliableData or PacketType.ReliableAck))
+        if (error != WireError.None || header.Type is not (PacketType.ReliableData or PacketType.ReliableFragment or PacketType.ReliableAck))
         {
             if (error == WireError.None && Fallback is not null)
             {
@@ -128,7 +128,7 @@ public sealed class ReliableUnicast : IDatagramHandler
         }
 
         var body = datagram[PacketHeader.Size..];
-        if (header.Type == PacketType.ReliableData)
+        if (header.Type is PacketType.ReliableData or PacketType.ReliableFragment)
         {
             error = ReliableWire.TryReadData(body, out var data);
             if (error != WireError.None)
@@ -137,7 +137,7 @@ public sealed class ReliableUnicast : IDatagramHandler
                 return;
             }
 
-            if (data.PayloadLength > _options.MaxMessageBytes)
+            if (data.PayloadLength > _options.MaxSegmentBytes)
             {
                 Reject(from, WireError.Oversized);
                 return;
@@ -159,7 +159,7 @@ public sealed class ReliableUnicast : IDatagramHandler
                 return;
             }
 
-            connection.OnData(data.Seq, datagram.Slice(data.PayloadOffset, data.PayloadLength));
+            connection.OnData(data.Seq, datagram.Slice(data.PayloadOffset, data.PayloadLength), last: header.Type == PacketType.ReliableData);
         }
         else
         {
@@ -268,7 +268,7 @@ public sealed class ReliableUnicast : IDatagramHandler
         }
     }
 
-    internal bool TrySendData(ReliableConnection connection, ulong seq, ReadOnlySpan<byte> payload)
+    internal bool TrySendData(ReliableConnection connection, ulong seq, ReadOnlySpan<byte> payload, bool last)
     {
         int length = PacketHeader.Size + ReliableWire.DataHeaderSize + payload.Length;
         if (!TakeTokens(length))
@@ -277,7 +277,7 @@ public sealed class ReliableUnicast : IDatagramHandler
             return false;
         }
 
-        ReliableWire.WriteData(_datagram, SenderId, connection.LocalEpoch, connection.PeerEpoch, seq, payload);
+        ReliableWire.WriteData(_datagram, last ? PacketType.ReliableData : PacketType.ReliableFragment, SenderId, connection.LocalEpoch, connection.PeerEpoch, seq, payload);
         _transport.TrySend(connection.Peer, _datagram.AsSpan(0, length));
         return true;
     }

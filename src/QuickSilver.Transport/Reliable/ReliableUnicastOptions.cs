@@ -6,11 +6,18 @@ namespace QuickSilver.Transport.Reliable;
 /// <summary>Options of the reliable unicast protocol (docs/reliable-unicast.md). Validated at start-up.</summary>
 public sealed record ReliableUnicastOptions
 {
-    /// <summary>Largest message, in bytes; a larger one is refused with an ArgumentException.</summary>
-    public int MaxMessageBytes { get; init; } = 1400 - ReliableWire.DataHeaderSize;
+    /// <summary>Largest payload of one datagram (one segment); the datagram adds 28 bytes of headers. The default makes
+    /// 1,412-byte datagrams, inside an Ethernet MTU.</summary>
+    public int MaxSegmentBytes { get; init; } = 1400 - ReliableWire.DataHeaderSize;
 
-    /// <summary>Messages a connection buffers for sending (queued plus unacknowledged); TrySend fails beyond it.</summary>
-    public int SendBufferMessages { get; init; } = 1024;
+    /// <summary>Largest message, in bytes; a larger one is refused with an ArgumentException. A message longer than
+    /// <see cref="MaxSegmentBytes"/> travels as several segments and is reassembled by the receiver, which holds at most
+    /// this many bytes per peer while it does.</summary>
+    public int MaxMessageBytes { get; init; } = 256 * 1024;
+
+    /// <summary>Segments a connection buffers for sending (queued plus unacknowledged); TrySend fails beyond it. Must
+    /// hold the largest message.</summary>
+    public int SendBufferSegments { get; init; } = 1024;
 
     /// <summary>Segments in flight per connection, and the span of the receiver's reorder buffer.</summary>
     public int Window { get; init; } = 64;
@@ -38,9 +45,17 @@ public sealed record ReliableUnicastOptions
 
     public void Validate()
     {
-        OptionChecks.InRange(MaxMessageBytes, 1, 65507 - PacketHeader.Size - ReliableWire.DataHeaderSize, $"ReliableUnicastOptions.{nameof(MaxMessageBytes)}");
+        OptionChecks.InRange(MaxSegmentBytes, 1, 65507 - PacketHeader.Size - ReliableWire.DataHeaderSize, $"ReliableUnicastOptions.{nameof(MaxSegmentBytes)}");
+        OptionChecks.InRange(MaxMessageBytes, 1, 64 << 20, $"ReliableUnicastOptions.{nameof(MaxMessageBytes)}");
         OptionChecks.InRange(Window, 1, 64, $"ReliableUnicastOptions.{nameof(Window)}");
-        OptionChecks.InRange(SendBufferMessages, Window, 1 << 20, $"ReliableUnicastOptions.{nameof(SendBufferMessages)}");
+        OptionChecks.InRange(SendBufferSegments, Window, 1 << 20, $"ReliableUnicastOptions.{nameof(SendBufferSegments)}");
+        long largest = ((long)MaxMessageBytes + MaxSegmentBytes - 1) / MaxSegmentBytes;
+        if (SendBufferSegments < largest)
+        {
+            throw new ArgumentOutOfRangeException(nameof(SendBufferSegments), SendBufferSegments,
+                $"ReliableUnicastOptions.SendBufferSegments must hold the largest message: MaxMessageBytes ({MaxMessageBytes}) needs {largest} segments of MaxSegmentBytes ({MaxSegmentBytes}).");
+        }
+
         OptionChecks.Positive(InitialRto, $"ReliableUnicastOptions.{nameof(InitialRto)}");
         OptionChecks.Positive(MinRto, $"ReliableUnicastOptions.{nameof(MinRto)}");
         if (MaxRto < MinRto)
@@ -55,7 +70,7 @@ public sealed record ReliableUnicastOptions
 
         OptionChecks.InRange(MaxRetransmissions, 1, 1000, $"ReliableUnicastOptions.{nameof(MaxRetransmissions)}");
         OptionChecks.InRange(RateLimitBytesPerSecond, 1000, long.MaxValue / 2, $"ReliableUnicastOptions.{nameof(RateLimitBytesPerSecond)}");
-        OptionChecks.InRange(RateBurstBytes, MaxMessageBytes + PacketHeader.Size + ReliableWire.DataHeaderSize, 1 << 30, $"ReliableUnicastOptions.{nameof(RateBurstBytes)}");
+        OptionChecks.InRange(RateBurstBytes, MaxSegmentBytes + PacketHeader.Size + ReliableWire.DataHeaderSize, 1 << 30, $"ReliableUnicastOptions.{nameof(RateBurstBytes)}");
         OptionChecks.InRange(MaxPeers, 1, 1 << 20, $"ReliableUnicastOptions.{nameof(MaxPeers)}");
     }
 }

@@ -6,7 +6,8 @@ namespace QuickSilver.Transport.Reliable;
 /// <summary>
 /// Reliable unicast packets, after the common 12-byte header (little-endian; docs/wire-format.md):
 /// <code>
-/// ReliableData: u32 senderEpoch | u32 receiverEpoch (0 = not yet known) | u64 seq | payload
+/// ReliableData, ReliableFragment: u32 senderEpoch | u32 receiverEpoch (0 = not yet known) | u64 seq | payload
+///               (ReliableData ends a message; ReliableFragment is followed by the message's next segment)
 /// ReliableAck:  u32 senderEpoch | u32 receiverEpoch | u64 next expected seq | u64 SACK bitmap
 ///               (bit i set: seq next+1+i has arrived)
 /// </code>
@@ -16,10 +17,10 @@ internal static class ReliableWire
     public const int DataHeaderSize = 16;
     public const int AckBodySize = 24;
 
-    public static int WriteData(Span<byte> datagram, uint sender, uint senderEpoch, uint receiverEpoch, ulong seq, ReadOnlySpan<byte> payload)
+    public static int WriteData(Span<byte> datagram, PacketType type, uint sender, uint senderEpoch, uint receiverEpoch, ulong seq, ReadOnlySpan<byte> payload)
     {
         int length = PacketHeader.Size + DataHeaderSize + payload.Length;
-        new PacketHeader(PacketType.ReliableData, sender, (ushort)length).Write(datagram);
+        new PacketHeader(type, sender, (ushort)length).Write(datagram);
         var body = datagram[PacketHeader.Size..];
         BinaryPrimitives.WriteUInt32LittleEndian(body, senderEpoch);
         BinaryPrimitives.WriteUInt32LittleEndian(body[4..], receiverEpoch);

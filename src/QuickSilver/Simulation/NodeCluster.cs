@@ -43,7 +43,7 @@ internal sealed class NodeCluster
         GmsEndpoint = gmsEndpoint.LocalAddress;
         gmsNode.TryPost(_ =>
         {
-            var reliable = new ReliableUnicast(gmsEndpoint, gmsNode, 7, new ReliableUnicastOptions { MaxMessageBytes = _options.MaxDatagramSize - 64 });
+            var reliable = new ReliableUnicast(gmsEndpoint, gmsNode, 7, new ReliableUnicastOptions { MaxSegmentBytes = _options.MaxDatagramSize - 64 });
             gmsEndpoint.SetHandler(reliable);
             Gms = new GmsServer(gmsNode, new ReliableControlChannel(reliable), 7, GmsOptions);
         }, null);

@@ -38,6 +38,31 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
         Assert.True(cluster.Network.Drops[DropReason.LinkLoss] > 100, $"seed {seed}: too little loss to test recovery");
     }
 
+    [Fact]
+    public void With_ethernet_sized_datagrams_a_view_larger_than_one_datagram_still_arrives()
+    {
+        // 170 nodes in 4 groups with 1,472-byte datagrams: a single region view of 170 members is larger than a datagram,
+        // so it travels as several reliable-unicast segments (before fragmentation the GMS could not send it at all).
+        const int Messages = 400;
+        const int Seed = 601;
+        var cluster = new NodeCluster(Seed, Lossy, maxDatagramSize: 1472);
+        var all = cluster.AddNodes(170);
+        var names = Enumerable.Range(0, 4).Select(g => $"topic/{g}").ToArray();
+        cluster.Join(all, names);
+        cluster.SettleViews(names[^1], all);
+        var publishers = all.Take(3).ToList();
+        foreach (var p in publishers)
+        {
+            p.PublishNumbered(names[0], Messages, perSecond: 2_000);
+        }
+
+        bool done = cluster.Network.RunUntil(() => all.All(n => publishers.All(p => n.Groups[names[0]].CountFrom(p.Id) >= Messages)), TimeSpan.FromMinutes(3));
+        Report(cluster, Seed);
+        Assert.True(done, $"seed {Seed}: {Check(all, publishers, Messages, names[0])}");
+        Assert.Null(Check(all, publishers, Messages, names[0]));
+        Assert.True(cluster.Gms!.LargestMessageBytes > 1472, $"seed {Seed}: the largest GMS update was {cluster.Gms.LargestMessageBytes} bytes; the test proves nothing");
+    }
+
     [Theory]
     [InlineData(501)]
     [InlineData(502)]

@@ -7,7 +7,9 @@ namespace QuickSilver.Transport.Tests.Reliable;
 /// <summary>
 /// The reliable-transfer check, independent of where it runs: <see cref="Sender"/> pushes numbered messages from a to b as
 /// fast as the send buffer allows (resuming on SpaceAvailable); <see cref="Receiver"/> checks each arrives exactly once
-/// and in order. Used in simulation and over real loopback UDP. Both run on their endpoint's core thread.
+/// and in order. Used in simulation and over real loopback UDP. Both run on their endpoint's core thread. With
+/// <c>sizeOf</c>, message i has sizeOf(i) bytes (at least 4) filled with a pattern the receiver checks, so messages
+/// cut into several segments must come back whole.
 /// </summary>
 internal sealed class ReliableTransferScenario
 {
@@ -15,15 +17,17 @@ internal sealed class ReliableTransferScenario
     private readonly NetAddress _to;
     private readonly int _total;
     private readonly byte[] _message;
+    private readonly Func<int, int>? _sizeOf;
     private int _next;
     private long _received;
 
-    public ReliableTransferScenario(ReliableUnicast a, ReliableUnicast b, int total, int messageBytes = 64)
+    public ReliableTransferScenario(ReliableUnicast a, ReliableUnicast b, int total, int messageBytes = 64, Func<int, int>? sizeOf = null)
     {
         _a = a;
         _to = b.LocalAddress;
         _total = total;
-        _message = new byte[messageBytes];
+        _sizeOf = sizeOf;
+        _message = new byte[sizeOf is null ? messageBytes : a.MaxMessageBytes];
         a.SpaceAvailable += _ => Pump();
         b.MessageReceived += OnMessage;
     }
@@ -43,7 +47,13 @@ internal sealed class ReliableTransferScenario
         while (_next < _total)
         {
             BinaryPrimitives.WriteInt32LittleEndian(_message, _next);
-            if (!_a.TrySend(_to, _message))
+            int length = _sizeOf?.Invoke(_next) ?? _message.Length;
+            for (int i = 4; _sizeOf is not null && i < length; i++)
+            {
+                _message[i] = Pattern(_next, i);
+            }
+
+            if (!_a.TrySend(_to, _message.AsSpan(0, length)))
             {
                 return;
             }
@@ -59,7 +69,24 @@ internal sealed class ReliableTransferScenario
         {
             Violation ??= $"expected message {_received}, got {seq}";
         }
+        else if (_sizeOf is not null && message.Length != _sizeOf(seq))
+        {
+            Violation ??= $"message {seq} arrived with {message.Length} bytes, sent {_sizeOf(seq)}";
+        }
+        else if (_sizeOf is not null)
+        {
+            for (int i = 4; i < message.Length; i++)
+            {
+                if (message[i] != Pattern(seq, i))
+                {
+                    Violation ??= $"message {seq} differs at byte {i}";
+                    break;
+                }
+            }
+        }
 
         Interlocked.Increment(ref _received);
     }
+
+    private static byte Pattern(int message, int index) => (byte)((message * 31) + (index * 7) + (index >> 8));
 }

@@ -72,7 +72,7 @@ public sealed class ReliableUnicastSimulationTests
     [Fact]
     public void A_full_send_buffer_refuses_then_frees_space()
     {
-        var options = new ReliableUnicastOptions { SendBufferMessages = 64, Window = 16 };
+        var options = new ReliableUnicastOptions { SendBufferSegments = 64, Window = 16, MaxMessageBytes = 10_000 };
         var (net, _, _, a, b) = Setup(4, options: options);
         int accepted = 0;
         while (a.TrySend(b.LocalAddress, new byte[10]))
@@ -213,8 +213,100 @@ public sealed class ReliableUnicastSimulationTests
         Assert.Contains("Window", e.Message, StringComparison.Ordinal);
         e = Assert.Throws<ArgumentOutOfRangeException>(() => new ReliableUnicastOptions { AckDelay = TimeSpan.FromSeconds(1) }.Validate());
         Assert.Contains("AckDelay", e.Message, StringComparison.Ordinal);
+        e = Assert.Throws<ArgumentOutOfRangeException>(() => new ReliableUnicastOptions { MaxMessageBytes = 1 << 20, SendBufferSegments = 512 }.Validate());
+        Assert.Contains("SendBufferSegments", e.Message, StringComparison.Ordinal);
+        e = Assert.Throws<ArgumentOutOfRangeException>(() => new ReliableUnicastOptions { MaxSegmentBytes = 0 }.Validate());
+        Assert.Contains("MaxSegmentBytes", e.Message, StringComparison.Ordinal);
         var (_, _, _, a, b) = Setup(9);
-        var big = Assert.Throws<ArgumentException>(() => a.TrySend(b.LocalAddress, new byte[5000]));
+        var big = Assert.Throws<ArgumentException>(() => a.TrySend(b.LocalAddress, new byte[a.MaxMessageBytes + 1]));
         Assert.Contains("MaxMessageBytes", big.Message, StringComparison.Ordinal);
+        var net = new SimNetwork(9);
+        var small = net.AddNode().Open(5000, maxDatagramSize: 1200);
+        var tooLarge = Assert.Throws<ArgumentException>(() => new ReliableUnicast(small, net.AddNode(), 1));
+        Assert.Contains("MaxSegmentBytes", tooLarge.Message, StringComparison.Ordinal);
+    }
+
+    [Theory]
+    [InlineData(21)]
+    [InlineData(22)]
+    public void Messages_larger_than_a_datagram_arrive_whole_once_and_in_order_through_loss_reordering_and_duplication(int seed)
+    {
+        // Sizes from 4 bytes to 40 KB (up to 30 segments of 1,384 bytes), so fragments of one message are lost, reordered
+        // and duplicated independently; every message must come back whole, in order, exactly once.
+        var link = new LinkOptions
+        {
+            LossRate = 0.1,
+            ReorderRate = 0.1,
+            ReorderDelay = TimeSpan.FromMilliseconds(1),
+            DuplicateRate = 0.05,
+        };
+        var (net, _, _, a, b) = Setup(seed, link);
+        static int SizeOf(int i) => i % 7 == 0 ? 4 + (i * 997 % 40_000) : 4 + (i * 131 % 3_000);
+        var scenario = new ReliableTransferScenario(a, b, 2_000, sizeOf: SizeOf);
+        scenario.Pump();
+
+        bool done = net.RunUntil(() => scenario.Done || scenario.Violation is not null, TimeSpan.FromMinutes(10));
+        Assert.True(scenario.Violation is null, $"seed {seed}: {scenario.Violation}");
+        Assert.True(done, $"seed {seed}: only {scenario.Received} of 2,000 arrived");
+        Assert.True(net.Drops[DropReason.LinkLoss] > 1_000, $"seed {seed}: the network lost only {net.Drops[DropReason.LinkLoss]}");
+    }
+
+    [Fact]
+    public void A_multi_segment_message_waits_for_room_for_all_its_segments()
+    {
+        var options = new ReliableUnicastOptions { SendBufferSegments = 64, Window = 16, MaxSegmentBytes = 1000, MaxMessageBytes = 3000 };
+        var (net, _, _, a, b) = Setup(23, options: options);
+        int accepted = 0;
+        while (a.TrySend(b.LocalAddress, new byte[2500])) // 3 segments each
+        {
+            accepted++;
+        }
+
+        Assert.Equal(21, accepted);
+        Assert.Equal(63, a.Connection(b.LocalAddress).Pending);
+        Assert.True(a.TrySend(b.LocalAddress, new byte[1000]), "one segment still fits");
+        int spaceEvents = 0;
+        a.SpaceAvailable += _ => spaceEvents++;
+        var sizes = new List<int>();
+        b.MessageReceived += (_, m) => sizes.Add(m.Length);
+        net.RunFor(TimeSpan.FromSeconds(1));
+        Assert.Equal(1, spaceEvents);
+        Assert.Equal(Enumerable.Repeat(2500, 21).Append(1000), sizes);
+    }
+
+    [Fact]
+    public void A_peer_whose_message_exceeds_the_receivers_bound_has_it_dropped_and_counted_and_the_next_one_delivered()
+    {
+        var net = new SimNetwork(24);
+        var nodeA = net.AddNode();
+        var nodeB = net.AddNode();
+        var a = Endpoint(nodeA, new ReliableUnicastOptions { MaxMessageBytes = 100_000 });
+        var b = Endpoint(nodeB, new ReliableUnicastOptions { MaxMessageBytes = 10_000 });
+        var sizes = new List<int>();
+        b.MessageReceived += (_, m) => sizes.Add(m.Length);
+        Assert.True(a.TrySend(b.LocalAddress, new byte[9_000]));
+        Assert.True(a.TrySend(b.LocalAddress, new byte[50_000])); // 37 segments: b gives up after 10,000 bytes
+        Assert.True(a.TrySend(b.LocalAddress, new byte[10_000]));
+        Assert.True(a.TrySend(b.LocalAddress, new byte[3]));
+        net.RunFor(TimeSpan.FromSeconds(2));
+        Assert.Equal(new[] { 9_000, 10_000, 3 }, sizes);
+        Assert.Equal(1, b.Drops[DropReason.Oversized]);
+        Assert.Equal(0, a.Connection(b.LocalAddress).Pending);
+    }
+
+    [Fact]
+    public void A_crashed_peer_is_reported_with_the_number_of_messages_not_segments_it_never_acknowledged()
+    {
+        var (net, _, nodeB, a, b) = Setup(25, options: FastFailure);
+        var failures = new List<int>();
+        a.PeerFailed += (_, lost) => failures.Add(lost);
+        nodeB.Crash();
+        for (int i = 0; i < 3; i++)
+        {
+            Assert.True(a.TrySend(b.LocalAddress, new byte[5_000])); // 4 segments each
+        }
+
+        Assert.True(net.RunUntil(() => failures.Count > 0, TimeSpan.FromSeconds(3)), "seed 25: the crash was never reported");
+        Assert.Equal(3, Assert.Single(failures));
     }
 }
