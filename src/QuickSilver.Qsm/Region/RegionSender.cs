@@ -33,6 +33,8 @@ public sealed class RegionSender
     private ulong _regionMaxSeen;
     private ulong _viewStart = 1;
     private int _openLength;
+    private bool _refused;      // someone was told "no room"; SpaceAvailable is owed once there is
+    private bool _notifying;
 
     public RegionSender(uint node, RegionView view, IDatagramTransport data, IAlarmScheduler scheduler,
         RegionOptions? options = null, RateControlOptions? rateOptions = null)
@@ -85,7 +87,8 @@ public sealed class RegionSender
 
     public DropCounters Drops { get; } = new();
 
-    /// <summary>Raised when an ACK frees space in a window that was full.</summary>
+    /// <summary>Raised, after a refusal (<see cref="TrySend"/>, <see cref="TryAppend"/> or <see cref="CanAppend"/> said
+    /// no), once the sender would take more: the window has room and no sealed packet is waiting for credit.</summary>
     public event Action? SpaceAvailable;
 
     /// <summary>Raised for each packet sent for the first time (a sender that is a member records it locally).</summary>
@@ -110,31 +113,51 @@ public sealed class RegionSender
         CheckSize(payload.Length, nameof(payload));
         if (_buffer.Count + (_openLength > 0 ? 2 : 1) > _options.SenderWindow)
         {
+            _refused = true;
             return false;
         }
 
         SealOpen(); // keeps the order of what was appended before
         Enqueue(payload.ToArray());
-        SendWaiting();
+        TransmitWaiting(); // no SpaceAvailable from inside the caller's own send
         return true;
     }
 
-    /// <summary>Whether <see cref="TryAppend"/> would accept a record of <paramref name="length"/> bytes now.</summary>
-    public bool CanAppend(int length) => _openLength + length <= MaxPayload || HasSpace;
+    /// <summary>Whether <see cref="TryAppend"/> would accept a record of <paramref name="length"/> bytes now. False
+    /// arms <see cref="SpaceAvailable"/>.</summary>
+    public bool CanAppend(int length)
+    {
+        if (_openLength + length <= MaxPayload || CanSeal)
+        {
+            return true;
+        }
+
+        _refused = true;
+        return false;
+    }
+
+    /// <summary>
+    /// The open packet may be sealed (numbered) for a new one: the window has room and no sealed packet waits for credit.
+    /// This is what makes the group layer's feeds pull-driven (DESIGN: "the layer below pulls when rate control and
+    /// buffers allow"): records are taken only while they can go out now or fill the packet that goes next, so at most
+    /// two packets' worth is held beyond what rate control has released, whatever the window.
+    /// </summary>
+    private bool CanSeal => _waiting.Count == 0 && HasSpace;
 
     /// <summary>
     /// Packing (§2.2: "small messages bound for the same region share one datagram"): appends a self-delimiting record to
     /// the open packet. The open packet is numbered and sent as soon as rate control allows a packet, so under light load
     /// each record goes out alone at once, and under load records accumulate and share datagrams. False when the open
-    /// packet is full and the window has no room to number it (wait for <see cref="SpaceAvailable"/>).
+    /// packet is full and cannot be sealed yet (see <see cref="CanSeal"/>; wait for <see cref="SpaceAvailable"/>).
     /// </summary>
     public bool TryAppend(ReadOnlySpan<byte> record)
     {
         CheckSize(record.Length, nameof(record));
         if (_openLength + record.Length > MaxPayload)
         {
-            if (!HasSpace)
+            if (!CanSeal)
             {
+                _refused = true;
                 return false;
             }
 
@@ -143,7 +166,7 @@ public sealed class RegionSender
 
         record.CopyTo(_open.AsSpan(_openLength));
         _openLength += record.Length;
-        SendWaiting(); // returns at once without credit; CreditAvailable resumes it
+        TransmitWaiting(); // returns at once without credit; CreditAvailable resumes it (no upcall into the caller's loop)
         return true;
     }
 
@@ -172,10 +195,17 @@ public sealed class RegionSender
         _waiting.Enqueue(seq);
     }
 
+    /// <summary>Sends what rate control allows, then tells whoever was refused that there is room.</summary>
+    private void SendWaiting()
+    {
+        TransmitWaiting();
+        NotifyIfRoom();
+    }
+
     /// <summary>Sends what rate control allows: resends a NAK or the timeout asked for first, then new packets, then the
     /// open packet. Resends are multicast like the originals, so they spend credits too: a burst of losses answered all
     /// at once would overrun the receivers that just lost them (docs/qsm.md).</summary>
-    private void SendWaiting()
+    private void TransmitWaiting()
     {
         while (true)
         {
@@ -215,6 +245,30 @@ public sealed class RegionSender
             }
 
             Transmit(_waiting.Dequeue());
+        }
+    }
+
+    /// <summary>Raises <see cref="SpaceAvailable"/> if someone was refused and there is room now; not re-entered (a
+    /// refusal during the upcall is answered by the loop once that call returns).</summary>
+    private void NotifyIfRoom()
+    {
+        if (_notifying)
+        {
+            return;
+        }
+
+        _notifying = true;
+        try
+        {
+            while (_refused && CanSeal)
+            {
+                _refused = false;
+                SpaceAvailable?.Invoke();
+            }
+        }
+        finally
+        {
+            _notifying = false;
         }
     }
 
@@ -300,7 +354,6 @@ public sealed class RegionSender
             return;
         }
 
-        bool wasFull = !HasSpace;
         for (ulong seq = Acknowledged + 1; seq <= stable; seq++)
         {
             _buffer.Remove(seq);
@@ -314,11 +367,7 @@ public sealed class RegionSender
 
         _regionMaxSeen = Math.Max(_regionMaxSeen, maxSeen);
         _rate.OnReceiverRate(rate, loss);
-        SendWaiting(); // an open packet may have been waiting for window space
-        if (wasFull && HasSpace)
-        {
-            SpaceAvailable?.Invoke(); // whoever found the window full (TrySend refused, or HasSpace was false) resumes
-        }
+        SendWaiting(); // an open packet may have been waiting for window space; whoever was refused resumes
     }
 
     /// <summary>

@@ -63,6 +63,32 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
         Assert.True(cluster.Gms!.LargestMessageBytes > 1472, $"seed {Seed}: the largest GMS update was {cluster.Gms.LargestMessageBytes} bytes; the test proves nothing");
     }
 
+    [Fact]
+    public void A_pull_feed_is_pulled_only_as_fast_as_rate_control_releases_packets()
+    {
+        // DESIGN §3: the layer below pulls when rate control and buffers allow. Starting at μ_min = 100 packets/s, in
+        // 1.5 s rate control releases a few hundred packets (the credit pool C = 200, then the rate the first ACKs allow);
+        // the feed (a million messages ready) must not be drained into the 4,096-packet window ahead of that: at most the
+        // packet being filled and one sealed packet waiting for credit are held beyond what went out.
+        const int Seed = 701;
+        var cluster = new NodeCluster(Seed, new LinkOptions(), rate: new QuickSilver.Qsm.RateControl.RateControlOptions { MinRate = 100 });
+        var all = cluster.AddNodes(3);
+        cluster.Join(all, "bulk");
+        cluster.SettleViews("bulk", all);
+        all[0].PublishNumbered("bulk", 1_000_000);
+        cluster.Network.RunFor(TimeSpan.FromSeconds(1.5));
+
+        var sender = all[0].Stack!.Senders.Values.Single();
+        int pulled = all[0].Groups["bulk"].Published!.Next - 1;
+        int perPacket = sender.MaxPayload / (GroupWire.HeaderSize + 100);
+        Assert.True(sender.LastSequence is > 200 and < 2_000, $"seed {Seed}: {sender.LastSequence} packets numbered in 1.5 s from 100 packets/s");
+        Assert.True(pulled <= (int)(sender.LastSequence + 1) * perPacket,
+            $"seed {Seed}: {pulled} messages pulled for {sender.LastSequence} packets of at most {perPacket} messages");
+        int received = all[1].Groups["bulk"].CountFrom(all[0].Id);
+        Assert.True(received >= pulled - (4 * perPacket),
+            $"seed {Seed}: the receivers got {received} of the {pulled} messages pulled ({sender.LastSequence} packets of at most {perPacket}): the feed was drained ahead of sending");
+    }
+
     [Theory]
     [InlineData(501)]
     [InlineData(502)]
