@@ -28,6 +28,7 @@ public sealed class RegionSender
     private readonly byte[] _open;
     private readonly NakSet _naks;
     private readonly Alarm _retransmitAlarm;
+    private readonly Alarm _flushAlarm;
     private RegionView _view;
     private TimeSpan _lastProgress;
     private ulong _regionMaxSeen;
@@ -51,6 +52,7 @@ public sealed class RegionSender
         _open = new byte[MaxPayload];
         _naks = new NakSet(_options.MaxNakRanges);
         _retransmitAlarm = new Alarm(_ => RetransmitOverdue());
+        _flushAlarm = new Alarm(_ => SendWaiting());
         _scheduler.ScheduleAfter(_retransmitAlarm, _options.TokenInterval);
     }
 
@@ -119,7 +121,7 @@ public sealed class RegionSender
 
         SealOpen(); // keeps the order of what was appended before
         Enqueue(payload.ToArray());
-        TransmitWaiting(); // no SpaceAvailable from inside the caller's own send
+        TransmitWaiting(flushOpen: true); // no SpaceAvailable from inside the caller's own send
         return true;
     }
 
@@ -146,8 +148,9 @@ public sealed class RegionSender
 
     /// <summary>
     /// Packing (§2.2: "small messages bound for the same region share one datagram"): appends a self-delimiting record to
-    /// the open packet. The open packet is numbered and sent as soon as rate control allows a packet, so under light load
-    /// each record goes out alone at once, and under load records accumulate and share datagrams. False when the open
+    /// the open packet. A full packet is sealed and sent as rate control allows; a partly filled one goes out from an
+    /// alarm due now, which the core runs after the work already queued (the rest of a batch of downcalls, the rest of a
+    /// feed), so records appended together share a packet and a lone record still leaves at once. False when the open
     /// packet is full and cannot be sealed yet (see <see cref="CanSeal"/>; wait for <see cref="SpaceAvailable"/>).
     /// </summary>
     public bool TryAppend(ReadOnlySpan<byte> record)
@@ -166,7 +169,12 @@ public sealed class RegionSender
 
         record.CopyTo(_open.AsSpan(_openLength));
         _openLength += record.Length;
-        TransmitWaiting(); // returns at once without credit; CreditAvailable resumes it (no upcall into the caller's loop)
+        TransmitWaiting(flushOpen: false); // sealed packets only; no upcall into the caller's loop
+        if (_openLength > 0 && !_flushAlarm.IsScheduled)
+        {
+            _scheduler.Schedule(_flushAlarm, _scheduler.Now);
+        }
+
         return true;
     }
 
@@ -195,17 +203,18 @@ public sealed class RegionSender
         _waiting.Enqueue(seq);
     }
 
-    /// <summary>Sends what rate control allows, then tells whoever was refused that there is room.</summary>
+    /// <summary>Sends what rate control allows, the open packet included, then tells whoever was refused that there is
+    /// room (not re-entrantly).</summary>
     private void SendWaiting()
     {
-        TransmitWaiting();
+        TransmitWaiting(flushOpen: true);
         NotifyIfRoom();
     }
 
     /// <summary>Sends what rate control allows: resends a NAK or the timeout asked for first, then new packets, then the
-    /// open packet. Resends are multicast like the originals, so they spend credits too: a burst of losses answered all
-    /// at once would overrun the receivers that just lost them (docs/qsm.md).</summary>
-    private void TransmitWaiting()
+    /// open packet if <paramref name="flushOpen"/>. Resends are multicast like the originals, so they spend credits too:
+    /// a burst of losses answered all at once would overrun the receivers that just lost them (docs/qsm.md).</summary>
+    private void TransmitWaiting(bool flushOpen)
     {
         while (true)
         {
@@ -221,7 +230,7 @@ public sealed class RegionSender
                 continue;
             }
 
-            if (_repairs.Count == 0 && _waiting.Count == 0 && (_openLength == 0 || !HasSpace))
+            if (_repairs.Count == 0 && _waiting.Count == 0 && (!flushOpen || _openLength == 0 || !HasSpace))
             {
                 return;
             }
