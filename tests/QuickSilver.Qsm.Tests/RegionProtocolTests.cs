@@ -115,17 +115,22 @@ public sealed class RegionFailureTests(ITestOutputHelper output)
     }
 
     [Theory]
-    [InlineData(11)]
-    [InlineData(12)]
-    public void Losing_all_but_one_member_of_a_caching_partition_mid_run_loses_nothing(int seed)
+    [InlineData(25, 11)]
+    [InlineData(25, 12)]
+    [InlineData(71, 13)]
+    public void Losing_all_but_one_member_of_a_caching_partition_mid_run_loses_nothing(int members, int seed)
     {
         const int Messages = 3_000;
-        var cluster = new RegionCluster(seed, 25, 1, Lossy, FastTokens);
+        var cluster = new RegionCluster(seed, members, 1, Lossy, FastTokens);
         cluster.SendFromAll(Messages);
         cluster.Network.RunFor(TimeSpan.FromMilliseconds(600));
 
-        // Partition 1 (view indices 1, 6, 11, 16, 21) loses R-1 = 4 of its 5 members at once; the GMS reports them dead.
-        var victims = new[] { 6, 11, 16, 21 }.Select(i => cluster.Nodes.Single(n => n.Id == cluster.View.Members[i].Node.Value)).ToArray();
+        // Partition 1 (view indices 1, 1 + p, 1 + 2p, … with p = ⌊n/R⌋ partitions) loses all its members but the first
+        // (R−1 = 4 at once); the GMS reports them dead.
+        int p = members / 5;
+        var victims = Enumerable.Range(1, members - 1).Where(i => i % p == 1 && i != 1)
+            .Select(i => cluster.Nodes.Single(n => n.Id == cluster.View.Members[i].Node.Value)).ToArray();
+        Assert.Equal(4, victims.Length);
         foreach (var v in victims)
         {
             v.Sim.Crash();
@@ -137,15 +142,16 @@ public sealed class RegionFailureTests(ITestOutputHelper output)
         bool done = cluster.Network.RunUntil(() => cluster.AllDelivered(Messages), TimeSpan.FromMinutes(5));
         Assert.True(done, $"seed {seed}: {cluster.CheckDelivery(Messages)}");
         Assert.Null(cluster.CheckDelivery(Messages));
-        Assert.Equal(21, cluster.LiveMembers.Count());
+        Assert.Equal(members - 4, cluster.LiveMembers.Count());
     }
 
     [Theory]
-    [InlineData(21)]
-    [InlineData(22)]
-    public void When_the_sender_crashes_the_region_finishes_among_itself(int seed)
+    [InlineData(25, 21)]
+    [InlineData(25, 22)]
+    [InlineData(71, 23)]
+    public void When_the_sender_crashes_the_region_finishes_among_itself(int members, int seed)
     {
-        var cluster = new RegionCluster(seed, 25, 1, Lossy, FastTokens);
+        var cluster = new RegionCluster(seed, members, 1, Lossy, FastTokens);
         cluster.SendFromAll(5_000);
         cluster.Network.RunFor(TimeSpan.FromMilliseconds(1200));
         var sender = cluster.Senders[0];
