@@ -90,13 +90,15 @@ internal sealed class NodeGroup(string name, IGroupOwner owner)
         return discarded;
     }
 
-    /// <summary>Records delivery of <paramref name="sequence"/> from <paramref name="sender"/>; false for a duplicate or
-    /// an older message (per-sender FIFO: a message never overtakes one already delivered).</summary>
-    public bool Advance(uint sender, ulong sequence)
+    /// <summary>Records delivery of <paramref name="sequence"/> from <paramref name="sender"/>. With
+    /// <paramref name="fifo"/>, false for a duplicate or an older message (per-sender FIFO: a message never overtakes one
+    /// already delivered). Without it the region layer's exactly-once delivery of packets is relied on and every
+    /// message passes.</summary>
+    public bool Advance(uint sender, ulong sequence, bool fifo)
     {
         if (_lastDelivered.TryGetValue(sender, out var last) && sequence <= last)
         {
-            return false;
+            return !fifo;
         }
 
         _lastDelivered[sender] = sequence;

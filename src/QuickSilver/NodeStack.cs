@@ -263,7 +263,7 @@ internal sealed class NodeStack : IDatagramHandler
                 continue; // a group this node is not in (the region carries every group mapped to it)
             }
 
-            if (!target.Advance(sender, groupSeq))
+            if (!target.Advance(sender, groupSeq, _options.Region.FifoDelivery))
             {
                 Duplicates++;
                 continue;

@@ -305,7 +305,7 @@ public sealed class RegionMember
     {
         if (!_streams.TryGetValue(sender, out var stream))
         {
-            stream = new SenderStream(sender);
+            stream = new SenderStream(sender, _options.FifoDelivery);
             _streams.Add(sender, stream);
         }
 

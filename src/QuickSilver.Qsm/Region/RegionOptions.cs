@@ -33,6 +33,11 @@ public sealed record RegionOptions
     /// (1,472 on Ethernet): the 16 KiB default suits loopback, where it is one datagram, not eleven IP fragments.</summary>
     public int MaxPacketBytes { get; init; }
 
+    /// <summary>Per-sender FIFO delivery (on by default): a member delivers a sender's packets in sequence order, holding
+    /// those that arrive after a gap until it closes. Off, a packet is delivered as soon as it arrives (still exactly
+    /// once; a member that joined mid-stream still only from its start point): lower latency under loss, no order.</summary>
+    public bool FifoDelivery { get; init; } = true;
+
     /// <summary>Senders a token can carry sections for.</summary>
     public int MaxSenders { get; init; } = 64;
 

@@ -5,7 +5,7 @@ namespace QuickSilver.Qsm.Region;
 
 /// <summary>
 /// One sender's packets as seen by one region member: delivered in order up to <see cref="Delivered"/>, held beyond
-/// it until the gap closes, and kept after delivery until the region-wide purge point (every member has them) to
+/// it until the gap closes (or, without FIFO, delivered on arrival and still held), and kept after delivery until the region-wide purge point (every member has them) to
 /// serve pushes and pulls. Keeping every packet, not only the partition's share (seq mod p), means a view change that
 /// redraws the partitions never strands a packet; the memory it costs is bounded by the purge lag, about two token
 /// rounds of traffic (docs/qsm.md).
@@ -13,10 +13,13 @@ namespace QuickSilver.Qsm.Region;
 internal sealed class SenderStream
 {
     private readonly Dictionary<ulong, byte[]> _held = new();
+    private readonly bool _fifo;
+    private readonly HashSet<ulong> _early = new(); // without FIFO: held packets above Delivered already delivered
 
-    public SenderStream(uint sender)
+    public SenderStream(uint sender, bool fifo = true)
     {
         Sender = sender;
+        _fifo = fifo;
     }
 
     public uint Sender { get; }
@@ -61,15 +64,34 @@ internal sealed class SenderStream
         }
 
         DeliverInOrder(deliver);
+        if (!_fifo)
+        {
+            foreach (var seq in _held.Keys.Where(k => k > Delivered).Order().ToList())
+            {
+                DeliverEarly(seq, _held[seq], deliver);
+            }
+        }
     }
 
-    /// <summary>Delivers every held packet that now follows <see cref="Delivered"/> without a gap.</summary>
+    /// <summary>Delivers every held packet that now follows <see cref="Delivered"/> without a gap (skipping those
+    /// already delivered early).</summary>
     private void DeliverInOrder(Action<SenderStream, ulong, byte[]> deliver)
     {
         while (Anchored && _held.TryGetValue(Delivered + 1, out var next))
         {
             Delivered++;
-            deliver(this, Delivered, next);
+            if (!_early.Remove(Delivered))
+            {
+                deliver(this, Delivered, next);
+            }
+        }
+    }
+
+    private void DeliverEarly(ulong seq, byte[] payload, Action<SenderStream, ulong, byte[]> deliver)
+    {
+        if (_early.Add(seq))
+        {
+            deliver(this, seq, payload);
         }
     }
 
@@ -86,8 +108,14 @@ internal sealed class SenderStream
             return false;
         }
 
-        _held[seq] = payload.ToArray();
+        var copy = payload.ToArray();
+        _held[seq] = copy;
         MaxSeen = Math.Max(MaxSeen, seq);
+        if (!_fifo && Anchored && seq > Delivered + 1)
+        {
+            DeliverEarly(seq, copy, deliver); // no order asked for: it need not wait for the gap below it
+        }
+
         DeliverInOrder(deliver);
         return true;
     }
