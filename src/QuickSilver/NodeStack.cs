@@ -29,13 +29,14 @@ internal sealed class NodeStack : IDatagramHandler
     private RegionMember? _member;
     private int _pumpStart;
 
-    public NodeStack(IAlarmScheduler scheduler, IDatagramTransport endpoint, QuickSilverNodeOptions options, uint epoch)
+    /// <param name="log">Where malformed control datagrams are reported (rate-limited); none in simulation.</param>
+    public NodeStack(IAlarmScheduler scheduler, IDatagramTransport endpoint, QuickSilverNodeOptions options, uint epoch, RateLimitedLog? log = null)
     {
         _scheduler = scheduler;
         _endpoint = endpoint;
         _options = options;
         _reliable = new ReliableUnicast(endpoint, scheduler, epoch,
-            new ReliableUnicastOptions { MaxSegmentBytes = endpoint.MaxDatagramSize - 64 });
+            new ReliableUnicastOptions { MaxSegmentBytes = endpoint.MaxDatagramSize - 64 }, log: log);
         endpoint.SetHandler(_reliable);
         _reliable.Fallback = this;
         var demux = new ControlDemux(_reliable) { Region = OnRegionControl };

@@ -1,4 +1,5 @@
 using QuickSilver.Core;
+using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
 using QuickSilver.Membership.Service;
 using QuickSilver.Transport.Reliable;
@@ -53,7 +54,8 @@ public sealed class QuickSilverNode : IAsyncDisposable
     {
         options ??= new QuickSilverNodeOptions();
         options.Validate();
-        var core = QuickSilverCore.Start(new CoreOptions { Name = "node", Backend = options.Backend });
+        var logger = options.Logger ?? Serilog.Log.Logger;
+        var core = QuickSilverCore.Start(new CoreOptions { Name = "node", Backend = options.Backend, Logger = logger });
         try
         {
             uint epoch = (uint)Random.Shared.Next(1, int.MaxValue);
@@ -64,7 +66,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
                 var gmsOptions = options.GmsServer;
                 if (gmsOptions.UseMulticast && !await MulticastWorksAsync(core, gmsEndpoint, gmsOptions.MulticastPoolStart).ConfigureAwait(false))
                 {
-                    Serilog.Log.Warning("IP multicast is unavailable here (joining {Group} failed): regions will use unicast fan-out", gmsOptions.MulticastPoolStart);
+                    logger.Warning("IP multicast is unavailable here (joining {Group} failed): regions will use unicast fan-out", gmsOptions.MulticastPoolStart);
                     gmsOptions = gmsOptions with { UseMulticast = false };
                 }
 
@@ -73,12 +75,12 @@ public sealed class QuickSilverNode : IAsyncDisposable
                     var reliable = new ReliableUnicast(gmsEndpoint, core, epoch ^ 0x5A5A5A5Au | 1,
                         new ReliableUnicastOptions { MaxSegmentBytes = options.MaxDatagramSize - 64 });
                     gmsEndpoint.SetHandler(reliable);
-                    return new GmsServer(core, new ReliableControlChannel(reliable), (ulong)Random.Shared.NextInt64(1, long.MaxValue), gmsOptions);
+                    return new GmsServer(core, new ReliableControlChannel(reliable), (ulong)Random.Shared.NextInt64(1, long.MaxValue), gmsOptions, logger);
                 }).ConfigureAwait(false);
             }
 
             var endpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Bind, MaxDatagramSize = options.MaxDatagramSize, InjectedLossRate = options.InjectedLossRate });
-            var stack = await core.InvokeAsync(() => new NodeStack(core, endpoint, options, epoch)
+            var stack = await core.InvokeAsync(() => new NodeStack(core, endpoint, options, epoch, new RateLimitedLog(logger, core))
             {
                 Counters = new QsmCounters(endpoint.LocalAddress.ToString()),
             }).ConfigureAwait(false);

@@ -33,6 +33,10 @@ public sealed record QuickSilverNodeOptions
     /// to an embedded GMS's endpoint. 0 (the default) in production.</summary>
     public double InjectedLossRate { get; init; }
 
+    /// <summary>Where the node's core, its reliable channel and an embedded GMS log (Serilog); null: the global
+    /// <c>Serilog.Log.Logger</c>.</summary>
+    public Serilog.ILogger? Logger { get; init; }
+
     public RegionOptions Region { get; init; } = new();
 
     public RateControlOptions RateControl { get; init; } = new();

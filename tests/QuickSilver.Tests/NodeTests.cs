@@ -258,6 +258,42 @@ public sealed class NodeTests
     }
 
     [Fact]
+    public async Task A_node_logs_through_the_logger_in_its_options()
+    {
+        // A malformed reliable-unicast datagram (a ReliableData header with a truncated body) is dropped, counted and
+        // reported through QuickSilverNodeOptions.Logger, not the global logger.
+        var sink = new CollectingSink();
+        var logger = new Serilog.LoggerConfiguration().MinimumLevel.Debug().WriteTo.Sink(sink).CreateLogger();
+        using var cts = new CancellationTokenSource(TimeSpan.FromMinutes(1));
+        await using var node = await QuickSilverNode.StartAsync(Options(FreeGmsAddress(), embedded: true) with { Logger = logger }, cts.Token);
+        var junk = new byte[Core.Wire.PacketHeader.Size + 3];
+        new Core.Wire.PacketHeader(Core.Wire.PacketType.ReliableData, 99, (ushort)junk.Length).Write(junk);
+        using (var socket = new System.Net.Sockets.Socket(System.Net.Sockets.AddressFamily.InterNetwork, System.Net.Sockets.SocketType.Dgram, System.Net.Sockets.ProtocolType.Udp))
+        {
+            socket.SendTo(junk, node.Address.ToIPEndPoint());
+        }
+
+        while (!sink.Contains("malformed") && !cts.IsCancellationRequested)
+        {
+            await Task.Delay(20);
+        }
+
+        Assert.True(sink.Contains("malformed"), $"nothing about the malformed datagram was logged; got: {sink}");
+        Assert.True(await node.Core.InvokeAsync(() => node.Stack.ReliableDrops.Total) > 0);
+    }
+
+    private sealed class CollectingSink : Serilog.Core.ILogEventSink
+    {
+        private readonly System.Collections.Concurrent.ConcurrentQueue<string> _lines = new();
+
+        public void Emit(Serilog.Events.LogEvent logEvent) => _lines.Enqueue(logEvent.RenderMessage(System.Globalization.CultureInfo.InvariantCulture));
+
+        public bool Contains(string text) => _lines.Any(l => l.Contains(text, StringComparison.Ordinal));
+
+        public override string ToString() => string.Join(" | ", _lines);
+    }
+
+    [Fact]
     public async Task Typed_messages_round_trip_through_the_MessagePack_wrapper()
     {
         using var cts = new CancellationTokenSource(TimeSpan.FromMinutes(1));
