@@ -87,8 +87,9 @@ internal sealed class NodeStack : IDatagramHandler
     }
 
     /// <summary>Leaves a group. Messages still waiting to be sent in it are discarded (their publishers were told
-    /// nothing was guaranteed before the send); the GMS removes the node from the group's next view.</summary>
-    public void Leave(string name)
+    /// nothing was guaranteed before the send); the GMS removes the node from the group's next view. False when the
+    /// node is not in the group.</summary>
+    public bool Leave(string name)
     {
         if (_groupsByName.Remove(name, out var group))
         {
@@ -100,7 +101,10 @@ internal sealed class NodeStack : IDatagramHandler
 
             Gms.Leave(name);
             group.Owner.OnLeft(group.DiscardPending());
+            return true;
         }
+
+        return false;
     }
 
     public void Enqueue(NodeGroup group, byte[] message)

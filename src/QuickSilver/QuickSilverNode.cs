@@ -120,21 +120,31 @@ public sealed class QuickSilverNode : IAsyncDisposable
         }
     });
 
+    /// <summary>The longest group name, in UTF-8 bytes (names travel in every GMS message about the group).</summary>
+    public const int MaxGroupNameBytes = 256;
+
     /// <summary>Joins <paramref name="name"/> and waits until the GMS has installed a view of it that includes this node.</summary>
     public async Task<QuickSilverGroup> JoinGroupAsync(string name, CancellationToken cancellationToken = default)
     {
         ArgumentException.ThrowIfNullOrEmpty(name);
+        if (System.Text.Encoding.UTF8.GetByteCount(name) > MaxGroupNameBytes)
+        {
+            throw new ArgumentException($"A group name may have at most {nameof(MaxGroupNameBytes)} = {MaxGroupNameBytes} UTF-8 bytes; '{name[..16]}…' has more.", nameof(name));
+        }
+
         var group = new QuickSilverGroup(this, name, _options.PublishBuffer);
         group.State = await _core.InvokeAsync(() => _stack.Join(name, group)).ConfigureAwait(false);
         await group.Ready.WaitAsync(cancellationToken).ConfigureAwait(false);
         return group;
     }
 
-    internal Task LeaveAsync(QuickSilverGroup group) => _core.InvokeAsync(() =>
+    internal async Task LeaveAsync(QuickSilverGroup group)
     {
-        _stack.Leave(group.Name);
-        return true;
-    });
+        if (!await _core.InvokeAsync(() => _stack.Leave(group.Name)).ConfigureAwait(false))
+        {
+            throw new InvalidOperationException($"This node is not in group '{group.Name}' (it left already).");
+        }
+    }
 
     internal void SetFeed(QuickSilverGroup group, Core.Feeds.IFeed<ReadOnlyMemory<byte>>? feed) => Downcall(() =>
     {

@@ -112,6 +112,10 @@ public sealed class NodeTests
         await group.LeaveAsync();
         var e = Assert.Throws<InvalidOperationException>(() => group.TryPublish(new byte[10]));
         Assert.Contains("left", e.Message, StringComparison.Ordinal);
+        e = await Assert.ThrowsAsync<InvalidOperationException>(() => group.LeaveAsync());
+        Assert.Contains("not in group 'x'", e.Message, StringComparison.Ordinal);
+        var longName = await Assert.ThrowsAsync<ArgumentException>(() => node.JoinGroupAsync(new string('n', QuickSilverNode.MaxGroupNameBytes + 1)));
+        Assert.Contains("MaxGroupNameBytes", longName.Message, StringComparison.Ordinal);
         var bad = Assert.Throws<ArgumentException>(() => new QuickSilverNodeOptions { Gms = NetAddress.Loopback(0) }.Validate());
         Assert.Contains("Gms", bad.Message, StringComparison.Ordinal);
     }
