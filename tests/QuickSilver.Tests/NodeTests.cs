@@ -217,11 +217,12 @@ public sealed class NodeTests
         public QuickSilverGroup GroupA { get; }
         public QuickSilverGroup GroupB { get; }
 
-        public static async Task<NodePair> StartAsync(string group, CancellationToken cancellationToken)
+        public static async Task<NodePair> StartAsync(string group, CancellationToken cancellationToken, Func<QuickSilverNodeOptions, QuickSilverNodeOptions>? configure = null)
         {
             var gms = FreeGmsAddress();
-            var a = await QuickSilverNode.StartAsync(Options(gms, embedded: true), cancellationToken);
-            var b = await QuickSilverNode.StartAsync(Options(gms, embedded: false), cancellationToken);
+            configure ??= o => o;
+            var a = await QuickSilverNode.StartAsync(configure(Options(gms, embedded: true)), cancellationToken);
+            var b = await QuickSilverNode.StartAsync(configure(Options(gms, embedded: false)), cancellationToken);
             var pair = new NodePair(a, b, await a.JoinGroupAsync(group, cancellationToken), await b.JoinGroupAsync(group, cancellationToken));
             while (b.Stack.Member?.View?.Count < 2 || (pair.GroupA.View?.RegionCount ?? 0) == 0)
             {
@@ -295,6 +296,34 @@ public sealed class NodeTests
         public bool Contains(string text) => _lines.Any(l => l.Contains(text, StringComparison.Ordinal));
 
         public override string ToString() => string.Join(" | ", _lines);
+    }
+
+    [Fact]
+    public async Task Nodes_with_ethernet_sized_datagrams_deliver_everything_in_order()
+    {
+        // MaxDatagramSize = 1,472 (what a LAN deployment sets): packets are packed to 1,472 bytes and control messages
+        // larger than that travel as several reliable-unicast segments.
+        const int Messages = 5_000;
+        using var cts = new CancellationTokenSource(TimeSpan.FromMinutes(2));
+        await using var pair = await NodePair.StartAsync("lan", cts.Token, o => o with { MaxDatagramSize = 1472 });
+        var order = new List<int>();
+        pair.GroupB.QueueMessages = false;
+        pair.GroupB.OnMessage = m => order.Add(BitConverter.ToInt32(m.Payload));
+        var payload = new byte[200];
+        for (int i = 1; i <= Messages; i++)
+        {
+            BitConverter.TryWriteBytes(payload, i);
+            await pair.GroupA.PublishAsync(payload, cts.Token);
+        }
+
+        while (pair.GroupB.Delivered < Messages && !cts.IsCancellationRequested)
+        {
+            await Task.Delay(20);
+        }
+
+        Assert.True(pair.GroupB.Delivered == Messages, $"{pair.GroupB.Delivered} of {Messages} delivered; {await pair.DescribeAsync()}");
+        Assert.Equal(Enumerable.Range(1, Messages), await pair.B.Core.InvokeAsync(() => order.ToList()));
+        Assert.True(await pair.A.Core.InvokeAsync(() => pair.A.Stack.Senders.Values.Single().MaxPayload) < 1472);
     }
 
     [Fact]
