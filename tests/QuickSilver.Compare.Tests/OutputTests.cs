@@ -5,12 +5,12 @@ namespace QuickSilver.Compare.Tests;
 
 public sealed class OutputTests
 {
-    private static readonly ExperimentPoint Point = new(Receivers: 2, Groups: 4, Size: 1000, Loss: 0.01, Messages: 1000);
+    private static readonly ExperimentPoint Point = new(Receivers: 2, Groups: 4, Size: 1000, Loss: 0.01, Messages: 1000, Warmup: 500);
 
     private static List<PassResult> Results() =>
     [
-        new(Systems.QuickSilver, Point, 0.5, 1000, 1000, "injected loss 1 % at receivers"),
-        new(Systems.RawUdp, Point with { Loss = 0 }, 0.25, 990, 1000, "lost 10, \"worst\""),
+        new(Systems.QuickSilver, Point, 0.5, 1500, 1500, 1000, "injected loss 1 % at receivers"),
+        new(Systems.RawUdp, Point with { Loss = 0 }, 0.25, 1490, 1500, 990, "lost 10, \"worst\""),
     ];
 
     [Fact]
@@ -24,8 +24,8 @@ public sealed class OutputTests
 
             Assert.Equal(CsvOut.Header, lines[0]);
             Assert.Equal(3, lines.Length);
-            Assert.Equal("groups,QuickSilver,2,4,1000,0.01,1000,1000,1000,true,0.5,2000,2,injected loss 1 % at receivers", lines[1]);
-            Assert.Equal("groups,RawUDP,2,4,1000,0,1000,990,1000,false,0.25,3960,3.96,\"lost 10, \"\"worst\"\"\"", lines[2]);
+            Assert.Equal("groups,QuickSilver,2,4,1000,0.01,500,1000,1500,1500,1000,true,0.5,2000,2,injected loss 1 % at receivers", lines[1]);
+            Assert.Equal("groups,RawUDP,2,4,1000,0,500,1000,1490,1500,990,false,0.25,3960,3.96,\"lost 10, \"\"worst\"\"\"", lines[2]);
         }
         finally
         {

@@ -9,7 +9,7 @@ internal static class JGroupsPass
     {
         var p = context.Point;
         var (port, tag) = PassContext.FreshAddress();
-        string[] common = [.. JavaHarness.JvmArgs(classPath), .. RoleArgs.Make(("receivers", p.Receivers), ("messages", p.Messages), ("size", p.Size),
+        string[] common = [.. JavaHarness.JvmArgs(classPath), .. RoleArgs.Make(("receivers", p.Receivers), ("messages", p.Messages), ("warmup", p.Warmup), ("size", p.Size),
             ("groups", p.Groups), ("timeout", (int)context.Timeout.TotalSeconds), ("port", port), ("mcast", string.Create(CultureInfo.InvariantCulture, $"228.9.{tag}.1")),
             ("cluster", $"cmp{port}"))];
         var children = new List<ChildProcess> { ChildProcess.Start("java", [.. common, "role=sender"]) };
@@ -32,7 +32,7 @@ internal static class JGroupsPass
                 return PassResult.Failed(Systems.JGroups, p, "the sender did not see every receiver join");
             }
 
-            return PassResult.From(Systems.JGroups, p, sender.Long("start_us"), results.Where(r => r.GetValueOrDefault("role") == "receiver").ToList(), "");
+            return PassResult.From(Systems.JGroups, p, results.Where(r => r.GetValueOrDefault("role") == "receiver").ToList(), "");
         }
         finally
         {

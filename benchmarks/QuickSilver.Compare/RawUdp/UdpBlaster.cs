@@ -4,8 +4,8 @@ using System.Net.Sockets;
 
 namespace QuickSilver.Compare.RawUdp;
 
-/// <summary>The raw UDP blaster: waits for a hello from every receiver, then multicasts datagrams round robin over the
-/// groups, never more than a window beyond the slowest receiver's ack. A window that makes no progress for
+/// <summary>The raw UDP blaster: waits for a hello from every receiver, then multicasts warm-up and then measured
+/// datagrams (sequence numbers 0..Total-1; the first 8 bytes) round robin over the groups, never more than a window beyond the slowest receiver's ack. A window that makes no progress for
 /// <see cref="StallLimit"/> is skipped (counted in <see cref="Summary.Stalls"/>), so a lost ack cannot hang it.</summary>
 internal sealed class UdpBlaster : IDisposable
 {
@@ -44,7 +44,7 @@ internal sealed class UdpBlaster : IDisposable
         long start = ResultLine.NowMicros();
         long seq = 0;
         int stalls = 0;
-        for (; ready && seq < options.Messages && DateTime.UtcNow < deadline; seq++)
+        for (; ready && seq < options.Total && DateTime.UtcNow < deadline; seq++)
         {
             if (seq - _minAcked >= options.Window && !WaitForWindow(seq, options.Window))
             {
