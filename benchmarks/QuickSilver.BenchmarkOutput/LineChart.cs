@@ -23,7 +23,8 @@ public enum SeriesStyle
     Paper,
 }
 
-/// <summary>One line of a chart. Points whose x or y is NaN are left out.</summary>
+/// <summary>One line of a chart. Points whose x or y is NaN are left out. A series with an empty label has no legend
+/// entry and takes the previous series' colour (the second edge of a band, say).</summary>
 public sealed record ChartSeries(string Label, IReadOnlyList<double> X, IReadOnlyList<double> Y, SeriesStyle Style = SeriesStyle.Measured, bool RightAxis = false)
 {
     public IEnumerable<(double X, double Y)> Points => X.Zip(Y).Where(p => !double.IsNaN(p.First) && !double.IsNaN(p.Second));
@@ -50,6 +51,9 @@ public sealed class LineChart(string title, string xLabel, string yLabel)
     public string? Subtitle { get; init; }
 
     public List<ChartSeries> Series { get; } = [];
+
+    /// <summary>Where the legend goes (upper right unless it would hide the data).</summary>
+    public Alignment LegendAt { get; init; } = Alignment.UpperRight;
 
     public LineChart Add(ChartSeries series)
     {
@@ -88,7 +92,8 @@ public sealed class LineChart(string title, string xLabel, string yLabel)
 
             var scatter = plot.Add.Scatter(points.Select(p => Position(p.X, allX)).ToArray(), points.Select(p => p.Y).ToArray());
             scatter.LegendText = series.Label;
-            scatter.Color = plot.Add.Palette.GetColor(colour++);
+            colour += series.Label.Length == 0 && colour > 0 ? 0 : 1;
+            scatter.Color = plot.Add.Palette.GetColor(colour - 1);
             scatter.LineWidth = 2;
             scatter.MarkerSize = points.Count > 60 ? 0 : 8;
             if (series.Style == SeriesStyle.Paper)
@@ -122,7 +127,7 @@ public sealed class LineChart(string title, string xLabel, string yLabel)
         plot.Title(Subtitle is null ? Title : Title + "\n" + Subtitle);
         plot.XLabel(XLabel);
         plot.YLabel(YLabel);
-        plot.ShowLegend(Alignment.UpperRight);
+        plot.ShowLegend(LegendAt);
         plot.SavePng(path, width, height);
     }
 

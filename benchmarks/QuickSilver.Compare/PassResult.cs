@@ -2,8 +2,10 @@ namespace QuickSilver.Compare;
 
 /// <summary>What one system did at one point. <see cref="MinReceived"/>/<see cref="MaxReceived"/> count every message
 /// (warm-up and measured: the delivery check); throughput is the measured messages the worst receiver got
-/// (<see cref="MinMeasured"/>) over <see cref="Seconds"/>: from the first measured message's arrival at any receiver to
-/// the last arrival at any receiver (clocks of one machine, so comparable between processes).</summary>
+/// (<see cref="MinMeasured"/>) over <see cref="Seconds"/>: from the sender's first measured send (after the warm-up) to
+/// the last arrival at any receiver (clocks of one machine, so comparable between processes). The start is the
+/// sender's, not a receiver's first measured arrival: a receiver that is handed a backlog at once (JGroups' batches,
+/// QuickSilver releasing messages held behind a repaired gap) would otherwise time only the burst.</summary>
 internal sealed record PassResult(string System, ExperimentPoint Point, double Seconds, long MinReceived, long MaxReceived, long MinMeasured, string Note)
 {
     public bool AllArrived => MinReceived == Point.Total;
@@ -12,16 +14,14 @@ internal sealed record PassResult(string System, ExperimentPoint Point, double S
 
     public double MegabytesPerSecond => MessagesPerSecond * Point.Size / 1e6;
 
-    /// <summary>Summarizes a pass from each receiver's <c>received</c>, <c>measured</c>, <c>first_measured_us</c> and
-    /// <c>last_us</c>.</summary>
-    public static PassResult From(string system, ExperimentPoint point, IReadOnlyList<IReadOnlyDictionary<string, string>> receivers, string note)
+    /// <summary>Summarizes a pass from the time of the sender's first measured send and each receiver's
+    /// <c>received</c>, <c>measured</c> and <c>last_us</c>.</summary>
+    public static PassResult From(string system, ExperimentPoint point, long measuredStartMicros, IReadOnlyList<IReadOnlyDictionary<string, string>> receivers, string note)
     {
         bool everyone = receivers.Count >= point.Receivers;
         long min = everyone ? receivers.Min(r => r.Long("received")) : 0;
         long max = receivers.Count == 0 ? 0 : receivers.Max(r => r.Long("received"));
         long minMeasured = everyone ? receivers.Min(r => r.Long("measured")) : 0;
-        var firsts = receivers.Select(r => r.Long("first_measured_us")).Where(t => t > 0).ToList();
-        long first = firsts.Count == 0 ? 0 : firsts.Min();
         long last = receivers.Count == 0 ? 0 : receivers.Max(r => r.Long("last_us"));
         if (!everyone)
         {
@@ -32,7 +32,7 @@ internal sealed record PassResult(string System, ExperimentPoint Point, double S
             note = Join(note, $"lost {point.Total - min} of {point.Total} (warm-up + measured) at the worst receiver ({100.0 * (point.Total - min) / point.Total:0.###} %)");
         }
 
-        return new PassResult(system, point, first > 0 ? Math.Max(0, last - first) / 1e6 : 0, min, max, minMeasured, note);
+        return new PassResult(system, point, measuredStartMicros > 0 && last > 0 ? Math.Max(0, last - measuredStartMicros) / 1e6 : 0, min, max, minMeasured, note);
     }
 
     public static PassResult Failed(string system, ExperimentPoint point, string note) => new(system, point, 0, 0, 0, 0, note);

@@ -22,7 +22,7 @@ internal static class Roles
                     Console.WriteLine($"READY ack={blaster.AckEndPoint.Port}");
                     var s = blaster.Run(options, CancellationToken.None);
                     Console.WriteLine(ResultLine.Format("sender", ("sent", s.Sent), ("expected", options.Total), ("members", s.ReceiversReady),
-                        ("stalls", s.Stalls), ("start_us", s.StartMicros), ("end_us", s.EndMicros)));
+                        ("stalls", s.Stalls), ("start_us", s.StartMicros), ("measured_start_us", s.MeasuredStartMicros), ("end_us", s.EndMicros)));
                     return s.Sent == options.Total ? 0 : 2;
                 }
 

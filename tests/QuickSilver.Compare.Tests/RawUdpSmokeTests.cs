@@ -33,6 +33,7 @@ public sealed class RawUdpSmokeTests
 
         Assert.True(sent.ReceiversReady);
         Assert.Equal(options.Total, sent.Sent);
+        Assert.InRange(sent.MeasuredStartMicros, sent.StartMicros, sent.EndMicros);
         Assert.All(results, r => Assert.Equal((options.Total, options.Messages), (r.Received, r.Count.Measured)));
     }
 

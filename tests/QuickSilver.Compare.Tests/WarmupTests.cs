@@ -50,7 +50,7 @@ public sealed class WarmupTests
     }
 
     [Fact]
-    public void The_counter_times_from_the_earliest_measured_arrival_to_the_latest_arrival()
+    public void The_counter_keeps_the_earliest_measured_and_the_latest_arrival_and_the_pass_times_from_the_senders_measured_start()
     {
         var count = new ArrivalCounter();
         count.Arrived(measured: false, 100);
@@ -61,9 +61,10 @@ public sealed class WarmupTests
 
         Assert.Equal((5L, 3L, 250L, 900L), (count.Received, count.Measured, count.FirstMeasuredMicros, count.LastMicros));
         var fields = ResultLine.TryParse(count.ResultLine(5))!;
-        var result = PassResult.From(Systems.RawUdp, new ExperimentPoint(1, 1, 100, 0, Messages: 3, Warmup: 2), [fields], "");
+        var result = PassResult.From(Systems.RawUdp, new ExperimentPoint(1, 1, 100, 0, Messages: 3, Warmup: 2), 200, [fields], "");
         Assert.True(result.AllArrived);
-        Assert.Equal(3 / 650e-6, result.MessagesPerSecond, 6);
+        Assert.Equal(3 / 700e-6, result.MessagesPerSecond, 6);
+        Assert.Equal(0, PassResult.From(Systems.RawUdp, result.Point, 0, [fields], "").Seconds); // no measured send: no rate
     }
 
     [Fact]

@@ -32,7 +32,7 @@ internal static class JGroupsPass
                 return PassResult.Failed(Systems.JGroups, p, "the sender did not see every receiver join");
             }
 
-            return PassResult.From(Systems.JGroups, p, results.Where(r => r.GetValueOrDefault("role") == "receiver").ToList(), "");
+            return PassResult.From(Systems.JGroups, p, sender.Long("measured_start_us"), results.Where(r => r.GetValueOrDefault("role") == "receiver").ToList(), "");
         }
         finally
         {

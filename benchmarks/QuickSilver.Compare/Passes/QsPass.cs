@@ -52,10 +52,11 @@ internal static class QsPass
                 return PassResult.Failed(Systems.QuickSilver, p, "a receiver did not see the sender in every group");
             }
 
+            var measuredStart = new MeasuredStart();
             for (int g = 0; g < groups.Length; g++)
             {
                 var (warm, measured) = p.Share(g);
-                feeds.Add(groups[g].RegisterFeed(new CountedFeed(warm, measured, p.Size)));
+                feeds.Add(groups[g].RegisterFeed(new CountedFeed(warm, measured, p.Size, measuredStart)));
             }
 
             var results = await context.ResultsAsync(children);
@@ -70,7 +71,7 @@ internal static class QsPass
                 notes.Add(string.Create(CultureInfo.InvariantCulture, $"rate control MinRate {minRate} packets/s"));
             }
 
-            return PassResult.From(Systems.QuickSilver, p, results, string.Join("; ", notes));
+            return PassResult.From(Systems.QuickSilver, p, measuredStart.Micros, results, string.Join("; ", notes));
         }
         finally
         {
@@ -97,13 +98,26 @@ internal static class QsPass
         return (await probed).All(l => l is not null);
     }
 
+    /// <summary>When the node pulled the first measured message (µs since the epoch; 0 until then). The node pulls a
+    /// message when it sends it, so this is the sender's first measured send.</summary>
+    private sealed class MeasuredStart
+    {
+        private long _micros;
+
+        public long Micros => Interlocked.Read(ref _micros);
+
+        public void Stamp() => Interlocked.CompareExchange(ref _micros, ResultLine.NowMicros(), 0);
+    }
+
     /// <summary>A pull feed of <c>warmup</c> warm-up messages, then <c>measured</c> data messages, of <c>size</c> bytes
-    /// (two shared, never modified payloads whose first byte is the <see cref="MessageKind"/>).</summary>
-    private sealed class CountedFeed(long warmup, long measured, int size) : IFeed<ReadOnlyMemory<byte>>
+    /// (two shared, never modified payloads whose first byte is the <see cref="MessageKind"/>); the first measured pull
+    /// of any group's feed stamps <paramref name="start"/>.</summary>
+    private sealed class CountedFeed(long warmup, long measured, int size, MeasuredStart start) : IFeed<ReadOnlyMemory<byte>>
     {
         private readonly byte[] _warmup = Payload(MessageKind.Warmup, size);
         private readonly byte[] _data = Payload(MessageKind.Data, size);
         private long _warmupLeft = warmup;
+        private readonly long _measured = measured;
         private long _left = measured;
 
         public bool TryPull(out ReadOnlyMemory<byte> item)
@@ -116,6 +130,11 @@ internal static class QsPass
             }
 
             item = _data;
+            if (_left == _measured && _measured > 0)
+            {
+                start.Stamp();
+            }
+
             return _left-- > 0;
         }
 

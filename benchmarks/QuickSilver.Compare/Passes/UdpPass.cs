@@ -36,7 +36,7 @@ internal static class UdpPass
             }
 
             string note = sender.Long("stalls") > 0 ? $"{sender.Long("stalls")} window stall(s)" : "";
-            return PassResult.From(Systems.RawUdp, p, results.Where(r => r.GetValueOrDefault("role") == "receiver").ToList(), note);
+            return PassResult.From(Systems.RawUdp, p, sender.Long("measured_start_us"), results.Where(r => r.GetValueOrDefault("role") == "receiver").ToList(), note);
         }
         finally
         {

@@ -17,7 +17,7 @@ internal sealed class UdpBlaster : IDisposable
 
     public UdpBlaster() => _acks.Bind(new IPEndPoint(IPAddress.Loopback, 0));
 
-    public sealed record Summary(long Sent, long StartMicros, long EndMicros, bool ReceiversReady, int Stalls);
+    public sealed record Summary(long Sent, long StartMicros, long MeasuredStartMicros, long EndMicros, bool ReceiversReady, int Stalls);
 
     /// <summary>Where receivers send hellos and acks.</summary>
     public IPEndPoint AckEndPoint => (IPEndPoint)_acks.LocalEndPoint!;
@@ -42,13 +42,18 @@ internal sealed class UdpBlaster : IDisposable
         var groups = Enumerable.Range(0, options.Groups).Select(options.Group).ToArray();
         var payload = new byte[options.Size];
         long start = ResultLine.NowMicros();
-        long seq = 0;
+        long seq = 0, measuredStart = 0;
         int stalls = 0;
         for (; ready && seq < options.Total && DateTime.UtcNow < deadline; seq++)
         {
             if (seq - _minAcked >= options.Window && !WaitForWindow(seq, options.Window))
             {
                 stalls++;
+            }
+
+            if (seq == options.Warmup)
+            {
+                measuredStart = ResultLine.NowMicros();
             }
 
             BinaryPrimitives.WriteInt64LittleEndian(payload, seq);
@@ -59,7 +64,7 @@ internal sealed class UdpBlaster : IDisposable
             }
         }
 
-        return new Summary(seq, start, ResultLine.NowMicros(), ready, stalls);
+        return new Summary(seq, start, measuredStart, ResultLine.NowMicros(), ready, stalls);
     }
 
     private bool WaitForWindow(long seq, int window)
