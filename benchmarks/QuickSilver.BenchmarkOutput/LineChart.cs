@@ -52,8 +52,8 @@ public sealed class LineChart(string title, string xLabel, string yLabel)
 
     public List<ChartSeries> Series { get; } = [];
 
-    /// <summary>Where the legend goes (upper right unless it would hide the data).</summary>
-    public Alignment LegendAt { get; init; } = Alignment.UpperRight;
+    /// <summary>Where the legend goes inside the data area; null (the default) puts it below the plot, where it hides nothing.</summary>
+    public Alignment? LegendAt { get; init; }
 
     public LineChart Add(ChartSeries series)
     {
@@ -72,7 +72,7 @@ public sealed class LineChart(string title, string xLabel, string yLabel)
     /// <summary>The distinct x values of every series, in increasing order.</summary>
     public IReadOnlyList<double> AllX() => [.. Series.SelectMany(s => s.Points).Select(p => p.X).Distinct().Order()];
 
-    public void SavePng(string path, int width = 900, int height = 540)
+    public void SavePng(string path, int width = 900, int height = 600)
     {
         if (XScale == XScale.Log2 && AllX().Any(x => x <= 0))
         {
@@ -127,7 +127,14 @@ public sealed class LineChart(string title, string xLabel, string yLabel)
         plot.Title(Subtitle is null ? Title : Title + "\n" + Subtitle);
         plot.XLabel(XLabel);
         plot.YLabel(YLabel);
-        plot.ShowLegend(LegendAt);
+        if (LegendAt is { } inside)
+        {
+            plot.ShowLegend(inside);
+        }
+        else
+        {
+            plot.ShowLegend(Edge.Bottom);
+        }
         plot.SavePng(path, width, height);
     }
 

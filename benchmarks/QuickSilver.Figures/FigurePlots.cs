@@ -146,7 +146,6 @@ internal static class FigurePlots
         {
             XScale = XScale.Log2,
             Subtitle = "simulation, whole stack (GMS, group and region layers)",
-            LegendAt = ScottPlot.Alignment.LowerLeft,
         }
         .Add(Measured("measured QuickSilver (simulation)", t, "groups", "vs 1 group %"))
         .Add(Of(Paper.Fig1Qsm))

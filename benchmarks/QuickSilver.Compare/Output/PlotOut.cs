@@ -25,6 +25,6 @@ internal static class PlotOut
         return chart;
     }
 
-    public static void Write(string path, Experiment experiment, IReadOnlyList<PassResult> results, int width = 900, int height = 540)
+    public static void Write(string path, Experiment experiment, IReadOnlyList<PassResult> results, int width = 900, int height = 600)
         => Chart(experiment, results).SavePng(path, width, height);
 }
