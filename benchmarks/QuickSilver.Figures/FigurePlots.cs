@@ -77,7 +77,7 @@ internal static class FigurePlots
 
     private static LineChart PartitionSize(CsvTable t)
     {
-        var chart = new LineChart("Throughput against partition size R (paper Fig. 12-13)", "R = nodes per partition (caching replicas)",
+        var chart = new LineChart("Throughput against partition size R (paper Fig. 12-13)", "R, replication factor (partitions = nodes / R, rounded down)",
             "throughput, % of R = 5 at the same size") { XScale = XScale.Categorical };
         foreach (double n in t.Numbers("nodes").Distinct())
         {
