@@ -1,4 +1,5 @@
 using System.Globalization;
+using QuickSilver.BenchmarkOutput;
 using QuickSilver.Compare.Output;
 
 namespace QuickSilver.Compare.Tests;
@@ -58,12 +59,37 @@ public sealed class OutputTests
             PlotOut.Write(path, experiment, Results(), 320, 200);
             var bytes = File.ReadAllBytes(path);
             Assert.True(bytes.Length > 100);
-            Assert.Equal(new byte[] { 0x89, (byte)'P', (byte)'N', (byte)'G' }, bytes[..4]);
+            Assert.Equal(new byte[] { 0x89, (byte)'P', (byte)'N', (byte)'G', 0x0D, 0x0A, 0x1A, 0x0A }, bytes[..8]);
         }
         finally
         {
             File.Delete(path);
         }
+    }
+
+    [Fact]
+    public void Csv_round_trips_through_the_shared_reader()
+    {
+        var table = CsvTable.Parse(CsvOut.Format("groups", Results()));
+
+        Assert.Equal(CsvOut.Columns, table.Header);
+        Assert.Equal(2, table.Rows.Count);
+        Assert.Equal("lost 10, \"worst\"", table.Rows[1][^1]);
+        Assert.Equal([2000, 3960], table.Numbers("msgs_per_sec"));
+        Assert.Equal([1500, 1490], table.Numbers("min_received"));
+        Assert.Equal([500, 500], table.Numbers("warmup"));
+    }
+
+    [Fact]
+    public void The_chart_has_one_measured_series_per_system_at_the_experiments_x_values()
+    {
+        var experiment = new Experiment("groups", "groups", p => p.Groups, [Point, Point with { Groups = 16 }]);
+        var chart = PlotOut.Chart(experiment, Results());
+
+        Assert.Equal([Systems.QuickSilver, Systems.RawUdp], chart.Series.Select(s => s.Label));
+        Assert.Equal([(4.0, 2000.0)], chart.Series[0].Points);
+        Assert.Equal(XScale.Categorical, chart.XScale);
+        Assert.Contains("messages/s", chart.YLabel, StringComparison.Ordinal);
     }
 
     [Fact]
