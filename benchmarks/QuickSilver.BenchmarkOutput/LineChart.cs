@@ -82,6 +82,7 @@ public sealed class LineChart(string title, string xLabel, string yLabel)
         var allX = AllX();
         using var plot = new Plot();
         int colour = 0;
+        bool legend = false;
         foreach (var series in Series)
         {
             var points = series.Points.ToList();
@@ -92,6 +93,7 @@ public sealed class LineChart(string title, string xLabel, string yLabel)
 
             var scatter = plot.Add.Scatter(points.Select(p => Position(p.X, allX)).ToArray(), points.Select(p => p.Y).ToArray());
             scatter.LegendText = series.Label;
+            legend |= series.Label.Length > 0;
             colour += series.Label.Length == 0 && colour > 0 ? 0 : 1;
             scatter.Color = plot.Add.Palette.GetColor(colour - 1);
             scatter.LineWidth = 2;
@@ -127,7 +129,11 @@ public sealed class LineChart(string title, string xLabel, string yLabel)
         plot.Title(Subtitle is null ? Title : Title + "\n" + Subtitle);
         plot.XLabel(XLabel);
         plot.YLabel(YLabel);
-        if (LegendAt is { } inside)
+        if (!legend)
+        {
+            plot.HideLegend(); // an empty legend panel below the plot would take the whole of a small image
+        }
+        else if (LegendAt is { } inside)
         {
             plot.ShowLegend(inside);
         }
