@@ -1,10 +1,24 @@
 namespace QuickSilver.Compare;
 
-/// <summary>One measured configuration: the same for every system measured at it.</summary>
-internal sealed record ExperimentPoint(int Receivers, int Groups, int Size, double Loss, long Messages)
+/// <summary>One measured configuration: the same for every system measured at it. The sender first sends
+/// <see cref="Warmup"/> messages that are delivered and checked but not timed, then the <see cref="Messages"/> measured
+/// ones; throughput is over the measured ones only.</summary>
+internal sealed record ExperimentPoint(int Receivers, int Groups, int Size, double Loss, long Messages, long Warmup = 0)
 {
     /// <summary>The point's configuration without loss: where JGroups and raw UDP (which run without loss) are looked up.</summary>
     public ExperimentPoint Lossless => this with { Loss = 0 };
+
+    /// <summary>Every message a receiver must get: warm-up and measured.</summary>
+    public long Total => Warmup + Messages;
+
+    /// <summary>Group <paramref name="g"/>'s round-robin share of the warm-up and of the measured messages, when message
+    /// i (0-based, warm-up first) goes to group i mod <see cref="Groups"/>.</summary>
+    public (long Warmup, long Measured) Share(int g)
+    {
+        long warm = Warmup / Groups + (g < Warmup % Groups ? 1 : 0);
+        long total = Total / Groups + (g < Total % Groups ? 1 : 0);
+        return (warm, total - warm);
+    }
 }
 
 /// <summary>A series of points varying one parameter (<see cref="XLabel"/>), plotted and written as one CSV.</summary>
@@ -18,4 +32,17 @@ internal static class Systems
     public const string RawUdp = "RawUDP";
 
     public static readonly IReadOnlyList<string> All = [QuickSilver, JGroups, RawUdp];
+}
+
+/// <summary>The first byte of every benchmark message, the same in the C# roles and the Java harness.</summary>
+internal static class MessageKind
+{
+    /// <summary>A measured message.</summary>
+    public const byte Data = 0;
+
+    /// <summary>QuickSilver's probe (is every receiver in every group yet?); JGroups' DONE uses the same value.</summary>
+    public const byte Probe = 1;
+
+    /// <summary>A warm-up message: delivered and counted in the delivery check, not timed.</summary>
+    public const byte Warmup = 2;
 }

@@ -1,26 +1,33 @@
 namespace QuickSilver.Compare;
 
-/// <summary>The experiments of a run. Quick: 1000 B (receivers, groups, loss) plus one 100 B point, 20,000 messages a
-/// point; full: every experiment at 100 B and 1000 B, 200,000 messages a point.</summary>
+/// <summary>The experiments of a run. Quick: 1000 B (receivers, groups, loss) plus one 100 B point, 20,000 warm-up then
+/// 20,000 measured messages a point; full: every experiment at 100 B and 1000 B, 100,000 warm-up then 200,000 measured
+/// messages a point.</summary>
 internal static class Plan
 {
-    public static IReadOnlyList<Experiment> Create(bool quick, long? messages = null)
+    public const long QuickMessages = 20_000;
+    public const long QuickWarmup = 20_000;
+    public const long FullMessages = 200_000;
+    public const long FullWarmup = 100_000;
+
+    public static IReadOnlyList<Experiment> Create(bool quick, long? messages = null, long? warmup = null)
     {
-        long m = messages ?? (quick ? 20_000 : 200_000);
+        long m = messages ?? (quick ? QuickMessages : FullMessages);
+        long w = warmup ?? (quick ? QuickWarmup : FullWarmup);
         int[] sizes = quick ? [1000] : [100, 1000];
         var list = new List<Experiment>();
         foreach (int s in sizes)
         {
-            list.Add(new($"receivers-{s}B", "receivers", p => p.Receivers, [.. new[] { 1, 2, 4 }.Select(r => new ExperimentPoint(r, 1, s, 0, m))]));
+            list.Add(new($"receivers-{s}B", "receivers", p => p.Receivers, [.. new[] { 1, 2, 4 }.Select(r => new ExperimentPoint(r, 1, s, 0, m, w))]));
         }
 
-        list.Add(new("size", "message size (bytes)", p => p.Size, [.. new[] { 100, 1000 }.Select(s => new ExperimentPoint(2, 1, s, 0, m))]));
+        list.Add(new("size", "message size (bytes)", p => p.Size, [.. new[] { 100, 1000 }.Select(s => new ExperimentPoint(2, 1, s, 0, m, w))]));
         foreach (int s in sizes)
         {
             list.Add(new($"groups-{s}B", "groups (every member in every group)", p => p.Groups,
-                [.. new[] { 1, 4, 16, 64, 256 }.Select(g => new ExperimentPoint(2, g, s, 0, m))]));
+                [.. new[] { 1, 4, 16, 64, 256 }.Select(g => new ExperimentPoint(2, g, s, 0, m, w))]));
             list.Add(new($"loss-{s}B", "injected loss at QuickSilver receivers (%)", p => p.Loss * 100,
-                [.. new[] { 0, 0.01, 0.05 }.Select(l => new ExperimentPoint(2, 1, s, l, m))]));
+                [.. new[] { 0, 0.01, 0.05 }.Select(l => new ExperimentPoint(2, 1, s, l, m, w))]));
         }
 
         return list;

@@ -3,21 +3,20 @@ using QuickSilver.Core.Io;
 namespace QuickSilver.Compare;
 
 /// <summary>
-/// A QuickSilver receiver process: joins groups cmp/0..G-1, prints READY, then PROBED once a probe (first byte 1)
-/// arrived in every group, counts data messages (first byte 0) over all groups, prints its RESULT line once it has
-/// them all (or time ran out), and stays a member until its stdin closes, so repairs keep flowing to slower peers.
+/// A QuickSilver receiver process: joins groups cmp/0..G-1, prints READY, then PROBED once a probe arrived in every
+/// group, counts warm-up and measured messages over all groups (the first byte is the <see cref="MessageKind"/>), times
+/// from the first measured message to the last message, prints its RESULT line once it has them all (or time ran out),
+/// and stays a member until its stdin closes, so repairs keep flowing to slower peers.
 /// </summary>
 internal static class QsReceiverRole
 {
-    public const byte Data = 0;
-    public const byte Probe = 1;
-
     public static string GroupName(int index) => $"cmp/{index}";
 
     public static async Task<int> RunAsync(RoleArgs a)
     {
         int groups = a.Int("groups", 1);
         long messages = a.Long("messages", 1000);
+        long total = messages + a.Long("warmup", 0);
         using var deadline = new CancellationTokenSource(TimeSpan.FromSeconds(a.Int("timeout", 30)));
         await using var node = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions
         {
@@ -25,7 +24,7 @@ internal static class QsReceiverRole
             InjectedLossRate = a.Double("loss", 0),
         }, deadline.Token);
         var joined = await Task.WhenAll(Enumerable.Range(0, groups).Select(g => node.JoinGroupAsync(GroupName(g), deadline.Token)));
-        long received = 0, first = 0, last = 0;
+        var count = new ArrivalCounter();
         int probed = 0;
         var seen = new bool[groups];
         for (int g = 0; g < groups; g++)
@@ -34,7 +33,8 @@ internal static class QsReceiverRole
             joined[g].QueueMessages = false;
             joined[g].OnMessage = m => // on the node's core thread
             {
-                if (m.Payload.Length > 0 && m.Payload[0] == Probe)
+                byte kind = m.Payload.Length > 0 ? m.Payload[0] : MessageKind.Data;
+                if (kind == MessageKind.Probe)
                 {
                     if (!seen[index])
                     {
@@ -48,24 +48,17 @@ internal static class QsReceiverRole
                     return;
                 }
 
-                long now = ResultLine.NowMicros();
-                if (Interlocked.Increment(ref received) == 1)
-                {
-                    Volatile.Write(ref first, now);
-                }
-
-                Volatile.Write(ref last, now);
+                count.Arrived(kind == MessageKind.Data);
             };
         }
 
         Console.WriteLine("READY");
-        while (Interlocked.Read(ref received) < messages && !deadline.IsCancellationRequested)
+        while (count.Received < total && !deadline.IsCancellationRequested)
         {
             await Task.Delay(5, CancellationToken.None);
         }
 
-        Console.WriteLine(ResultLine.Format("receiver", ("received", Interlocked.Read(ref received)), ("expected", messages),
-            ("first_us", Volatile.Read(ref first)), ("last_us", Volatile.Read(ref last))));
+        Console.WriteLine(count.ResultLine(total));
         await Console.In.ReadToEndAsync(CancellationToken.None).WaitAsync(TimeSpan.FromSeconds(30)).ContinueWith(_ => { }, TaskScheduler.Default);
         return 0;
     }

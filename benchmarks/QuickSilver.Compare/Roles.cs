@@ -21,9 +21,9 @@ internal static class Roles
                     using var blaster = new UdpBlaster();
                     Console.WriteLine($"READY ack={blaster.AckEndPoint.Port}");
                     var s = blaster.Run(options, CancellationToken.None);
-                    Console.WriteLine(ResultLine.Format("sender", ("sent", s.Sent), ("expected", options.Messages), ("members", s.ReceiversReady),
-                        ("stalls", s.Stalls), ("start_us", s.StartMicros), ("end_us", s.EndMicros)));
-                    return s.Sent == options.Messages ? 0 : 2;
+                    Console.WriteLine(ResultLine.Format("sender", ("sent", s.Sent), ("expected", options.Total), ("members", s.ReceiversReady),
+                        ("stalls", s.Stalls), ("start_us", s.StartMicros), ("measured_start_us", s.MeasuredStartMicros), ("end_us", s.EndMicros)));
+                    return s.Sent == options.Total ? 0 : 2;
                 }
 
             case UdpReceive:
@@ -31,8 +31,7 @@ internal static class Roles
                     var options = UdpPassOptions.FromArgs(a);
                     var blaster = new IPEndPoint(IPAddress.Loopback, a.Int("ack", 0));
                     var r = await UdpReceiver.RunAsync(options, a.Int("id", 0), blaster, CancellationToken.None);
-                    Console.WriteLine(ResultLine.Format("receiver", ("received", r.Received), ("expected", options.Messages),
-                        ("first_us", r.FirstMicros), ("last_us", r.LastMicros), ("rcvbuf", r.ReceiveBuffer)));
+                    Console.WriteLine(r.Count.ResultLine(options.Total, ("rcvbuf", r.ReceiveBuffer)));
                     return 0;
                 }
 

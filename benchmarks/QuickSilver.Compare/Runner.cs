@@ -4,7 +4,7 @@ using QuickSilver.Compare.Passes;
 
 namespace QuickSilver.Compare;
 
-internal sealed record RunOptions(bool Quick, string Output, IReadOnlyList<string> Systems, long? Messages, TimeSpan Timeout, double? QsMinRate);
+internal sealed record RunOptions(bool Quick, string Output, IReadOnlyList<string> Systems, long? Messages, long? Warmup, TimeSpan Timeout, double? QsMinRate);
 
 /// <summary>Runs every experiment's points for every system (a point shared by experiments runs once), then writes a
 /// CSV, a PNG and a ratio table per experiment.</summary>
@@ -14,8 +14,8 @@ internal static class Runner
     {
         if (options.Systems.FirstOrDefault(s => !Systems.All.Contains(s)) is { } unknown)
         {
-            await Console.Error.WriteLineAsync($"unknown system '{unknown}'; choose from {string.Join(", ", Systems.All)}");
-            return 2;
+            await Console.Error.WriteLineAsync($"--systems: unknown system '{unknown}'; choose from {string.Join(", ", Systems.All)}");
+            return CliChecks.UsageError;
         }
 
         Directory.CreateDirectory(options.Output);
@@ -34,7 +34,7 @@ internal static class Runner
 
         var done = new Dictionary<(string, ExperimentPoint), PassResult>();
         var summary = new List<string>();
-        foreach (var experiment in Plan.Create(options.Quick, options.Messages))
+        foreach (var experiment in Plan.Create(options.Quick, options.Messages, options.Warmup))
         {
             var results = new List<PassResult>();
             foreach (var point in experiment.Points)
@@ -83,5 +83,5 @@ internal static class Runner
 
     private static string Describe(string experiment, PassResult r) => string.Create(CultureInfo.InvariantCulture,
         $"{experiment,-16} {r.System,-11} R={r.Point.Receivers} G={r.Point.Groups,-3} S={r.Point.Size,-4} loss={r.Point.Loss:P0} " +
-        $"{r.MessagesPerSecond,10:N0} msg/s {r.MegabytesPerSecond,7:N1} MB/s  {r.MinReceived}/{r.Point.Messages} {(r.AllArrived ? "all arrived" : "NOT ALL ARRIVED")} {r.Note}");
+        $"{r.MessagesPerSecond,10:N0} msg/s {r.MegabytesPerSecond,7:N1} MB/s  {r.MinReceived}/{r.Point.Total} (warm-up {r.Point.Warmup}) {(r.AllArrived ? "all arrived" : "NOT ALL ARRIVED")} {r.Note}");
 }

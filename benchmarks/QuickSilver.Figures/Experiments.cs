@@ -87,7 +87,8 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
         foreach (int n in mode.ReplicationNodeCounts)
         {
             double reference = Run(new RunSpec(n)).MessagesPerSecond;
-            foreach (int rf in mode.ReplicationFactors)
+            // At 25 nodes also R = 25 (one partition): the paper's comparison point for R = 5 (§3.4).
+            foreach (int rf in n == 25 ? [.. mode.ReplicationFactors, 25] : mode.ReplicationFactors)
             {
                 var r = Run(new RunSpec(n, ReplicationFactor: rf));
                 table.Add(n, rf, Math.Max(1, n / rf), R0(r.MessagesPerSecond), R0(100 * r.MessagesPerSecond / reference),

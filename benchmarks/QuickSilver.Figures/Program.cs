@@ -1,23 +1,37 @@
 using System.CommandLine;
 using System.Diagnostics;
 using System.Globalization;
+using QuickSilver.BenchmarkOutput;
 using QuickSilver.Figures;
 
 // The QSM simulation figures: the paper's evaluation (§3) re-run on the simulated network in virtual time.
 var quick = new Option<bool>("--quick") { Description = "Short windows and a subset of each sweep (about 2 minutes)." };
-var output = new Option<string>("--out") { Description = "Folder for the CSV files.", DefaultValueFactory = _ => "docs/figures" };
+var output = new Option<string>("--out") { Description = "Folder for the CSV and PNG files.", DefaultValueFactory = _ => "docs/figures" };
+var plotOnly = new Option<bool>("--plot-only") { Description = "Run nothing: redraw the PNG of every experiment CSV already in the --out folder." };
 var only = new Option<string?>("--only") { Description = "Run only the experiment whose CSV file name starts with this (e.g. groups, throughput)." };
 var maxNodes = new Option<int>("--max-nodes") { Description = "Largest region in full mode (1000 needs ~15 GB and tens of minutes).", DefaultValueFactory = _ => 250 };
 
 var root = new RootCommand("QuickSilver QSM figures: throughput, partitioning, token rate, senders, recovery and ACK latency in simulation.")
 {
-    quick, output, maxNodes, only,
+    quick, output, maxNodes, only, plotOnly,
 };
 
 root.SetAction(parse =>
 {
     var mode = parse.GetValue(quick) ? FigureMode.Quick : FigureMode.Full(parse.GetValue(maxNodes));
     string folder = parse.GetValue(output)!;
+    if (parse.GetValue(plotOnly))
+    {
+        var drawn = FigurePlots.RedrawAll(folder);
+        foreach (var png in drawn)
+        {
+            Console.WriteLine(png);
+        }
+
+        Console.WriteLine($"{drawn.Count} plot(s) redrawn from the CSVs in {folder}");
+        return drawn.Count > 0 ? 0 : 1;
+    }
+
     Directory.CreateDirectory(folder);
     var c = CultureInfo.InvariantCulture;
     Console.WriteLine($"# QSM in simulation ({mode.Name} mode)");
@@ -33,16 +47,20 @@ root.SetAction(parse =>
     string? filter = parse.GetValue(only);
     foreach (var (file, table) in new Experiments(mode, Console.Error.WriteLine).All(filter))
     {
-        using (var writer = new StreamWriter(Path.Combine(folder, file)))
+        var csv = new CsvTable(table.Columns);
+        foreach (var row in table.Rows)
         {
-            table.WriteCsv(writer);
+            csv.Add(row);
         }
+
+        csv.Write(Path.Combine(folder, file));
+        FigurePlots.Write(folder, file, csv);
 
         Console.WriteLine($"## {table.Title}");
         Console.WriteLine();
         Console.Write(table.Rows.Count <= 40 ? table.ToMarkdown() : string.Create(c, $"{table.Rows.Count} rows: see the CSV file.\n"));
         Console.WriteLine();
-        Console.WriteLine(string.Create(c, $"({file}; {wall.Elapsed.TotalSeconds:F0} s wall so far)"));
+        Console.WriteLine(string.Create(c, $"({file} and its PNG; {wall.Elapsed.TotalSeconds:F0} s wall so far)"));
         Console.WriteLine();
     }
 

@@ -18,10 +18,11 @@ public sealed class JGroupsSmokeTests
         {
             string? classPath = await JavaHarness.CompileAsync(build.FullName);
             Assert.NotNull(classPath);
-            var point = new ExperimentPoint(Receivers: 1, Groups: 2, Size: 100, Loss: 0, Messages: 500);
+            var point = new ExperimentPoint(Receivers: 1, Groups: 2, Size: 100, Loss: 0, Messages: 500, Warmup: 100);
             var result = await JGroupsPass.RunAsync(new PassContext(point, TimeSpan.FromSeconds(90)), classPath);
 
-            Assert.True(result.AllArrived, $"{result.MinReceived}/{point.Messages} arrived: {result.Note}");
+            Assert.True(result.AllArrived, $"{result.MinReceived}/{point.Total} arrived: {result.Note}");
+            Assert.Equal(point.Messages, result.MinMeasured);
         }
         finally
         {

@@ -1,16 +1,17 @@
 using System.Globalization;
+using QuickSilver.BenchmarkOutput;
 using QuickSilver.Compare.Output;
 
 namespace QuickSilver.Compare.Tests;
 
 public sealed class OutputTests
 {
-    private static readonly ExperimentPoint Point = new(Receivers: 2, Groups: 4, Size: 1000, Loss: 0.01, Messages: 1000);
+    private static readonly ExperimentPoint Point = new(Receivers: 2, Groups: 4, Size: 1000, Loss: 0.01, Messages: 1000, Warmup: 500);
 
     private static List<PassResult> Results() =>
     [
-        new(Systems.QuickSilver, Point, 0.5, 1000, 1000, "injected loss 1 % at receivers"),
-        new(Systems.RawUdp, Point with { Loss = 0 }, 0.25, 990, 1000, "lost 10, \"worst\""),
+        new(Systems.QuickSilver, Point, 0.5, 1500, 1500, 1000, "injected loss 1 % at receivers"),
+        new(Systems.RawUdp, Point with { Loss = 0 }, 0.25, 1490, 1500, 990, "lost 10, \"worst\""),
     ];
 
     [Fact]
@@ -24,8 +25,8 @@ public sealed class OutputTests
 
             Assert.Equal(CsvOut.Header, lines[0]);
             Assert.Equal(3, lines.Length);
-            Assert.Equal("groups,QuickSilver,2,4,1000,0.01,1000,1000,1000,true,0.5,2000,2,injected loss 1 % at receivers", lines[1]);
-            Assert.Equal("groups,RawUDP,2,4,1000,0,1000,990,1000,false,0.25,3960,3.96,\"lost 10, \"\"worst\"\"\"", lines[2]);
+            Assert.Equal("groups,QuickSilver,2,4,1000,0.01,500,1000,1500,1500,1000,true,0.5,2000,2,injected loss 1 % at receivers", lines[1]);
+            Assert.Equal("groups,RawUDP,2,4,1000,0,500,1000,1490,1500,990,false,0.25,3960,3.96,\"lost 10, \"\"worst\"\"\"", lines[2]);
         }
         finally
         {
@@ -58,12 +59,37 @@ public sealed class OutputTests
             PlotOut.Write(path, experiment, Results(), 320, 200);
             var bytes = File.ReadAllBytes(path);
             Assert.True(bytes.Length > 100);
-            Assert.Equal(new byte[] { 0x89, (byte)'P', (byte)'N', (byte)'G' }, bytes[..4]);
+            Assert.Equal(new byte[] { 0x89, (byte)'P', (byte)'N', (byte)'G', 0x0D, 0x0A, 0x1A, 0x0A }, bytes[..8]);
         }
         finally
         {
             File.Delete(path);
         }
+    }
+
+    [Fact]
+    public void Csv_round_trips_through_the_shared_reader()
+    {
+        var table = CsvTable.Parse(CsvOut.Format("groups", Results()));
+
+        Assert.Equal(CsvOut.Columns, table.Header);
+        Assert.Equal(2, table.Rows.Count);
+        Assert.Equal("lost 10, \"worst\"", table.Rows[1][^1]);
+        Assert.Equal([2000, 3960], table.Numbers("msgs_per_sec"));
+        Assert.Equal([1500, 1490], table.Numbers("min_received"));
+        Assert.Equal([500, 500], table.Numbers("warmup"));
+    }
+
+    [Fact]
+    public void The_chart_has_one_measured_series_per_system_at_the_experiments_x_values()
+    {
+        var experiment = new Experiment("groups", "groups", p => p.Groups, [Point, Point with { Groups = 16 }]);
+        var chart = PlotOut.Chart(experiment, Results());
+
+        Assert.Equal([Systems.QuickSilver, Systems.RawUdp], chart.Series.Select(s => s.Label));
+        Assert.Equal([(4.0, 2000.0)], chart.Series[0].Points);
+        Assert.Equal(XScale.Categorical, chart.XScale);
+        Assert.Contains("messages/s", chart.YLabel, StringComparison.Ordinal);
     }
 
     [Fact]

@@ -9,7 +9,7 @@ namespace QuickSilver.Compare.Tests;
 public sealed class RawUdpSmokeTests
 {
     [Fact]
-    public async Task Every_receiver_gets_every_datagram_round_robin_over_two_groups()
+    public async Task Every_receiver_gets_every_warmup_and_measured_datagram_round_robin_over_two_groups()
     {
         var options = new UdpPassOptions
         {
@@ -17,6 +17,7 @@ public sealed class RawUdpSmokeTests
             Groups = 2,
             Size = 100,
             Messages = 2_000,
+            Warmup = 300,
             Window = 32,
             Port = Random.Shared.Next(30_000, 60_000),
             Tag = (byte)Random.Shared.Next(1, 250),
@@ -31,8 +32,9 @@ public sealed class RawUdpSmokeTests
         var results = await Task.WhenAll(receivers);
 
         Assert.True(sent.ReceiversReady);
-        Assert.Equal(options.Messages, sent.Sent);
-        Assert.All(results, r => Assert.Equal(options.Messages, r.Received));
+        Assert.Equal(options.Total, sent.Sent);
+        Assert.InRange(sent.MeasuredStartMicros, sent.StartMicros, sent.EndMicros);
+        Assert.All(results, r => Assert.Equal((options.Total, options.Messages), (r.Received, r.Count.Measured)));
     }
 
     [Fact]

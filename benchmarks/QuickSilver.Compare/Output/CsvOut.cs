@@ -1,31 +1,37 @@
-using System.Globalization;
-using System.Text;
+using QuickSilver.BenchmarkOutput;
 
 namespace QuickSilver.Compare.Output;
 
-/// <summary>Writes one experiment's results as CSV (invariant culture, RFC 4180 quoting for the note).</summary>
+/// <summary>One experiment's results as CSV (QuickSilver.BenchmarkOutput's writer: invariant culture, RFC 4180 quoting).
+/// <c>warmup</c> and <c>messages</c> are the untimed and the measured counts; <c>min_received</c>/<c>max_received</c>
+/// count both (the delivery check), <c>min_measured</c> only the measured ones (the throughput's numerator).</summary>
 internal static class CsvOut
 {
-    public const string Header = "experiment,system,receivers,groups,size_bytes,loss,messages,min_received,max_received,all_arrived,seconds,msgs_per_sec,mb_per_sec,note";
+    public static readonly IReadOnlyList<string> Columns =
+    [
+        "experiment", "system", "receivers", "groups", "size_bytes", "loss", "warmup", "messages", "min_received", "max_received",
+        "min_measured", "all_arrived", "seconds", "msgs_per_sec", "mb_per_sec", "note",
+    ];
 
-    public static string Format(string experiment, IEnumerable<PassResult> results)
+    public static string Header => string.Join(',', Columns);
+
+    public static CsvTable Table(string experiment, IEnumerable<PassResult> results)
     {
-        var text = new StringBuilder(Header).Append('\n');
+        var table = new CsvTable(Columns);
         foreach (var r in results)
         {
             var p = r.Point;
-            text.Append(CultureInfo.InvariantCulture,
-                $"{Quote(experiment)},{Quote(r.System)},{p.Receivers},{p.Groups},{p.Size},{p.Loss},{p.Messages},{r.MinReceived},{r.MaxReceived},")
-                .Append(r.AllArrived ? "true" : "false")
-                .Append(CultureInfo.InvariantCulture, $",{r.Seconds:0.######},{r.MessagesPerSecond:0.#},{r.MegabytesPerSecond:0.###},{Quote(r.Note)}\n");
+            table.Add([.. new object[]
+            {
+                experiment, r.System, p.Receivers, p.Groups, p.Size, p.Loss, p.Warmup, p.Messages, r.MinReceived, r.MaxReceived,
+                r.MinMeasured, r.AllArrived, Math.Round(r.Seconds, 6), Math.Round(r.MessagesPerSecond, 1), Math.Round(r.MegabytesPerSecond, 3), r.Note,
+            }.Select(CsvTable.Cell)]);
         }
 
-        return text.ToString();
+        return table;
     }
 
-    public static void Write(string path, string experiment, IEnumerable<PassResult> results)
-        => File.WriteAllText(path, Format(experiment, results));
+    public static string Format(string experiment, IEnumerable<PassResult> results) => Table(experiment, results).Format();
 
-    public static string Quote(string field)
-        => field.IndexOfAny([',', '"', '\n', '\r']) < 0 ? field : "\"" + field.Replace("\"", "\"\"", StringComparison.Ordinal) + "\"";
+    public static void Write(string path, string experiment, IEnumerable<PassResult> results) => Table(experiment, results).Write(path);
 }

@@ -1,46 +1,30 @@
 using System.Globalization;
-using ScottPlot;
+using QuickSilver.BenchmarkOutput;
 
 namespace QuickSilver.Compare.Output;
 
-/// <summary>Draws one experiment as a PNG with ScottPlot: messages/s per system against the experiment's parameter,
-/// one evenly spaced tick per measured value (so 1..256 groups read like the paper's log axis).</summary>
+/// <summary>Draws one experiment as a PNG (QuickSilver.BenchmarkOutput's ScottPlot chart): measured messages/s at the
+/// slowest receiver per system against the experiment's parameter, one evenly spaced tick per measured value (so
+/// 1..256 groups read like the paper's log axis).</summary>
 internal static class PlotOut
 {
-    public static void Write(string path, Experiment experiment, IReadOnlyList<PassResult> results, int width = 900, int height = 540)
+    public static LineChart Chart(Experiment experiment, IReadOnlyList<PassResult> results)
     {
-        var xs = experiment.Points.Select(experiment.X).Distinct().Order().ToArray();
-        var plot = new Plot();
-        try
+        var point = experiment.Points[0];
+        var chart = new LineChart($"{experiment.Name}: throughput over loopback", experiment.XLabel, "messages/s (measured, slowest receiver)")
         {
-            foreach (var system in results.Select(r => r.System).Distinct())
-            {
-                var mine = results.Where(r => r.System == system && r.Seconds > 0).ToList();
-                if (mine.Count == 0)
-                {
-                    continue;
-                }
-
-                var positions = mine.Select(r => (double)Array.IndexOf(xs, experiment.X(r.Point))).ToArray();
-                var scatter = plot.Add.Scatter(positions, mine.Select(r => r.MessagesPerSecond).ToArray());
-                scatter.LegendText = system;
-                scatter.MarkerSize = 8;
-                scatter.LineWidth = 2;
-            }
-
-            plot.Axes.Bottom.SetTicks(Enumerable.Range(0, xs.Length).Select(i => (double)i).ToArray(),
-                xs.Select(x => x.ToString("0.##", CultureInfo.InvariantCulture)).ToArray());
-            plot.Axes.SetLimitsX(-0.5, xs.Length - 0.5);
-            plot.Axes.SetLimitsY(0, Math.Max(1, results.Select(r => r.MessagesPerSecond).DefaultIfEmpty(1).Max()) * 1.1);
-            plot.Title($"{experiment.Name}: throughput");
-            plot.XLabel(experiment.XLabel);
-            plot.YLabel("messages/s (slowest receiver)");
-            plot.ShowLegend(Alignment.UpperRight);
-            plot.SavePng(path, width, height);
-        }
-        finally
+            XScale = XScale.Categorical,
+            Subtitle = string.Create(CultureInfo.InvariantCulture, $"{point.Warmup:N0} warm-up + {point.Messages:N0} measured messages a point"),
+        };
+        foreach (var system in results.Select(r => r.System).Distinct())
         {
-            plot.Dispose();
+            var mine = results.Where(r => r.System == system && r.Seconds > 0).ToList();
+            chart.Add(new ChartSeries(system, [.. mine.Select(r => experiment.X(r.Point))], [.. mine.Select(r => r.MessagesPerSecond)]));
         }
+
+        return chart;
     }
+
+    public static void Write(string path, Experiment experiment, IReadOnlyList<PassResult> results, int width = 900, int height = 600)
+        => Chart(experiment, results).SavePng(path, width, height);
 }

@@ -9,8 +9,8 @@ namespace QuickSilver.Compare.Passes;
 /// <summary>
 /// QuickSilver: the sender and an embedded GMS in this process, each receiver a child process (hidden role qs-recv,
 /// with the point's injected loss). Once every receiver is in every group (probes seen), the sender registers one pull
-/// feed per group, each with the group's round-robin share of the messages, and the node pulls them as fast as its
-/// regions take them.
+/// feed per group, each with the group's round-robin share of the warm-up messages followed by its share of the
+/// measured ones, and the node pulls them as fast as its regions take them.
 /// </summary>
 internal static class QsPass
 {
@@ -36,7 +36,8 @@ internal static class QsPass
             g.QueueMessages = false;
         }
 
-        var args = RoleArgs.Make(("gms", port), ("groups", p.Groups), ("messages", p.Messages), ("loss", p.Loss), ("timeout", (int)context.Timeout.TotalSeconds));
+        var args = RoleArgs.Make(("gms", port), ("groups", p.Groups), ("messages", p.Messages), ("warmup", p.Warmup), ("loss", p.Loss),
+            ("timeout", (int)context.Timeout.TotalSeconds));
         var children = Enumerable.Range(0, p.Receivers).Select(_ => ChildProcess.StartSelf(Roles.QsReceive, args)).ToList();
         var feeds = new List<IFeedChannel>();
         try
@@ -51,11 +52,11 @@ internal static class QsPass
                 return PassResult.Failed(Systems.QuickSilver, p, "a receiver did not see the sender in every group");
             }
 
-            long start = ResultLine.NowMicros();
+            var measuredStart = new MeasuredStart();
             for (int g = 0; g < groups.Length; g++)
             {
-                long share = p.Messages / p.Groups + (g < p.Messages % p.Groups ? 1 : 0);
-                feeds.Add(groups[g].RegisterFeed(new CountedFeed(share, p.Size)));
+                var (warm, measured) = p.Share(g);
+                feeds.Add(groups[g].RegisterFeed(new CountedFeed(warm, measured, p.Size, measuredStart)));
             }
 
             var results = await context.ResultsAsync(children);
@@ -70,7 +71,7 @@ internal static class QsPass
                 notes.Add(string.Create(CultureInfo.InvariantCulture, $"rate control MinRate {minRate} packets/s"));
             }
 
-            return PassResult.From(Systems.QuickSilver, p, start, results, string.Join("; ", notes));
+            return PassResult.From(Systems.QuickSilver, p, measuredStart.Micros, results, string.Join("; ", notes));
         }
         finally
         {
@@ -88,7 +89,7 @@ internal static class QsPass
         {
             foreach (var g in groups)
             {
-                g.TryPublish([QsReceiverRole.Probe]);
+                g.TryPublish([MessageKind.Probe]);
             }
 
             await Task.WhenAny(probed, Task.Delay(200, CancellationToken.None));
@@ -97,16 +98,51 @@ internal static class QsPass
         return (await probed).All(l => l is not null);
     }
 
-    /// <summary>A pull feed of <c>count</c> data messages of <c>size</c> bytes (one shared, never modified payload).</summary>
-    private sealed class CountedFeed(long count, int size) : IFeed<ReadOnlyMemory<byte>>
+    /// <summary>When the node pulled the first measured message (µs since the epoch; 0 until then). The node pulls a
+    /// message when it sends it, so this is the sender's first measured send.</summary>
+    private sealed class MeasuredStart
     {
-        private readonly byte[] _payload = new byte[size];
-        private long _left = count;
+        private long _micros;
+
+        public long Micros => Interlocked.Read(ref _micros);
+
+        public void Stamp() => Interlocked.CompareExchange(ref _micros, ResultLine.NowMicros(), 0);
+    }
+
+    /// <summary>A pull feed of <c>warmup</c> warm-up messages, then <c>measured</c> data messages, of <c>size</c> bytes
+    /// (two shared, never modified payloads whose first byte is the <see cref="MessageKind"/>); the first measured pull
+    /// of any group's feed stamps <paramref name="start"/>.</summary>
+    private sealed class CountedFeed(long warmup, long measured, int size, MeasuredStart start) : IFeed<ReadOnlyMemory<byte>>
+    {
+        private readonly byte[] _warmup = Payload(MessageKind.Warmup, size);
+        private readonly byte[] _data = Payload(MessageKind.Data, size);
+        private long _warmupLeft = warmup;
+        private readonly long _measured = measured;
+        private long _left = measured;
 
         public bool TryPull(out ReadOnlyMemory<byte> item)
         {
-            item = _payload;
+            if (_warmupLeft > 0)
+            {
+                _warmupLeft--;
+                item = _warmup;
+                return true;
+            }
+
+            item = _data;
+            if (_left == _measured && _measured > 0)
+            {
+                start.Stamp();
+            }
+
             return _left-- > 0;
+        }
+
+        private static byte[] Payload(byte kind, int size)
+        {
+            var payload = new byte[Math.Max(1, size)];
+            payload[0] = kind;
+            return payload;
         }
     }
 }

@@ -11,7 +11,7 @@ internal static class UdpPass
         var (port, tag) = PassContext.FreshAddress();
         var options = new UdpPassOptions
         {
-            Receivers = p.Receivers, Groups = p.Groups, Size = p.Size, Messages = p.Messages, Port = port, Tag = tag, Timeout = context.Timeout,
+            Receivers = p.Receivers, Groups = p.Groups, Size = p.Size, Messages = p.Messages, Warmup = p.Warmup, Port = port, Tag = tag, Timeout = context.Timeout,
         };
         var children = new List<ChildProcess> { ChildProcess.StartSelf(Roles.UdpSend, options.ToArgs()) };
         try
@@ -36,7 +36,7 @@ internal static class UdpPass
             }
 
             string note = sender.Long("stalls") > 0 ? $"{sender.Long("stalls")} window stall(s)" : "";
-            return PassResult.From(Systems.RawUdp, p, sender.Long("start_us"), results.Where(r => r.GetValueOrDefault("role") == "receiver").ToList(), note);
+            return PassResult.From(Systems.RawUdp, p, sender.Long("measured_start_us"), results.Where(r => r.GetValueOrDefault("role") == "receiver").ToList(), note);
         }
         finally
         {

@@ -4,8 +4,8 @@ using System.Net.Sockets;
 
 namespace QuickSilver.Compare.RawUdp;
 
-/// <summary>The raw UDP blaster: waits for a hello from every receiver, then multicasts datagrams round robin over the
-/// groups, never more than a window beyond the slowest receiver's ack. A window that makes no progress for
+/// <summary>The raw UDP blaster: waits for a hello from every receiver, then multicasts warm-up and then measured
+/// datagrams (sequence numbers 0..Total-1; the first 8 bytes) round robin over the groups, never more than a window beyond the slowest receiver's ack. A window that makes no progress for
 /// <see cref="StallLimit"/> is skipped (counted in <see cref="Summary.Stalls"/>), so a lost ack cannot hang it.</summary>
 internal sealed class UdpBlaster : IDisposable
 {
@@ -17,7 +17,7 @@ internal sealed class UdpBlaster : IDisposable
 
     public UdpBlaster() => _acks.Bind(new IPEndPoint(IPAddress.Loopback, 0));
 
-    public sealed record Summary(long Sent, long StartMicros, long EndMicros, bool ReceiversReady, int Stalls);
+    public sealed record Summary(long Sent, long StartMicros, long MeasuredStartMicros, long EndMicros, bool ReceiversReady, int Stalls);
 
     /// <summary>Where receivers send hellos and acks.</summary>
     public IPEndPoint AckEndPoint => (IPEndPoint)_acks.LocalEndPoint!;
@@ -42,13 +42,18 @@ internal sealed class UdpBlaster : IDisposable
         var groups = Enumerable.Range(0, options.Groups).Select(options.Group).ToArray();
         var payload = new byte[options.Size];
         long start = ResultLine.NowMicros();
-        long seq = 0;
+        long seq = 0, measuredStart = 0;
         int stalls = 0;
-        for (; ready && seq < options.Messages && DateTime.UtcNow < deadline; seq++)
+        for (; ready && seq < options.Total && DateTime.UtcNow < deadline; seq++)
         {
             if (seq - _minAcked >= options.Window && !WaitForWindow(seq, options.Window))
             {
                 stalls++;
+            }
+
+            if (seq == options.Warmup)
+            {
+                measuredStart = ResultLine.NowMicros();
             }
 
             BinaryPrimitives.WriteInt64LittleEndian(payload, seq);
@@ -59,7 +64,7 @@ internal sealed class UdpBlaster : IDisposable
             }
         }
 
-        return new Summary(seq, start, ResultLine.NowMicros(), ready, stalls);
+        return new Summary(seq, start, measuredStart, ResultLine.NowMicros(), ready, stalls);
     }
 
     private bool WaitForWindow(long seq, int window)

@@ -16,7 +16,14 @@ internal sealed record UdpPassOptions
 
     public int Size { get; init; } = 100;
 
+    /// <summary>Measured datagrams, sent after <see cref="Warmup"/> untimed ones (sequence numbers below
+    /// <see cref="Warmup"/> are warm-up).</summary>
     public long Messages { get; init; } = 1000;
+
+    public long Warmup { get; init; }
+
+    /// <summary>Every datagram the blaster sends: warm-up and measured.</summary>
+    public long Total => Warmup + Messages;
 
     public int Port { get; init; } = 47100;
 
@@ -39,13 +46,14 @@ internal sealed record UdpPassOptions
         ArgumentOutOfRangeException.ThrowIfLessThan(Size, 8, nameof(Size));
         ArgumentOutOfRangeException.ThrowIfGreaterThan(Size, 65_000, nameof(Size));
         ArgumentOutOfRangeException.ThrowIfLessThan(Messages, 1, nameof(Messages));
+        ArgumentOutOfRangeException.ThrowIfNegative(Warmup, nameof(Warmup));
         ArgumentOutOfRangeException.ThrowIfLessThan(Window, 1, nameof(Window));
     }
 
     public IPEndPoint Group(int index) => new(new IPAddress([239, 254, Tag, (byte)index]), Port);
 
     public string[] ToArgs() => RoleArgs.Make(("receivers", Receivers), ("groups", Groups), ("size", Size), ("messages", Messages),
-        ("port", Port), ("tag", Tag), ("window", Window), ("timeout", (int)Timeout.TotalSeconds));
+        ("warmup", Warmup), ("port", Port), ("tag", Tag), ("window", Window), ("timeout", (int)Timeout.TotalSeconds));
 
     public static UdpPassOptions FromArgs(RoleArgs a) => new()
     {
@@ -53,6 +61,7 @@ internal sealed record UdpPassOptions
         Groups = a.Int("groups", 1),
         Size = a.Int("size", 100),
         Messages = a.Long("messages", 1000),
+        Warmup = a.Long("warmup", 0),
         Port = a.Int("port", 47100),
         Tag = (byte)a.Int("tag", 1),
         Window = a.Int("window", 512),

@@ -5,15 +5,17 @@ using System.Net.Sockets;
 namespace QuickSilver.Compare.RawUdp;
 
 /// <summary>The raw UDP receiver: one socket per group bound to the group's address and joined on loopback; counts
-/// datagrams and acks the highest sequence seen (and says hello until data arrives) to the blaster.</summary>
+/// datagrams (sequence numbers below <see cref="UdpPassOptions.Warmup"/> are warm-up, the rest measured) and acks the
+/// highest sequence seen (and says hello until data arrives) to the blaster.</summary>
 internal sealed class UdpReceiver
 {
-    private long _received;
+    private readonly ArrivalCounter _count = new();
     private long _highest;
-    private long _first;
-    private long _last;
 
-    public sealed record Summary(long Received, long FirstMicros, long LastMicros, int ReceiveBuffer);
+    public sealed record Summary(ArrivalCounter Count, int ReceiveBuffer)
+    {
+        public long Received => Count.Received;
+    }
 
     public static async Task<Summary> RunAsync(UdpPassOptions options, int id, IPEndPoint blaster, CancellationToken cancellationToken)
     {
@@ -31,7 +33,7 @@ internal sealed class UdpReceiver
             await deadline.CancelAsync();
             await Task.WhenAll(loops);
             receiver.Ack(ack, blaster, id);
-            return new Summary(Interlocked.Read(ref receiver._received), receiver._first, Interlocked.Read(ref receiver._last), sockets[0].ReceiveBufferSize);
+            return new Summary(receiver._count, sockets[0].ReceiveBufferSize);
         }
         finally
         {
@@ -54,9 +56,9 @@ internal sealed class UdpReceiver
     {
         try
         {
-            while (Interlocked.Read(ref _received) < options.Messages)
+            while (_count.Received < options.Total)
             {
-                long last = Interlocked.Read(ref _last);
+                long last = _count.LastMicros;
                 if (last == 0)
                 {
                     Ack(ack, blaster, id);
@@ -87,17 +89,15 @@ internal sealed class UdpReceiver
                     continue;
                 }
 
-                long next = BinaryPrimitives.ReadInt64LittleEndian(buffer) + 1;
-                long now = ResultLine.NowMicros();
-                Interlocked.CompareExchange(ref _first, now, 0);
-                Interlocked.Exchange(ref _last, now);
+                long seq = BinaryPrimitives.ReadInt64LittleEndian(buffer);
+                long next = seq + 1;
                 long seen = Interlocked.Read(ref _highest);
                 while (next > seen && Interlocked.CompareExchange(ref _highest, next, seen) != seen)
                 {
                     seen = Interlocked.Read(ref _highest);
                 }
 
-                if (Interlocked.Increment(ref _received) % options.AckEvery == 0)
+                if (_count.Arrived(seq >= options.Warmup) % options.AckEvery == 0)
                 {
                     Ack(ack, blaster, id);
                 }

@@ -18,27 +18,32 @@ import org.jgroups.conf.ProtocolStackConfigurator;
 
 /**
  * The JGroups side of QuickSilver's comparison, in the MPerf pattern: one sender and N receivers, each a process
- * with G channels (one cluster per group, over one shared UDP transport); the sender sends M messages of S bytes round
- * robin over its channels; receivers count data messages across all channels, tell the sender when they have all of
- * them, and print one line: RESULT role=... key=value ... Every wait is bounded by timeout=seconds.
+ * with G channels (one cluster per group, over one shared UDP transport); the sender sends W warm-up messages and then
+ * M measured messages of S bytes round robin over its channels (the first byte says which: 2 warm-up, 0 measured);
+ * receivers count both across all channels, time from the first measured message to the last message, tell the sender
+ * when they have all W+M, and print one line: RESULT role=... key=value ... Every wait is bounded by timeout=seconds.
+ * The same protocol as the C# roles of QuickSilver.Compare (ArrivalCounter).
  *
  * Usage: java -Djava.net.preferIPv4Stack=true -Djgroups.bind_addr=127.0.0.1 -cp build:jgroups.jar QsPerf
- *        role=sender|receiver receivers=N messages=M size=S groups=G timeout=SECONDS cluster=NAME port=MCAST_PORT
+ *        role=sender|receiver receivers=N warmup=W messages=M size=S groups=G timeout=SECONDS cluster=NAME port=MCAST_PORT
  */
 public final class QsPerf {
     private static final byte DATA = 0;
     private static final byte DONE = 1;
+    private static final byte WARMUP = 2;
 
     private final Map<String, String> args;
     private final boolean sender;
     private final int receivers;
     private final long messages;
+    private final long warmup;
     private final int size;
     private final int groups;
     private final long deadlineNanos;
     private final AtomicLong received = new AtomicLong();
+    private final AtomicLong measured = new AtomicLong();
     private final AtomicLong done = new AtomicLong();
-    private volatile long firstMicros;
+    private volatile long firstMeasuredMicros;
     private volatile long lastMicros;
     private final List<JChannel> channels = new ArrayList<>();
 
@@ -47,6 +52,7 @@ public final class QsPerf {
         sender = "sender".equals(get("role", "receiver"));
         receivers = Integer.parseInt(get("receivers", "1"));
         messages = Long.parseLong(get("messages", "1000"));
+        warmup = Math.max(0, Long.parseLong(get("warmup", "0")));
         size = Math.max(1, Integer.parseInt(get("size", "100")));
         groups = Math.max(1, Integer.parseInt(get("groups", "1")));
         deadlineNanos = System.nanoTime() + TimeUnit.SECONDS.toNanos(Long.parseLong(get("timeout", "60")));
@@ -115,10 +121,11 @@ public final class QsPerf {
             }
 
             long now = nowMicros();
-            if (received.getAndIncrement() == 0) {
-                firstMicros = now;
+            if (kind != WARMUP && measured.getAndIncrement() == 0) {
+                firstMeasuredMicros = now;
             }
             lastMicros = now;
+            received.incrementAndGet();
         }
     }
 
@@ -173,36 +180,44 @@ public final class QsPerf {
 
     private int send(boolean members) throws Exception {
         long start = nowMicros();
+        long measuredStart = 0;
         long sent = 0;
+        long total = warmup + messages;
+        byte[] warm = new byte[size];
+        warm[0] = WARMUP;
         byte[] payload = new byte[size];
         payload[0] = DATA;
         if (members) {
-            for (; sent < messages && beforeDeadline(); sent++) {
-                channels.get((int) (sent % groups)).send(new Message(null, null, payload));
+            for (; sent < total && beforeDeadline(); sent++) {
+                if (sent == warmup) {
+                    measuredStart = nowMicros();
+                }
+                channels.get((int) (sent % groups)).send(new Message(null, null, sent < warmup ? warm : payload));
             }
         }
         long end = nowMicros();
         while (done.get() < receivers && beforeDeadline()) {
             Thread.sleep(5);
         }
-        System.out.println("RESULT role=sender sent=" + sent + " expected=" + messages + " members=" + members
-                + " done=" + done.get() + " start_us=" + start + " end_us=" + end);
+        System.out.println("RESULT role=sender sent=" + sent + " expected=" + total + " members=" + members
+                + " done=" + done.get() + " start_us=" + start + " measured_start_us=" + measuredStart + " end_us=" + end);
         System.out.flush();
-        return sent == messages ? 0 : 2; // exits without leaving: closing hundreds of channels one by one takes seconds
+        return sent == total ? 0 : 2; // exits without leaving: closing hundreds of channels one by one takes seconds
     }
 
     private int receive(boolean members) throws Exception {
-        while (received.get() < messages && beforeDeadline()) {
+        long total = warmup + messages;
+        while (received.get() < total && beforeDeadline()) {
             Thread.sleep(2);
         }
         long count = received.get();
-        if (count >= messages) {
+        if (count >= total) {
             channels.get(0).send(new Message(null, null, new byte[] {DONE}));
         }
-        System.out.println("RESULT role=receiver received=" + count + " expected=" + messages + " members=" + members
-                + " first_us=" + firstMicros + " last_us=" + lastMicros);
+        System.out.println("RESULT role=receiver received=" + count + " expected=" + total + " measured=" + measured.get()
+                + " members=" + members + " first_measured_us=" + firstMeasuredMicros + " last_us=" + lastMicros);
         System.out.flush();
         Thread.sleep(300); // let the DONE message (and any retransmission it needs) leave before exiting
-        return count == messages ? 0 : 2;
+        return count == total ? 0 : 2;
     }
 }

@@ -1,0 +1,59 @@
+using System.CommandLine;
+
+namespace QuickSilver.Compare;
+
+/// <summary>The runner's command line: the options of a run and the hidden <c>role</c> command of its child processes.</summary>
+internal static class Cli
+{
+    public static RootCommand Build()
+    {
+        var quick = new Option<bool>("--quick")
+        {
+            Description = $"About 2 minutes: 1000 B experiments and one 100 B point, {Plan.QuickWarmup:N0} warm-up + {Plan.QuickMessages:N0} measured messages a point.",
+        };
+        var output = new Option<string>("--output") { Description = "Folder of the CSVs, PNGs and summary.md.", DefaultValueFactory = _ => "docs/compare" };
+        var systems = new Option<string[]>("--systems")
+        {
+            Description = "Systems to measure: QuickSilver, JGroups, RawUDP.",
+            DefaultValueFactory = _ => [.. Systems.All],
+            AllowMultipleArgumentsPerToken = true,
+        };
+        var messages = new Option<long?>("--messages") { Description = $"Measured messages per point (default {Plan.QuickMessages:N0} quick, {Plan.FullMessages:N0} full)." };
+        var warmup = new Option<long?>("--warmup")
+        {
+            Description = $"Warm-up messages the sender sends before the measured ones at every point, for every system (delivered and checked, not timed; default {Plan.QuickWarmup:N0} quick, {Plan.FullWarmup:N0} full; 0 for none).",
+        };
+        var minRate = new Option<double?>("--qs-min-rate")
+        {
+            Description = "Override QuickSilver's starting/minimum send rate (RateControlOptions.MinRate, packets/s; default 1000) to see past rate control's warm-up.",
+        };
+        var timeout = new Option<int?>("--timeout") { Description = "Seconds any one process of a pass may run (default 60 in quick mode, 240 in full mode)." };
+        CliChecks.AtLeast(messages, 1);
+        CliChecks.AtLeast(warmup, 0);
+        CliChecks.AtLeast(timeout, 1);
+        minRate.Validators.Add(r =>
+        {
+            if (CliChecks.TryValue<double>(r) is { } v && !(v > 0 && double.IsFinite(v)))
+            {
+                r.AddError($"--qs-min-rate must be a positive number of packets/s; got {v}.");
+            }
+        });
+        
+        var root = new RootCommand("QuickSilver vs JGroups vs raw UDP over loopback IP multicast: a CSV, a PNG and ratios per experiment.")
+        {
+            quick, output, systems, messages, warmup, timeout, minRate,
+        };
+        root.SetAction((parse, _) => Runner.RunAsync(new RunOptions(
+            parse.GetValue(quick), parse.GetValue(output)!, parse.GetValue(systems)!, parse.GetValue(messages), parse.GetValue(warmup),
+            TimeSpan.FromSeconds(parse.GetValue(timeout) ?? (parse.GetValue(quick) ? 60 : 240)), parse.GetValue(minRate))));
+        
+        var roleName = new Argument<string>("name");
+        var roleArgs = new Argument<string[]>("args") { Arity = ArgumentArity.ZeroOrMore };
+        var role = new Command("role", "A child process of the runner.") { Hidden = true };
+        role.Arguments.Add(roleName);
+        role.Arguments.Add(roleArgs);
+        role.SetAction((parse, _) => Roles.RunAsync(parse.GetValue(roleName)!, parse.GetValue(roleArgs) ?? []));
+        root.Subcommands.Add(role);
+        return root;
+    }
+}
