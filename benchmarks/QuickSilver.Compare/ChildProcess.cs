@@ -23,7 +23,14 @@ internal sealed class ChildProcess : IDisposable
                 _lines.Writer.TryWrite(e.Data);
             }
         };
-        _process.ErrorDataReceived += (_, _) => { }; // drained so the child never blocks on a full pipe
+        // Drained so the child never blocks on a full pipe, and passed on: a child's diagnostics belong in the run's log.
+        _process.ErrorDataReceived += (_, e) =>
+        {
+            if (e.Data is { Length: > 0 } line)
+            {
+                Console.Error.WriteLine($"[child] {line}");
+            }
+        };
     }
 
     public static ChildProcess Start(string fileName, IEnumerable<string> arguments)

@@ -58,6 +58,11 @@ internal static class QsReceiverRole
             await Task.Delay(5, CancellationToken.None);
         }
 
+        if (count.Received < total)
+        {
+            Console.Error.WriteLine($"qs-recv timed out with {count.Received} of {total}: {await node.DescribeAsync()}");
+        }
+
         Console.WriteLine(count.ResultLine(total));
         await Console.In.ReadToEndAsync(CancellationToken.None).WaitAsync(TimeSpan.FromSeconds(30)).ContinueWith(_ => { }, TaskScheduler.Default);
         return 0;

@@ -121,6 +121,14 @@ internal sealed class NodeStack : IDatagramHandler
 
     public void Stop() => Gms.Stop();
 
+    /// <summary>The node's protocol state in a few lines (diagnostics): its region member, its senders, its drops.</summary>
+    public string Describe() =>
+        $"node {Gms.Node?.Value} at {Address}: member: {_member?.Describe() ?? "none"}" +
+        string.Concat(_senders.Values.Select(s => $" | sender to region {s.Region}: last {s.LastSequence}, acked {s.Acknowledged}, " +
+            $"unacked {s.Unacknowledged}, μ_snd {s.RateController.TargetRate:F0}/s, credits {s.RateController.Credits:F0}, " +
+            $"resent on NAK {s.RetransmittedOnNak} / timeout {s.RetransmittedOnTimeout}")) +
+        $" | drops: group {Drops.Total}, reliable {_reliable.Drops.Total}, duplicates {Duplicates}";
+
     private bool InView(GroupView view)
     {
         var region = _member?.View?.Region;

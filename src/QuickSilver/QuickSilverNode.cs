@@ -138,6 +138,9 @@ public sealed class QuickSilverNode : IAsyncDisposable
         return group;
     }
 
+    /// <summary>The node's protocol state (region member, senders, drops) as text, for diagnosing a stalled transfer.</summary>
+    public Task<string> DescribeAsync() => _core.InvokeAsync(() => _stack.Describe() + $" | core drops {_core.Counters.Drops.Total}");
+
     internal async Task LeaveAsync(QuickSilverGroup group)
     {
         if (!await _core.InvokeAsync(() => _stack.Leave(group.Name)).ConfigureAwait(false))

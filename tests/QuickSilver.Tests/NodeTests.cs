@@ -180,6 +180,10 @@ public sealed class NodeTests
             await Task.Delay(20, cts.Token);
         }
 
+        // The same state, as text for diagnostics: the publisher's sender numbered one packet, the receiver delivered it.
+        Assert.Contains("last 1,", await pair.A.DescribeAsync(), StringComparison.Ordinal);
+        Assert.Contains($"sender {pair.A.Id}: delivered 1,", await pair.B.DescribeAsync(), StringComparison.Ordinal);
+
         string node = pair.A.Address.ToString();
         var seen = new Dictionary<string, double>();
         using var listener = new System.Diagnostics.Metrics.MeterListener();
@@ -239,17 +243,7 @@ public sealed class NodeTests
         }
 
         /// <summary>The protocol state of both nodes, for a failure message (a stalled transfer says where it stalled).</summary>
-        public async Task<string> DescribeAsync()
-        {
-            string senders = await A.Core.InvokeAsync(() => string.Join("; ", A.Stack.Senders.Values.Select(s =>
-                $"sender last {s.LastSequence} acked {s.Acknowledged} nak-resends {s.RetransmittedOnNak} timeout-resends {s.RetransmittedOnTimeout}")));
-            string member = await B.Core.InvokeAsync(() => B.Stack.Member is not { } m ? "B has no region member" :
-                $"B: view {m.View?.ViewNumber} of {m.View?.Count}, rounds {m.RoundsCompleted}, progress {m.Progress(A.Stack.Gms.Node!.Value.Value)}, " +
-                $"drops {m.Drops.Total} member / {B.Stack.ReliableDrops.Total} reliable / {B.Core.Counters.Drops.Total} core");
-            string leader = await A.Core.InvokeAsync(() => A.Stack.Member is not { } m ? "A has no region member" :
-                $"A: view {m.View?.ViewNumber} of {m.View?.Count}, rounds {m.RoundsCompleted}, leader {m.IsRegionLeader}");
-            return $"{senders}; {member}; {leader}";
-        }
+        public async Task<string> DescribeAsync() => $"A: {await A.DescribeAsync()} || B: {await B.DescribeAsync()}";
     }
 
     private sealed class DelegateFeed(Func<byte[]?> next) : Core.Feeds.IFeed<ReadOnlyMemory<byte>>

@@ -71,7 +71,13 @@ internal static class QsPass
                 notes.Add(string.Create(CultureInfo.InvariantCulture, $"rate control MinRate {minRate} packets/s"));
             }
 
-            return PassResult.From(Systems.QuickSilver, p, measuredStart.Micros, results, string.Join("; ", notes));
+            var result = PassResult.From(Systems.QuickSilver, p, measuredStart.Micros, results, string.Join("; ", notes));
+            if (!result.AllArrived)
+            {
+                Console.Error.WriteLine($"QuickSilver sender at {p}: {await node.DescribeAsync()}"); // with the receivers' own lines: where it stalled
+            }
+
+            return result;
         }
         finally
         {

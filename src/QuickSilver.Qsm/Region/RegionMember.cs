@@ -154,6 +154,13 @@ public sealed class RegionMember
     public (ulong Delivered, ulong MaxSeen, ulong CachedUpTo, bool Anchored)? Progress(uint sender)
         => _streams.TryGetValue(sender, out var s) ? (s.Delivered, s.MaxSeen, s.CachedUpTo(Partitions, Partition), s.Anchored) : null;
 
+    /// <summary>One line of this member's state for diagnostics: view, partition, rounds, and per sender what it has
+    /// delivered, seen and holds.</summary>
+    public string Describe() =>
+        $"region {View?.Region.Value} view {View?.ViewNumber} ({View?.Count} members), index {Index}, partition {Partition}/{Partitions}, " +
+        $"rounds {RoundsCompleted}, repairs {RepairsSent}, pulls {PullsSent}, NAKs {NaksSent}, drops {Drops.Total}; " +
+        string.Join("; ", _streams.Values.Select(s => $"sender {s.Sender}: delivered {s.Delivered}, seen {s.MaxSeen}, held {s.HeldCount}, anchored {s.Anchored}"));
+
     /// <summary>Whether a control message of this kind (its first byte) is for a region member (token, pull) rather than
     /// a sender (NAK, ACK).</summary>
     public static bool IsMemberControl(byte kind) => kind is (byte)RegionControl.Token or (byte)RegionControl.Pull;

@@ -68,6 +68,9 @@ public sealed class RegionSender
         return packet - RegionWire.DataHeaderSize;
     }
 
+    /// <summary>The region this sender multicasts into.</summary>
+    public uint Region => _view.Region.Value;
+
     public ulong LastSequence { get; private set; }
 
     /// <summary>The region's collective ACK: every packet up to here is stable on its caching replicas.</summary>
