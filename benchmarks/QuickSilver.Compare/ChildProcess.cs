@@ -9,7 +9,7 @@ internal sealed class ChildProcess : IDisposable
     private readonly Process _process;
     private readonly Channel<string> _lines = Channel.CreateUnbounded<string>();
 
-    private ChildProcess(Process process)
+    private ChildProcess(Process process, bool forwardStderr)
     {
         _process = process;
         _process.OutputDataReceived += (_, e) =>
@@ -23,17 +23,18 @@ internal sealed class ChildProcess : IDisposable
                 _lines.Writer.TryWrite(e.Data);
             }
         };
-        // Drained so the child never blocks on a full pipe, and passed on: a child's diagnostics belong in the run's log.
+        // Drained so the child never blocks on a full pipe; this runner's own roles' diagnostics are passed on to the
+        // run's log (JGroups' chatter about socket buffers is not).
         _process.ErrorDataReceived += (_, e) =>
         {
-            if (e.Data is { Length: > 0 } line)
+            if (forwardStderr && e.Data is { Length: > 0 } line)
             {
                 Console.Error.WriteLine($"[child] {line}");
             }
         };
     }
 
-    public static ChildProcess Start(string fileName, IEnumerable<string> arguments)
+    public static ChildProcess Start(string fileName, IEnumerable<string> arguments, bool forwardStderr = false)
     {
         var info = new ProcessStartInfo(fileName)
         {
@@ -47,7 +48,7 @@ internal sealed class ChildProcess : IDisposable
             info.ArgumentList.Add(a);
         }
 
-        var child = new ChildProcess(new Process { StartInfo = info });
+        var child = new ChildProcess(new Process { StartInfo = info }, forwardStderr);
         child._process.Start();
         child._process.BeginOutputReadLine();
         child._process.BeginErrorReadLine();
@@ -58,7 +59,7 @@ internal sealed class ChildProcess : IDisposable
     public static ChildProcess StartSelf(string role, IEnumerable<string> arguments)
     {
         string host = Environment.GetEnvironmentVariable("DOTNET_HOST_PATH") is { Length: > 0 } path ? path : "dotnet";
-        return Start(host, [typeof(ChildProcess).Assembly.Location, "role", role, .. arguments]);
+        return Start(host, [typeof(ChildProcess).Assembly.Location, "role", role, .. arguments], forwardStderr: true);
     }
 
     /// <summary>Runs a command to its end (killed after <paramref name="timeout"/>): its exit code (-1 if killed) and stdout lines.</summary>

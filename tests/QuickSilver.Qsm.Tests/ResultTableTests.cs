@@ -6,19 +6,18 @@ namespace QuickSilver.Qsm.Tests;
 public sealed class ResultTableTests
 {
     [Fact]
-    public void Csv_has_the_header_then_the_rows_in_the_invariant_culture()
+    public void Cells_are_formatted_in_the_invariant_culture_and_NaN_is_empty()
     {
         var previous = CultureInfo.CurrentCulture;
-        CultureInfo.CurrentCulture = new CultureInfo("de-DE"); // a decimal comma must not leak into the file
+        CultureInfo.CurrentCulture = new CultureInfo("de-DE"); // a decimal comma must not leak into the tables
         try
         {
             var table = new ResultTable("t", "nodes", "msgs/s", "note");
-            table.Add(25, 9850.5, "a, \"quoted\" note");
+            table.Add(25, 9850.5, "a note");
             table.Add(71, double.NaN, null);
-            var text = new StringWriter();
-            table.WriteCsv(text);
-
-            Assert.Equal("nodes,msgs/s,note\n25,9850.5,\"a, \"\"quoted\"\" note\"\n71,,\n", text.ToString());
+            Assert.Equal(["25", "9850.5", "a note"], table.Rows[0]);
+            Assert.Equal(["71", "", ""], table.Rows[1]);
+            Assert.Equal("| nodes | msgs/s | note |\n|---:|---:|---:|\n| 25 | 9850.5 | a note |\n| 71 |  |  |\n", table.ToMarkdown());
         }
         finally
         {

@@ -3,8 +3,8 @@ using System.Text;
 
 namespace QuickSilver.Qsm.Simulation;
 
-/// <summary>A table of measured figures, written as CSV (RFC 4180 quoting) or Markdown, always in the invariant
-/// culture. NaN (nothing measured) is written as an empty cell.</summary>
+/// <summary>A table of measured figures, its cells formatted in the invariant culture (NaN, nothing measured, is an
+/// empty cell), printed as Markdown; the figures runner writes it as CSV and plots it (benchmarks/QuickSilver.BenchmarkOutput).</summary>
 public sealed class ResultTable(string title, params string[] columns)
 {
     private readonly List<string[]> _rows = new();
@@ -24,16 +24,6 @@ public sealed class ResultTable(string title, params string[] columns)
         }
 
         _rows.Add([.. cells.Select(Format)]);
-    }
-
-    public void WriteCsv(TextWriter writer)
-    {
-        ArgumentNullException.ThrowIfNull(writer);
-        writer.Write(string.Join(',', Columns.Select(Quote)) + "\n");
-        foreach (var row in _rows)
-        {
-            writer.Write(string.Join(',', row.Select(Quote)) + "\n");
-        }
     }
 
     public string ToMarkdown()
@@ -56,7 +46,4 @@ public sealed class ResultTable(string title, params string[] columns)
         IFormattable f => f.ToString(null, CultureInfo.InvariantCulture),
         _ => cell.ToString() ?? "",
     };
-
-    private static string Quote(string cell)
-        => cell.IndexOfAny([',', '"', '\n', '\r']) < 0 ? cell : "\"" + cell.Replace("\"", "\"\"", StringComparison.Ordinal) + "\"";
 }
