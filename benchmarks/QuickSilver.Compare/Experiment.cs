@@ -11,14 +11,10 @@ internal sealed record ExperimentPoint(int Receivers, int Groups, int Size, doub
     /// <summary>Every message a receiver must get: warm-up and measured.</summary>
     public long Total => Warmup + Messages;
 
-    /// <summary>Group <paramref name="g"/>'s round-robin share of the warm-up and of the measured messages, when message
-    /// i (0-based, warm-up first) goes to group i mod <see cref="Groups"/>.</summary>
-    public (long Warmup, long Measured) Share(int g)
-    {
-        long warm = Warmup / Groups + (g < Warmup % Groups ? 1 : 0);
-        long total = Total / Groups + (g < Total % Groups ? 1 : 0);
-        return (warm, total - warm);
-    }
+    /// <summary>Group <paramref name="g"/>'s round-robin share of all <see cref="Total"/> messages, when message i
+    /// (0-based) goes to group i mod <see cref="Groups"/>. Which of them are warm-up is decided in send order over all
+    /// groups (the first <see cref="Warmup"/> sent), as the JGroups and raw UDP senders do.</summary>
+    public long Share(int g) => Total / Groups + (g < Total % Groups ? 1 : 0);
 }
 
 /// <summary>A series of points varying one parameter (<see cref="XLabel"/>), plotted and written as one CSV.</summary>

@@ -52,11 +52,13 @@ internal static class QsPass
                 return PassResult.Failed(Systems.QuickSilver, p, "a receiver did not see the sender in every group");
             }
 
-            var measuredStart = new MeasuredStart();
+            // As in the JGroups and raw UDP passes, the first W messages sent, over all groups, are the warm-up: the node
+            // may drain one group's feed before the next, so a per-group split would put other groups' warm-up inside
+            // the measured window.
+            var schedule = new SendSchedule(p.Warmup);
             for (int g = 0; g < groups.Length; g++)
             {
-                var (warm, measured) = p.Share(g);
-                feeds.Add(groups[g].RegisterFeed(new CountedFeed(warm, measured, p.Size, measuredStart)));
+                feeds.Add(groups[g].RegisterFeed(new CountedFeed(p.Share(g), p.Size, schedule)));
             }
 
             var results = await context.ResultsAsync(children);
@@ -71,7 +73,7 @@ internal static class QsPass
                 notes.Add(string.Create(CultureInfo.InvariantCulture, $"rate control MinRate {minRate} packets/s"));
             }
 
-            var result = PassResult.From(Systems.QuickSilver, p, measuredStart.Micros, results, string.Join("; ", notes));
+            var result = PassResult.From(Systems.QuickSilver, p, schedule.MeasuredStartMicros, results, string.Join("; ", notes));
             if (!result.AllArrived)
             {
                 Console.Error.WriteLine($"QuickSilver sender at {p}: {await node.DescribeAsync()}"); // with the receivers' own lines: where it stalled
@@ -104,44 +106,50 @@ internal static class QsPass
         return (await probed).All(l => l is not null);
     }
 
-    /// <summary>When the node pulled the first measured message (µs since the epoch; 0 until then). The node pulls a
-    /// message when it sends it, so this is the sender's first measured send.</summary>
-    private sealed class MeasuredStart
+    /// <summary>Which messages are warm-up, over all of a pass's feeds: the first <c>warmup</c> pulled. Also when the node
+    /// pulled the first measured one (µs since the epoch; 0 until then): the node pulls a message when it sends it, so
+    /// this is the sender's first measured send. Core thread only.</summary>
+    private sealed class SendSchedule(long warmup)
     {
-        private long _micros;
-
-        public long Micros => Interlocked.Read(ref _micros);
-
-        public void Stamp() => Interlocked.CompareExchange(ref _micros, ResultLine.NowMicros(), 0);
-    }
-
-    /// <summary>A pull feed of <c>warmup</c> warm-up messages, then <c>measured</c> data messages, of <c>size</c> bytes
-    /// (two shared, never modified payloads whose first byte is the <see cref="MessageKind"/>); the first measured pull
-    /// of any group's feed stamps <paramref name="start"/>.</summary>
-    private sealed class CountedFeed(long warmup, long measured, int size, MeasuredStart start) : IFeed<ReadOnlyMemory<byte>>
-    {
-        private readonly byte[] _warmup = Payload(MessageKind.Warmup, size);
-        private readonly byte[] _data = Payload(MessageKind.Data, size);
         private long _warmupLeft = warmup;
-        private readonly long _measured = measured;
-        private long _left = measured;
+        private long _measuredStart;
 
-        public bool TryPull(out ReadOnlyMemory<byte> item)
+        public long MeasuredStartMicros => Interlocked.Read(ref _measuredStart);
+
+        /// <summary>True while the pass is still in its warm-up; otherwise stamps the measured start once.</summary>
+        public bool NextIsWarmup()
         {
             if (_warmupLeft > 0)
             {
                 _warmupLeft--;
-                item = _warmup;
                 return true;
             }
 
-            item = _data;
-            if (_left == _measured && _measured > 0)
+            Interlocked.CompareExchange(ref _measuredStart, ResultLine.NowMicros(), 0);
+            return false;
+        }
+    }
+
+    /// <summary>A group's pull feed of <c>total</c> messages of <c>size</c> bytes, each a warm-up or a measured message as
+    /// <paramref name="schedule"/> says (two shared, never modified payloads whose first byte is the
+    /// <see cref="MessageKind"/>).</summary>
+    private sealed class CountedFeed(long total, int size, SendSchedule schedule) : IFeed<ReadOnlyMemory<byte>>
+    {
+        private readonly byte[] _warmup = Payload(MessageKind.Warmup, size);
+        private readonly byte[] _data = Payload(MessageKind.Data, size);
+        private long _left = total;
+
+        public bool TryPull(out ReadOnlyMemory<byte> item)
+        {
+            if (_left <= 0)
             {
-                start.Stamp();
+                item = default;
+                return false;
             }
 
-            return _left-- > 0;
+            _left--;
+            item = schedule.NextIsWarmup() ? _warmup : _data;
+            return true;
         }
 
         private static byte[] Payload(byte kind, int size)
