@@ -15,10 +15,10 @@ internal sealed record FigureMode(
     /// <summary>Loss per link traversal in the recovery experiment: uplink then downlink, about 1 % end to end.</summary>
     public const double RecoveryLossPerLink = 0.005;
 
-    /// <summary>About two minutes of wall time: short windows, a subset of each sweep.</summary>
-    public static FigureMode Quick { get; } = new("quick",
+    /// <summary>About two minutes of wall time: short windows, a subset of each sweep (1,000 nodes only if asked).</summary>
+    public static FigureMode Quick(int maxNodes = 250) => new("quick",
         new RunLength(TimeSpan.FromSeconds(20), TimeSpan.FromSeconds(10), TimeSpan.FromSeconds(60)),
-        [1, 25, 71, 250], [1, 2, 5, 10], [25, 71], [0.25, 0.5, 1, 2], [1, 2, 5, 10], [25, 71], [1, 16, 256]);
+        [.. new[] { 1, 25, 71, 250, 1000 }.Where(n => n <= maxNodes)], [1, 2, 5, 10], [25, 71], [0.25, 0.5, 1, 2], [1, 2, 5, 10], [25, 71], [1, 16, 256]);
 
     /// <summary>Longer windows and the full sweeps (1,213 s of wall time on the shared 2-core machine, 2026-11-23).</summary>
     public static FigureMode Full(int maxNodes) => new("full",

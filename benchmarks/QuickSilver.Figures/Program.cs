@@ -9,16 +9,28 @@ var quick = new Option<bool>("--quick") { Description = "Short windows and a sub
 var output = new Option<string>("--out") { Description = "Folder for the CSV and PNG files.", DefaultValueFactory = _ => "docs/figures" };
 var plotOnly = new Option<bool>("--plot-only") { Description = "Run nothing: redraw the PNG of every experiment CSV already in the --out folder." };
 var only = new Option<string?>("--only") { Description = "Run only the experiment whose CSV file name starts with this (e.g. groups, throughput)." };
-var maxNodes = new Option<int>("--max-nodes") { Description = "Largest region in full mode (1000 needs ~15 GB and tens of minutes).", DefaultValueFactory = _ => 250 };
+var maxNodes = new Option<int>("--max-nodes") { Description = "Largest region (250 by default; 1000 adds 1,000-node runs, which need far more memory and time).", DefaultValueFactory = _ => 250 };
+var wallBudget = new Option<int?>("--wall-budget") { Description = "Seconds of wall time after which one run is cut (default 60 quick, 240 full)." };
 
 var root = new RootCommand("QuickSilver QSM figures: throughput, partitioning, token rate, senders, recovery and ACK latency in simulation.")
 {
-    quick, output, maxNodes, only, plotOnly,
+    quick, output, maxNodes, only, plotOnly, wallBudget,
 };
 
 root.SetAction(parse =>
 {
-    var mode = parse.GetValue(quick) ? FigureMode.Quick : FigureMode.Full(parse.GetValue(maxNodes));
+    var mode = parse.GetValue(quick) ? FigureMode.Quick(parse.GetValue(maxNodes)) : FigureMode.Full(parse.GetValue(maxNodes));
+    if (parse.GetValue(wallBudget) is { } budget)
+    {
+        if (budget < 1)
+        {
+            Console.Error.WriteLine("--wall-budget must be at least 1 second");
+            return 2;
+        }
+
+        mode = mode with { Length = mode.Length with { WallBudget = TimeSpan.FromSeconds(budget) } };
+    }
+
     string folder = parse.GetValue(output)!;
     if (parse.GetValue(plotOnly))
     {
