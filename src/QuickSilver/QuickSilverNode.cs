@@ -73,7 +73,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
                 gms = await core.InvokeAsync(() =>
                 {
                     var reliable = new ReliableUnicast(gmsEndpoint, core, epoch ^ 0x5A5A5A5Au | 1,
-                        new ReliableUnicastOptions { MaxSegmentBytes = options.MaxDatagramSize - 64 });
+                        new ReliableUnicastOptions { MaxSegmentBytes = options.MaxDatagramSize - 64 }, log: new RateLimitedLog(logger, core));
                     gmsEndpoint.SetHandler(reliable);
                     return new GmsServer(core, new ReliableControlChannel(reliable), (ulong)Random.Shared.NextInt64(1, long.MaxValue), gmsOptions, logger);
                 }).ConfigureAwait(false);

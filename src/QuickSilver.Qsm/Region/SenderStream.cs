@@ -5,8 +5,8 @@ namespace QuickSilver.Qsm.Region;
 
 /// <summary>
 /// One sender's packets as seen by one region member: delivered in order up to <see cref="Delivered"/>, held beyond
-/// it until the gap closes (or, without FIFO, delivered on arrival and still held), and kept after delivery until the region-wide purge point (every member has them) to
-/// serve pushes and pulls. Keeping every packet, not only the partition's share (seq mod p), means a view change that
+/// it until the gap closes (or, without FIFO, delivered on arrival and still held), and kept after delivery until the
+/// region-wide purge point (every member has them) to serve pushes and pulls. Keeping every packet, not only the partition's share (seq mod p), means a view change that
 /// redraws the partitions never strands a packet; the memory it costs is bounded by the purge lag, about two token
 /// rounds of traffic (docs/qsm.md).
 /// </summary>
@@ -80,7 +80,7 @@ internal sealed class SenderStream
         while (Anchored && _held.TryGetValue(Delivered + 1, out var next))
         {
             Delivered++;
-            if (!_early.Remove(Delivered))
+            if (_early.Count == 0 || !_early.Remove(Delivered))
             {
                 deliver(this, Delivered, next);
             }

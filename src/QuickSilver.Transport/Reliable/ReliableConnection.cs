@@ -61,9 +61,6 @@ public sealed class ReliableConnection
     /// ceil(n / MaxSegmentBytes) segments, at least one).</summary>
     public int Pending => (int)(_nextSeq - _sendBase);
 
-    /// <summary>Whether a message of <paramref name="bytes"/> would fit the send buffer now.</summary>
-    public bool HasSpaceFor(int bytes) => _send.Length - Pending >= SegmentsFor(bytes);
-
     private int SegmentsFor(int bytes) => bytes <= _options.MaxSegmentBytes ? 1 : (bytes + _options.MaxSegmentBytes - 1) / _options.MaxSegmentBytes;
 
     public TimeSpan SmoothedRtt => _srtt;
