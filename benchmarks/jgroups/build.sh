@@ -5,10 +5,16 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 jar=/usr/share/java/jgroups.jar
 
+export DEBIAN_FRONTEND=noninteractive
+sudo=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
+  sudo="sudo -n"
+fi
+
 apt_install() {
-  if ! apt-get install -y "$@"; then
-    apt-get update
-    apt-get install -y "$@"
+  if ! $sudo apt-get install -y --no-install-recommends "$@"; then
+    $sudo apt-get update
+    $sudo apt-get install -y --no-install-recommends "$@"
   fi
 }
 
