@@ -4,8 +4,9 @@ namespace QuickSilver.Compare;
 
 /// <summary>
 /// A QuickSilver receiver process: joins groups cmp/0..G-1, prints READY, then PROBED once a probe arrived in every
-/// group, counts warm-up and measured messages over all groups (the first byte is the <see cref="MessageKind"/>), times
-/// from the first measured message to the last message, prints its RESULT line once it has them all (or time ran out),
+/// group, counts warm-up and measured messages over all groups (the first byte is the <see cref="MessageKind"/>) with
+/// their arrival times (the runner times from the sender's first measured send to the last arrival), prints its RESULT
+/// line once it has them all (or time ran out),
 /// and stays a member until its stdin closes, so repairs keep flowing to slower peers.
 /// </summary>
 internal static class QsReceiverRole

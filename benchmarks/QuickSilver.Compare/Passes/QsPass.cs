@@ -9,8 +9,8 @@ namespace QuickSilver.Compare.Passes;
 /// <summary>
 /// QuickSilver: the sender and an embedded GMS in this process, each receiver a child process (hidden role qs-recv,
 /// with the point's injected loss). Once every receiver is in every group (probes seen), the sender registers one pull
-/// feed per group, each with the group's round-robin share of the warm-up messages followed by its share of the
-/// measured ones, and the node pulls them as fast as its regions take them.
+/// feed per group, each with the group's round-robin share of all messages, and the node pulls them as fast as its
+/// regions take them; the first W pulled over all feeds are the warm-up (<see cref="SendSchedule"/>).
 /// </summary>
 internal static class QsPass
 {
