@@ -41,7 +41,7 @@ internal static class GroupsRun
         var start = cluster.Network.Now;
         bool complete = cluster.Network.RunUntil(() => wall.Elapsed > length.WallBudget, length.Window) is false;
         double seconds = (cluster.Network.Now - start).TotalSeconds;
-        long packets = sender.Stack!.Senders.Values.Sum(s => (long)s.LastSequence);
+        long packets = sender.Region!.Senders.Values.Sum(s => (long)s.LastSequence);
         return new Result(groups, (Delivered() - before) / Math.Max(seconds, 1e-9), packets, wall.Elapsed.TotalSeconds, !complete, settle);
     }
 }

@@ -1,6 +1,7 @@
 using System.Threading.Channels;
 using QuickSilver.Core.Feeds;
 using QuickSilver.Membership;
+using QuickSilver.Qsm.Group;
 
 namespace QuickSilver;
 
@@ -124,7 +125,7 @@ public sealed class QuickSilverGroup : IGroupOwner
         }
     }
 
-    // Core-thread callbacks from NodeStack.
+    // Core-thread callbacks from the group layer.
     void IGroupOwner.OnSent() => _space.Release();
 
     void IGroupOwner.OnViewInstalled(GroupView view)

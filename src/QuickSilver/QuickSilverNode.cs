@@ -1,8 +1,11 @@
 using QuickSilver.Core;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Stack;
 using QuickSilver.Membership.Service;
-using QuickSilver.Transport.Reliable;
+using QuickSilver.Qsm;
+using QuickSilver.Qsm.Group;
+using QuickSilver.Qsm.Region;
 
 namespace QuickSilver;
 
@@ -14,28 +17,31 @@ namespace QuickSilver;
 public sealed class QuickSilverNode : IAsyncDisposable
 {
     private readonly QuickSilverCore _core;
-    private readonly NodeStack _stack;
+    private readonly ProtocolStack _stack;
+    private readonly GroupLayer _groups;
     private readonly QuickSilverNodeOptions _options;
     private readonly Action<object?> _enqueue;
 
-    private QuickSilverNode(QuickSilverCore core, NodeStack stack, QuickSilverNodeOptions options, GmsServer? gms)
+    private QuickSilverNode(QuickSilverCore core, ProtocolStack stack, QuickSilverNodeOptions options, GmsServer? gms, QsmCounters counters)
     {
         _core = core;
         _stack = stack;
+        _groups = stack.Get<GroupLayer>();
         _options = options;
         EmbeddedGms = gms;
+        Counters = counters;
         _enqueue = state =>
         {
             var (group, message) = ((QuickSilverGroup, byte[]))state!;
             if (group.State is { } nodeGroup)
             {
-                _stack.Enqueue(nodeGroup, message);
+                _groups.Enqueue(nodeGroup, message);
             }
         };
     }
 
     /// <summary>This node's unicast address.</summary>
-    public NetAddress Address => _stack.Address;
+    public NetAddress Address => _stack.Transport.LocalAddress;
 
     /// <summary>The id the GMS assigned.</summary>
     public uint Id { get; private set; }
@@ -45,9 +51,14 @@ public sealed class QuickSilverNode : IAsyncDisposable
 
     public QuickSilverCore Core => _core;
 
-    internal int MaxMessageBytes => _stack.MaxMessageBytes;
+    internal int MaxMessageBytes { get; private set; }
 
-    internal NodeStack Stack => _stack;
+    /// <summary>The node's protocol stack (transport → reliable unicast → membership → region → group). Core thread only.</summary>
+    internal ProtocolStack Stack => _stack;
+
+    internal GroupLayer Groups => _groups;
+
+    private QsmCounters Counters { get; }
 
     /// <summary>Starts a node and waits until the GMS has registered it.</summary>
     public static async Task<QuickSilverNode> StartAsync(QuickSilverNodeOptions? options = null, CancellationToken cancellationToken = default)
@@ -70,25 +81,34 @@ public sealed class QuickSilverNode : IAsyncDisposable
                     gmsOptions = gmsOptions with { UseMulticast = false };
                 }
 
-                gms = await core.InvokeAsync(() =>
-                {
-                    var reliable = new ReliableUnicast(gmsEndpoint, core, epoch ^ 0x5A5A5A5Au | 1,
-                        new ReliableUnicastOptions { MaxSegmentBytes = options.MaxDatagramSize - 64 }, log: new RateLimitedLog(logger, core));
-                    gmsEndpoint.SetHandler(reliable);
-                    return new GmsServer(core, new ReliableControlChannel(reliable), (ulong)Random.Shared.NextInt64(1, long.MaxValue), gmsOptions, logger);
-                }).ConfigureAwait(false);
+                gms = await core.InvokeAsync(() => QsmStack.BuildGms(gmsEndpoint, core, epoch ^ 0x5A5A5A5Au | 1,
+                        (ulong)Random.Shared.NextInt64(1, long.MaxValue), gmsOptions, logger: logger, log: new RateLimitedLog(logger, core))
+                    .Get<GmsServerLayer>().Server).ConfigureAwait(false);
             }
 
             var endpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Bind, MaxDatagramSize = options.MaxDatagramSize, InjectedLossRate = options.InjectedLossRate });
-            var stack = await core.InvokeAsync(() => new NodeStack(core, endpoint, options, epoch, new RateLimitedLog(logger, core))
+            var counters = new QsmCounters(endpoint.LocalAddress.ToString());
+            var stack = await core.InvokeAsync(() =>
             {
-                Counters = new QsmCounters(endpoint.LocalAddress.ToString()),
+                var built = QsmStack.BuildNode(endpoint, core, new QsmStackOptions
+                {
+                    Epoch = epoch,
+                    Gms = options.Gms,
+                    Region = options.Region,
+                    RateControl = options.RateControl,
+                }, new RateLimitedLog(logger, core));
+                var regions = built.Get<RegionLayer>();
+                regions.MemberChanged += counters.SetMember;
+                regions.SenderAdded += sender => counters.Add(sender.Region, sender);
+                return built;
             }).ConfigureAwait(false);
-            var node = new QuickSilverNode(core, stack, options, gms);
+            var node = new QuickSilverNode(core, stack, options, gms, counters);
+            node.MaxMessageBytes = await core.InvokeAsync(() => node._groups.MaxMessageBytes).ConfigureAwait(false);
+            var membership = stack.Get<MembershipLayer>();
             while (true)
             {
                 cancellationToken.ThrowIfCancellationRequested();
-                var id = await core.InvokeAsync(() => stack.Gms.Node).ConfigureAwait(false);
+                var id = await core.InvokeAsync(() => membership.Client.Node).ConfigureAwait(false);
                 if (id is { } registered)
                 {
                     node.Id = registered.Value;
@@ -133,7 +153,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
         }
 
         var group = new QuickSilverGroup(this, name, _options.PublishBuffer);
-        group.State = await _core.InvokeAsync(() => _stack.Join(name, group)).ConfigureAwait(false);
+        group.State = await _core.InvokeAsync(() => _groups.Join(name, group)).ConfigureAwait(false);
         await group.Ready.WaitAsync(cancellationToken).ConfigureAwait(false);
         return group;
     }
@@ -143,7 +163,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
 
     internal async Task LeaveAsync(QuickSilverGroup group)
     {
-        if (!await _core.InvokeAsync(() => _stack.Leave(group.Name)).ConfigureAwait(false))
+        if (!await _core.InvokeAsync(() => _groups.Leave(group.Name)).ConfigureAwait(false))
         {
             throw new InvalidOperationException($"This node is not in group '{group.Name}' (it left already).");
         }
@@ -154,7 +174,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
         if (group.State is { } state)
         {
             state.Feed = feed;
-            _stack.Signal(state);
+            _groups.Signal(state);
         }
     });
 
@@ -162,7 +182,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
     {
         if (group.State is { } state)
         {
-            _stack.Signal(state);
+            _groups.Signal(state);
         }
     });
 
@@ -213,6 +233,6 @@ public sealed class QuickSilverNode : IAsyncDisposable
         }
 
         _core.Dispose();
-        _stack.Counters?.Dispose();
+        Counters.Dispose();
     }
 }

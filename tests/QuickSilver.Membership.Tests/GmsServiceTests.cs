@@ -1,3 +1,4 @@
+using QuickSilver.Core.Stack;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
 using QuickSilver.Membership.Service;
@@ -162,6 +163,27 @@ public sealed class GmsServiceTests
     }
 
     [Fact]
+    public void A_node_that_said_goodbye_stays_gone_when_the_GMS_answers()
+    {
+        var c = new Cluster(2);
+        Assert.True(c.World.RunUntil(() => c.Nodes.All(n => n.Client.IsRegistered), TimeSpan.FromSeconds(5)));
+        c[0].Join("prices/tech");
+        c[1].Join("prices/tech");
+        c.Settle();
+        c[0].Stop();
+        c.Settle();
+        // A late message to the stopped node (here the GMS's "register again", which it sends to any node it no longer
+        // knows that is still talking) must not make it register again.
+        c.World.Inject(GmsAddress, c.Nodes[0].Address, GmsCodec.Encode(new GmsMessage { Kind = GmsMessageKind.Bye }));
+        c.Settle();
+        c.Settle();
+
+        Assert.False(c[0].IsRegistered);
+        Assert.Equal(1, c.Server.State.NodeCount);
+        Assert.Equal(1, c[1].FindGroup("prices/tech")!.Regions.Sum(r => c[1].FindRegion(r.Region)!.Count));
+    }
+
+    [Fact]
     public void A_node_declared_dead_by_mistake_registers_again_and_rejoins()
     {
         var c = new Cluster(2);
@@ -223,19 +245,16 @@ public sealed class GmsOverReliableUnicastTests
         var net = new QuickSilver.Transport.Simulation.SimNetwork(21, new QuickSilver.Transport.Simulation.LinkOptions { LossRate = 0.02 });
         var gmsNode = net.AddNode();
         var gmsTransport = gmsNode.Open(7000);
-        var gmsReliable = new QuickSilver.Transport.Reliable.ReliableUnicast(gmsTransport, gmsNode, 1);
-        gmsTransport.SetHandler(gmsReliable);
-        var server = new GmsServer(gmsNode, new ReliableControlChannel(gmsReliable), 1);
+        var server = new StackBuilder(gmsTransport, gmsNode).Add(new QuickSilver.Transport.Reliable.ReliableUnicast(1)).Add(new GmsServerLayer(1)).Build()
+            .Get<GmsServerLayer>().Server;
 
         var clients = new List<(QuickSilver.Transport.Simulation.SimNode Node, GmsClient Client)>();
         for (int i = 0; i < 30; i++)
         {
             var node = net.AddNode();
             var transport = node.Open(7000);
-            var reliable = new QuickSilver.Transport.Reliable.ReliableUnicast(transport, node, (uint)(100 + i));
-            transport.SetHandler(reliable);
-            var client = new GmsClient(node, new ReliableControlChannel(reliable), gmsTransport.LocalAddress, (ulong)(1000 + i));
-            client.Start();
+            var client = new StackBuilder(transport, node).Add(new QuickSilver.Transport.Reliable.ReliableUnicast((uint)(100 + i)))
+                .Add(new MembershipLayer(gmsTransport.LocalAddress, (ulong)(1000 + i))).Build().Get<MembershipLayer>().Client; // registers at once
             client.Join(i % 2 == 0 ? "even" : "odd");
             client.Join("all");
             clients.Add((node, client));
@@ -258,17 +277,14 @@ public sealed class GmsOverReliableUnicastTests
         var net = new QuickSilver.Transport.Simulation.SimNetwork(22, new QuickSilver.Transport.Simulation.LinkOptions());
         var gmsNode = net.AddNode();
         var gmsTransport = gmsNode.Open(7000);
-        var gmsReliable = new QuickSilver.Transport.Reliable.ReliableUnicast(gmsTransport, gmsNode, 1);
-        gmsTransport.SetHandler(gmsReliable);
-        _ = new GmsServer(gmsNode, new ReliableControlChannel(gmsReliable), 1);
+        new StackBuilder(gmsTransport, gmsNode).Add(new QuickSilver.Transport.Reliable.ReliableUnicast(1)).Add(new GmsServerLayer(1)).Build();
 
         var node = net.AddNode();
         var transport = node.Open(7000);
-        var reliable = new QuickSilver.Transport.Reliable.ReliableUnicast(transport, node, 100,
+        var reliable = new QuickSilver.Transport.Reliable.ReliableUnicast(100,
             new QuickSilver.Transport.Reliable.ReliableUnicastOptions { SendBufferSegments = 64, MaxMessageBytes = 64 * 1384 });
-        transport.SetHandler(reliable);
-        var client = new GmsClient(node, new ReliableControlChannel(reliable), gmsTransport.LocalAddress, 1000);
-        client.Start();
+        var client = new StackBuilder(transport, node).Add(reliable).Add(new MembershipLayer(gmsTransport.LocalAddress, 1000)).Build()
+            .Get<MembershipLayer>().Client;
         Assert.True(net.RunUntil(() => client.IsRegistered, TimeSpan.FromSeconds(5)));
         for (int g = 0; g < 200; g++)
         {

@@ -1,5 +1,6 @@
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Stack;
 using QuickSilver.Membership.Service;
 
 namespace QuickSilver.Membership.Tests;

@@ -11,6 +11,22 @@ public sealed class SenderStreamTests
     private void Deliver(SenderStream stream, ulong seq, byte[] payload) => _delivered.Add(seq);
 
     [Fact]
+    public void A_member_vouches_for_its_own_partitions_packets_up_to_the_regions_horizon_not_only_its_own_last_packet()
+    {
+        // 5 partitions; the region has seen up to 18; this member has 1..16 and missed 17 and 18.
+        var stream = new SenderStream(1);
+        stream.Anchor(0, Deliver);
+        for (ulong seq = 1; seq <= 16; seq++)
+        {
+            stream.Add(seq, [1], Deliver);
+        }
+
+        Assert.Equal(16UL, stream.CachedUpTo(5, 2, horizon: 18)); // 17 is in its class and missing
+        Assert.Equal(18UL, stream.CachedUpTo(5, 1, horizon: 18)); // its class: 16 held, the next is 21: it holds all of its class up to 18
+        Assert.Equal(16UL, stream.CachedUpTo(5, 1));               // without a horizon: its own last packet
+    }
+
+    [Fact]
     public void With_fifo_a_packet_after_a_gap_waits_for_the_gap()
     {
         var stream = new SenderStream(1, fifo: true);

@@ -1,3 +1,5 @@
+using QuickSilver.Qsm.Region;
+using QuickSilver.Transport.Reliable;
 using QuickSilver.Core.Io;
 using QuickSilver.Membership.Service;
 
@@ -165,7 +167,7 @@ public sealed class NodeTests
         Assert.True(sub.Delivered == Messages, $"{sub.Delivered} of {Messages} delivered; {await pair.DescribeAsync()}");
         Assert.Equal(Enumerable.Range(1, Messages), await receiver.Core.InvokeAsync(() => order.ToList()));
         long dropped = await receiver.Core.InvokeAsync(() => receiver.Core.Counters.Drops.Total + receiver.Stack.Drops.Total
-            + (receiver.Stack.Member?.Drops.Total ?? 0) + receiver.Stack.ReliableDrops.Total);
+            + receiver.Groups.Drops.Total + (receiver.Stack.Get<RegionLayer>().Member?.Drops.Total ?? 0) + receiver.Stack.Get<ReliableUnicast>().Drops.Total);
         Assert.True(dropped > 0, "the garbage datagrams were not counted as drops");
     }
 
@@ -228,7 +230,7 @@ public sealed class NodeTests
             var a = await QuickSilverNode.StartAsync(configure(Options(gms, embedded: true)), cancellationToken);
             var b = await QuickSilverNode.StartAsync(configure(Options(gms, embedded: false)), cancellationToken);
             var pair = new NodePair(a, b, await a.JoinGroupAsync(group, cancellationToken), await b.JoinGroupAsync(group, cancellationToken));
-            while (b.Stack.Member?.View?.Count < 2 || (pair.GroupA.View?.RegionCount ?? 0) == 0)
+            while (b.Stack.Get<RegionLayer>().Member?.View?.Count < 2 || (pair.GroupA.View?.RegionCount ?? 0) == 0)
             {
                 await Task.Delay(20, cancellationToken);
             }
@@ -266,7 +268,7 @@ public sealed class NodeTests
         using var cts = new CancellationTokenSource(TimeSpan.FromMinutes(1));
         await using var node = await QuickSilverNode.StartAsync(Options(FreeGmsAddress(), embedded: true) with { Logger = logger }, cts.Token);
         var junk = new byte[Core.Wire.PacketHeader.Size + 3];
-        new Core.Wire.PacketHeader(Core.Wire.PacketType.ReliableData, 99, (ushort)junk.Length).Write(junk);
+        new Core.Wire.PacketHeader(ReliableWire.DataType, 99, (ushort)junk.Length).Write(junk);
         using (var socket = new System.Net.Sockets.Socket(System.Net.Sockets.AddressFamily.InterNetwork, System.Net.Sockets.SocketType.Dgram, System.Net.Sockets.ProtocolType.Udp))
         {
             socket.SendTo(junk, node.Address.ToIPEndPoint());
@@ -278,7 +280,7 @@ public sealed class NodeTests
         }
 
         Assert.True(sink.Contains("malformed"), $"nothing about the malformed datagram was logged; got: {sink}");
-        Assert.True(await node.Core.InvokeAsync(() => node.Stack.ReliableDrops.Total) > 0);
+        Assert.True(await node.Core.InvokeAsync(() => node.Stack.Get<ReliableUnicast>().Drops.Total) > 0);
     }
 
     private sealed class CollectingSink : Serilog.Core.ILogEventSink
@@ -317,7 +319,7 @@ public sealed class NodeTests
 
         Assert.True(pair.GroupB.Delivered == Messages, $"{pair.GroupB.Delivered} of {Messages} delivered; {await pair.DescribeAsync()}");
         Assert.Equal(Enumerable.Range(1, Messages), await pair.B.Core.InvokeAsync(() => order.ToList()));
-        Assert.True(await pair.A.Core.InvokeAsync(() => pair.A.Stack.Senders.Values.Single().MaxPayload) < 1472);
+        Assert.True(await pair.A.Core.InvokeAsync(() => pair.A.Stack.Get<RegionLayer>().Senders.Values.Single().MaxPayload) < 1472);
     }
 
     [Fact]

@@ -1,45 +1,52 @@
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Stack;
 
 namespace QuickSilver.Core.Wire;
 
 /// <summary>
-/// The receive side of the wire format: validates every datagram's common header, counts and rate-limit-logs what it
-/// rejects, and hands the rest to the handler registered for its packet type (an array indexed by the type byte).
-/// Batch datagrams are unpacked and each frame goes to the class registry. Never throws on input. Core thread only.
+/// The receive side of a stack: parses and validates every datagram's common header once, counts and rate-limit-logs
+/// what it rejects, and hands the rest to the layer that registered its packet type (an array indexed by the type
+/// byte; no handler chains, no sniffing of bodies). A type no layer registered is dropped and counted as
+/// <see cref="DropReason.UnknownType"/>. Never throws on input. Core thread only.
 /// </summary>
 public sealed class PacketDispatcher : IDatagramHandler
 {
-    private readonly IDatagramHandler?[] _handlers = new IDatagramHandler?[256];
+    private readonly IPacketHandler?[] _handlers = new IPacketHandler?[256];
+    private readonly string?[] _owners = new string?[256];
     private readonly DropCounters _drops;
     private readonly RateLimitedLog? _log;
 
-    public PacketDispatcher(DropCounters drops, ClassRegistry? frames = null, RateLimitedLog? log = null)
+    public PacketDispatcher(DropCounters drops, RateLimitedLog? log = null)
     {
         _drops = drops ?? throw new ArgumentNullException(nameof(drops));
-        Frames = frames;
         _log = log;
     }
 
-    /// <summary>Where Batch frames go; null drops batches as UnknownType.</summary>
-    public ClassRegistry? Frames { get; }
+    /// <summary>Datagrams delivered to a handler.</summary>
+    public long Dispatched { get; private set; }
 
     /// <summary>Routes datagrams of <paramref name="type"/> (whole, header included) to <paramref name="handler"/>.</summary>
-    public void Register(PacketType type, IDatagramHandler handler)
+    /// <param name="owner">The registering layer's name, for the error when two layers claim one type.</param>
+    public void Register(PacketType type, IPacketHandler handler, string owner = "?")
     {
         ArgumentNullException.ThrowIfNull(handler);
-        if (type is PacketType.None or PacketType.Batch)
+        if (type == PacketType.None)
         {
-            throw new ArgumentException($"Packet type {type} cannot have a handler.", nameof(type));
+            throw new ArgumentException("Packet type 0 is reserved (never valid on the wire).", nameof(type));
         }
 
         if (_handlers[(byte)type] is not null)
         {
-            throw new ArgumentException($"Packet type {type} already has a handler.", nameof(type));
+            throw new ArgumentException($"Packet type {(byte)type} is owned by layer '{_owners[(byte)type]}'; layer '{owner}' cannot register it too.", nameof(type));
         }
 
         _handlers[(byte)type] = handler;
+        _owners[(byte)type] = owner;
     }
+
+    /// <summary>The name of the layer that owns <paramref name="type"/>, or null.</summary>
+    public string? OwnerOf(PacketType type) => _owners[(byte)type];
 
     public void OnDatagram(NetAddress from, ReadOnlySpan<byte> datagram)
     {
@@ -50,31 +57,6 @@ public sealed class PacketDispatcher : IDatagramHandler
             return;
         }
 
-        if (header.Type == PacketType.Batch)
-        {
-            if (Frames is null)
-            {
-                Reject(from, WireError.UnknownType);
-                return;
-            }
-
-            var reader = new BatchReader(datagram[PacketHeader.Size..]);
-            while (reader.TryNext(out var frame))
-            {
-                if (Frames.Dispatch(from, frame, out var frameError) < 0)
-                {
-                    Reject(from, frameError);
-                }
-            }
-
-            if (reader.Error != WireError.None)
-            {
-                Reject(from, reader.Error);
-            }
-
-            return;
-        }
-
         var handler = _handlers[(byte)header.Type];
         if (handler is null)
         {
@@ -82,7 +64,8 @@ public sealed class PacketDispatcher : IDatagramHandler
             return;
         }
 
-        handler.OnDatagram(from, datagram);
+        Dispatched++;
+        handler.OnPacket(from, header, datagram);
     }
 
     private void Reject(NetAddress from, WireError error)

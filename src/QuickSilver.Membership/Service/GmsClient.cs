@@ -2,6 +2,7 @@ using QuickSilver.Core;
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Stack;
 
 namespace QuickSilver.Membership.Service;
 
@@ -43,6 +44,7 @@ public sealed class GmsClient
     private TimeSpan _heartbeatInterval;
     private ulong _epoch;
     private bool _epochChanged;
+    private bool _stopped;
 
     public GmsClient(IAlarmScheduler scheduler, IControlChannel channel, NetAddress gms, ulong incarnation, GmsClientOptions? options = null)
     {
@@ -80,7 +82,11 @@ public sealed class GmsClient
     public RegionView? FindRegion(RegionId region) => _regions.GetValueOrDefault(region);
 
     /// <summary>Starts registering with the GMS.</summary>
-    public void Start() => SendHello();
+    public void Start()
+    {
+        _stopped = false;
+        SendHello();
+    }
 
     /// <summary>Asks to join <paramref name="groupName"/>; remembered, so it is re-joined after a reconnect.</summary>
     public void Join(string groupName)
@@ -112,6 +118,7 @@ public sealed class GmsClient
         _scheduler.Cancel(_helloAlarm);
         _scheduler.Cancel(_heartbeatAlarm);
         Node = null;
+        _stopped = true; // the GMS's answering Bye must not make a stopped client register again
     }
 
     private void SendHello()
@@ -129,6 +136,11 @@ public sealed class GmsClient
 
     private void OnMessage(NetAddress from, ReadOnlySpan<byte> bytes)
     {
+        if (_stopped)
+        {
+            return;
+        }
+
         if (from != _gms)
         {
             Drops.Increment(DropReason.Malformed);
@@ -224,7 +236,7 @@ public sealed class GmsClient
 
     private void OnPeerFailed(NetAddress peer)
     {
-        if (peer == _gms)
+        if (peer == _gms && !_stopped)
         {
             LoseGms();
         }

@@ -1,6 +1,7 @@
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Stack;
 using Serilog;
 
 namespace QuickSilver.Membership.Service;

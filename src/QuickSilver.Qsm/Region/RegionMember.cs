@@ -4,7 +4,7 @@ using QuickSilver.Core.Io;
 using QuickSilver.Membership;
 using QuickSilver.Qsm.RateControl;
 using QuickSilver.Qsm.Recovery;
-using QuickSilver.Transport.Reliable;
+using QuickSilver.Core.Stack;
 
 namespace QuickSilver.Qsm.Region;
 
@@ -15,14 +15,14 @@ public delegate void RegionDeliveryHandler(uint sender, ulong seq, ReadOnlySpan<
 /// One node's part in a region (QSM §2.3): it receives the region's multicast, delivers each sender's packets in order,
 /// caches the packets its partition is responsible for, and takes part in the token ring torus that drives loss
 /// recovery and acknowledgement. I/O-free: data and repairs go through the node's <see cref="IDatagramTransport"/>,
-/// tokens, pulls, NAKs and ACKs through its <see cref="ReliableUnicast"/>, time through its <see cref="IAlarmScheduler"/>.
+/// tokens, pulls, NAKs and ACKs through its region control channel (<see cref="IControlChannel"/>), time through its <see cref="IAlarmScheduler"/>.
 /// Core thread only.
 /// </summary>
 public sealed class RegionMember
 {
     private readonly uint _node;
     private readonly IDatagramTransport _data;
-    private readonly ReliableUnicast _control;
+    private readonly IControlChannel _control;
     private readonly IAlarmScheduler _scheduler;
     private readonly RegionOptions _options;
     private readonly Dictionary<uint, SenderStream> _streams = new();
@@ -47,7 +47,7 @@ public sealed class RegionMember
     private bool _roundOpen;
 
     /// <param name="rateOptions">k and Δ of the receive-rate and loss estimates this member reports (§2.4).</param>
-    public RegionMember(uint node, IDatagramTransport data, ReliableUnicast control, IAlarmScheduler scheduler, RegionOptions? options = null,
+    public RegionMember(uint node, IDatagramTransport data, IControlChannel control, IAlarmScheduler scheduler, RegionOptions? options = null,
         RateControlOptions? rateOptions = null)
     {
         _node = node;
@@ -161,10 +161,6 @@ public sealed class RegionMember
         $"rounds {RoundsCompleted}, repairs {RepairsSent}, pulls {PullsSent}, NAKs {NaksSent}, drops {Drops.Total}; " +
         string.Join("; ", _streams.Values.Select(s => $"sender {s.Sender}: delivered {s.Delivered}, seen {s.MaxSeen}, held {s.HeldCount}, anchored {s.Anchored}"));
 
-    /// <summary>Whether a control message of this kind (its first byte) is for a region member (token, pull) rather than
-    /// a sender (NAK, ACK).</summary>
-    public static bool IsMemberControl(byte kind) => kind is (byte)RegionControl.Token or (byte)RegionControl.Pull;
-
     /// <summary>Stops this member (the node moved to another region): no more tokens or rate samples, and its multicast
     /// address is left unless <paramref name="keepAddress"/> (the next region's) is the same.</summary>
     public void Stop(NetAddress? keepAddress)
@@ -178,15 +174,9 @@ public sealed class RegionMember
         }
     }
 
-    /// <summary>A QsmData datagram (multicast, or a unicast repair) for this region.</summary>
-    public void OnData(NetAddress from, ReadOnlySpan<byte> datagram)
+    /// <summary>A region data packet (multicast, or a unicast repair), its header already parsed by the region layer.</summary>
+    internal void OnData(NetAddress from, in DataHeader header, ReadOnlySpan<byte> payload)
     {
-        if (!RegionWire.TryReadData(datagram, out var header, out var payload))
-        {
-            Drops.Increment(DropReason.Malformed);
-            return;
-        }
-
         if (View is null || header.Region != View.Region.Value)
         {
             Drops.Increment(DropReason.NotForThisNode);
@@ -499,7 +489,7 @@ public sealed class RegionMember
             }
 
             section.MaxSeen = Math.Max(section.MaxSeen, stream.MaxSeen);
-            section.StableMin = Math.Min(section.StableMin, stream.CachedUpTo(Partitions, Partition));
+            section.StableMin = Math.Min(section.StableMin, stream.CachedUpTo(Partitions, Partition, Math.Max(section.Cutoff, section.MaxSeen)));
             section.ReceivedMin = Math.Min(section.ReceivedMin, stream.Delivered);
             section.RateMin = Math.Min(section.RateMin, _receiveRate.Rate); // μ_rec^(i): new packets from all senders
             section.LossMax = Math.Max(section.LossMax, LossFraction);
@@ -556,7 +546,7 @@ public sealed class RegionMember
             return;
         }
 
-        if (!_control.TrySend(View!.Members[memberIndex].Address, _message.AsSpan(0, length)))
+        if (!_control.Send(View!.Members[memberIndex].Address, _message.AsSpan(0, length)))
         {
             Drops.Increment(DropReason.SendQueueFull); // the round is lost; the leader starts another after the timeout
         }
@@ -584,7 +574,7 @@ public sealed class RegionMember
             {
                 double rate = section.RateMin == double.MaxValue ? 0 : section.RateMin / senders; // formula (1)
                 int length = RegionWire.WriteAck(_message, View!.Region.Value, section.Sender, stable, Math.Max(stable, section.MaxSeen), rate, section.LossMax);
-                _control.TrySend(stream.Address, _message.AsSpan(0, length));
+                _control.Send(stream.Address, _message.AsSpan(0, length));
             }
         }
     }
@@ -592,7 +582,7 @@ public sealed class RegionMember
     private void SendRanges(NetAddress to, RegionControl kind, uint sender, int partition, NakSet ranges)
     {
         int length = RegionWire.WriteRanges(_message, kind, View!.Region.Value, sender, partition, Partitions, ranges);
-        _control.TrySend(to, _message.AsSpan(0, length));
+        _control.Send(to, _message.AsSpan(0, length));
     }
 
     /// <summary>Pushes or answers a pull: at most <see cref="RegionOptions.MaxRepairBurst"/> packets per request (the rest

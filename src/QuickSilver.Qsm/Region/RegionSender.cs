@@ -68,6 +68,16 @@ public sealed class RegionSender
         return packet - RegionWire.DataHeaderSize;
     }
 
+    /// <summary>The sending node's id.</summary>
+    public uint Node => _node;
+
+    /// <summary>Stops the sender's timers (the stack is stopping).</summary>
+    public void Stop()
+    {
+        _scheduler.Cancel(_retransmitAlarm);
+        _scheduler.Cancel(_flushAlarm);
+    }
+
     /// <summary>The region this sender multicasts into.</summary>
     public uint Region => _view.Region.Value;
 
@@ -95,6 +105,12 @@ public sealed class RegionSender
     /// <summary>Raised, after a refusal (<see cref="TrySend"/>, <see cref="TryAppend"/> or <see cref="CanAppend"/> said
     /// no), once the sender would take more: the window has room and no sealed packet is waiting for credit.</summary>
     public event Action? SpaceAvailable;
+
+    /// <summary>Raised for every transmission of a packet, first or repeated (observability: the region simulation's timeline).</summary>
+    public event Action<ulong>? Transmitted;
+
+    /// <summary>Raised when the region's ACK moves <see cref="Acknowledged"/> forward: (before, after).</summary>
+    public event Action<ulong, ulong>? AcknowledgedAdvanced;
 
     /// <summary>Raised for each packet sent for the first time (a sender that is a member records it locally).</summary>
     public event Action<ulong, ReadOnlyMemory<byte>>? Sent;
@@ -316,6 +332,7 @@ public sealed class RegionSender
         }
 
         outgoing.SentAt = _scheduler.Now;
+        Transmitted?.Invoke(seq);
     }
 
     /// <summary>An ACK or a NAK from the region (reliable unicast payload).</summary>
@@ -373,8 +390,10 @@ public sealed class RegionSender
 
         if (stable > Acknowledged)
         {
+            ulong before = Acknowledged;
             Acknowledged = stable;
             _lastProgress = _scheduler.Now;
+            AcknowledgedAdvanced?.Invoke(before, stable);
         }
 
         _regionMaxSeen = Math.Max(_regionMaxSeen, maxSeen);

@@ -24,6 +24,12 @@ internal readonly record struct DataHeader(uint Sender, uint Region, uint View, 
 
 internal static class RegionWire
 {
+    /// <summary>The packet type of region data and repairs.</summary>
+    public const PacketType DataType = (PacketType)5;
+
+    /// <summary>The reliable control channel of tokens, pulls, NAKs and ACKs.</summary>
+    public const byte ControlChannel = 2;
+
     public const int DataHeaderSize = PacketHeader.Size + 24;
 
     /// <summary>The view field of a repair (a member forwarding a cached packet): it says nothing about where the sender's
@@ -36,7 +42,7 @@ internal static class RegionWire
     public static int WriteData(Span<byte> datagram, in DataHeader header, ReadOnlySpan<byte> payload)
     {
         int length = DataHeaderSize + payload.Length;
-        new PacketHeader(PacketType.QsmData, header.Sender, (ushort)length).Write(datagram);
+        new PacketHeader(DataType, header.Sender, (ushort)length).Write(datagram);
         var body = datagram[PacketHeader.Size..];
         BinaryPrimitives.WriteUInt32LittleEndian(body, header.Region);
         BinaryPrimitives.WriteUInt32LittleEndian(body[4..], header.View);
@@ -46,12 +52,12 @@ internal static class RegionWire
         return length;
     }
 
-    public static bool TryReadData(ReadOnlySpan<byte> datagram, out DataHeader header, out ReadOnlySpan<byte> payload)
+    /// <summary>Reads a data packet's fixed part after the common header (which the dispatcher has parsed).</summary>
+    public static bool TryReadData(scoped in PacketHeader common, ReadOnlySpan<byte> datagram, out DataHeader header, out ReadOnlySpan<byte> payload)
     {
         header = default;
         payload = default;
-        if (PacketHeader.TryRead(datagram, out var common) != WireError.None || common.Type != PacketType.QsmData
-            || datagram.Length < DataHeaderSize)
+        if (common.Type != DataType || datagram.Length < DataHeaderSize)
         {
             return false;
         }
@@ -65,6 +71,14 @@ internal static class RegionWire
             BinaryPrimitives.ReadUInt64LittleEndian(body[16..]));
         payload = datagram[DataHeaderSize..];
         return header.Seq > 0 && header.ViewStart > 0 && header.ViewStart <= header.Seq;
+    }
+
+    /// <summary>Parses the common header too (tests and tools that see raw datagrams).</summary>
+    public static bool TryReadData(ReadOnlySpan<byte> datagram, out DataHeader header, out ReadOnlySpan<byte> payload)
+    {
+        header = default;
+        payload = default;
+        return PacketHeader.TryRead(datagram, out var common) == WireError.None && TryReadData(common, datagram, out header, out payload);
     }
 
     public static int WriteRanges(Span<byte> message, RegionControl kind, uint region, uint sender, int partition, int partitions, NakSet ranges)

@@ -135,12 +135,18 @@ internal sealed class SenderStream
         }
     }
 
-    /// <summary>The highest X such that every packet up to X that this member caches has arrived (its contribution to
-    /// region-wide stability).</summary>
-    public ulong CachedUpTo(int partitions, int myPartition)
+    /// <summary>The highest X, at most <paramref name="horizon"/>, such that every packet up to X that this member caches
+    /// has arrived (its contribution to region-wide stability). <paramref name="horizon"/> is the highest seq the region
+    /// is known to have seen (the token's cutoff or this member's own maximum): a member that holds all of its class up to
+    /// there vouches for the whole range, even where it missed other partitions' packets above its own last one.
+    /// Stopping at its own <see cref="MaxSeen"/> instead would let a member that missed the sender's last packets hold
+    /// the region's stability below them, so no one would ever pull them from their caching partition (a stall once the
+    /// sender is gone).</summary>
+    public ulong CachedUpTo(int partitions, int myPartition, ulong horizon = 0)
     {
         ulong p = (ulong)partitions;
-        for (ulong seq = FirstOfClass(Delivered + 1, p, (ulong)myPartition); seq <= MaxSeen; seq += p)
+        ulong limit = Math.Max(horizon, MaxSeen);
+        for (ulong seq = FirstOfClass(Delivered + 1, p, (ulong)myPartition); seq <= limit; seq += p)
         {
             if (!_held.ContainsKey(seq))
             {
@@ -148,7 +154,7 @@ internal sealed class SenderStream
             }
         }
 
-        return MaxSeen;
+        return limit;
     }
 
     /// <summary>Packets up to <paramref name="limit"/> cached by other partitions that this member lacks, as index sets

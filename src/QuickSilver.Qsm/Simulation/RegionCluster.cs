@@ -49,21 +49,19 @@ public sealed class RegionCluster
         }
 
         View = new RegionView(new RegionId(1), 1,
-            [.. Nodes.Where(n => n.Member is not null).Select(n => new ViewMember(new NodeId(n.Id), n.Address)).OrderBy(m => m.Address.Port).ThenBy(m => m.Address.Ip)],
+            [.. Nodes.Where(n => n.IsMember).Select(n => new ViewMember(new NodeId(n.Id), n.Address)).OrderBy(m => m.Address.Port).ThenBy(m => m.Address.Ip)],
             Group);
         foreach (var node in Nodes)
         {
-            node.Member?.InstallView(View);
+            node.Region.InstallView(View);
         }
 
         foreach (var s in Senders)
         {
-            var transport = new ObservedTransport(s.Transport, Timeline, () => s.Sim.Now);
-            s.Sender = new RegionSender(s.Id, View, transport, s.Sim, settings.Region, settings.Rate);
-            if (s.Member is { } member)
-            {
-                s.Sender.Sent += (seq, payload) => member.OnLocalSend(s.Id, s.Address, seq, payload.Span);
-            }
+            var node = s;
+            node.Sender = node.Region.Sender(View);
+            node.Sender.Transmitted += seq => Timeline.OnTransmit(node.Id, seq, node.Sim.Now);
+            node.Sender.AcknowledgedAdvanced += (before, after) => Timeline.OnAcknowledged(node.Id, before, after, node.Sim.Now);
         }
     }
 
@@ -79,7 +77,7 @@ public sealed class RegionCluster
 
     public List<RegionClusterNode> Senders { get; } = new();
 
-    public IEnumerable<RegionClusterNode> LiveMembers => Nodes.Where(n => n.Member is not null && n.Sim.IsUp);
+    public IEnumerable<RegionClusterNode> LiveMembers => Nodes.Where(n => n.IsMember && n.Sim.IsUp);
 
     /// <summary>Each sender sends <paramref name="count"/> numbered messages (or without end) as fast as its window and rate allow.</summary>
     public void SendFromAll(long count = long.MaxValue)
@@ -113,14 +111,9 @@ public sealed class RegionCluster
     {
         var gone = dead.Select(d => d.Id).ToHashSet();
         View = View with { ViewNumber = View.ViewNumber + 1, Members = [.. View.Members.Where(m => !gone.Contains(m.Node.Value))] };
-        foreach (var node in LiveMembers)
+        foreach (var node in Nodes.Where(n => n.Sim.IsUp && (n.IsMember || n.Sender is not null)))
         {
-            node.Member!.InstallView(View);
-        }
-
-        foreach (var sender in Senders.Where(s => s.Sim.IsUp))
-        {
-            sender.Sender!.InstallView(View);
+            node.Region.InstallView(View); // the member's view and, on a sender, the sender's
         }
     }
 

@@ -1,4 +1,5 @@
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Stack;
 using QuickSilver.Qsm.Region;
 using QuickSilver.Transport.Reliable;
 using QuickSilver.Transport.Simulation;
@@ -6,14 +7,16 @@ using QuickSilver.Transport.Simulation;
 namespace QuickSilver.Qsm.Simulation;
 
 /// <summary>
-/// One simulated node of a <see cref="RegionCluster"/>: one endpoint carrying both QSM data and reliable unicast
-/// control, a <see cref="RegionMember"/> if it is in the region and a <see cref="RegionSender"/> if it sends. It counts
+/// One simulated node of a <see cref="RegionCluster"/>: the region stack (<see cref="QsmStack.BuildRegion"/>: reliable
+/// unicast and the region layer) on one endpoint, with a <see cref="RegionMember"/> if it is in the region and a
+/// <see cref="RegionSender"/> if it sends. It counts
 /// what it delivers per sender and checks the order as it goes (message numbers 1, 2, 3, … in the payload).
 /// </summary>
 public sealed class RegionClusterNode
 {
     private readonly Dictionary<uint, DeliveryLog> _delivered = new();
     private readonly RegionCluster _cluster;
+    private readonly bool _isMember;
 
     internal RegionClusterNode(RegionCluster cluster, int slot, uint id, bool member)
     {
@@ -25,19 +28,21 @@ public sealed class RegionClusterNode
         Sim.ReceiveQueueLimit = cluster.Settings.ReceiveQueueLimit;
         Transport = Sim.Open(RegionCluster.Port, cluster.Settings.MaxDatagramBytes);
         Address = Transport.LocalAddress;
-        Reliable = new ReliableUnicast(Transport, Sim, id, new ReliableUnicastOptions
+        Stack = QsmStack.BuildRegion(Transport, Sim, id, new QsmStackOptions
         {
-            MaxSegmentBytes = cluster.Settings.MaxDatagramBytes - 64,
-            MaxMessageBytes = cluster.Settings.MaxControlMessageBytes,
+            Epoch = id,
+            Region = cluster.Settings.Region,
+            RateControl = cluster.Settings.Rate,
+            Reliable = new ReliableUnicastOptions
+            {
+                MaxSegmentBytes = cluster.Settings.MaxDatagramBytes - 64,
+                MaxMessageBytes = cluster.Settings.MaxControlMessageBytes,
+            },
         });
-        Transport.SetHandler(Reliable);
-        Reliable.Fallback = new DataHandler(this);
-        Reliable.MessageReceived += OnControl;
-        if (member)
-        {
-            Member = new RegionMember(id, Transport, Reliable, Sim, cluster.Settings.Region, cluster.Settings.Rate);
-            Member.Delivered += OnDelivered;
-        }
+        Region = Stack.Get<RegionLayer>();
+        Region.PacketArrived += OnArrival;
+        Region.Delivered += OnDelivered;
+        _isMember = member;
     }
 
     /// <summary>Position in <see cref="RegionCluster.Nodes"/>.</summary>
@@ -51,9 +56,18 @@ public sealed class RegionClusterNode
 
     public NetAddress Address { get; }
 
-    public ReliableUnicast Reliable { get; }
+    /// <summary>This node's stack: transport → reliable unicast → region.</summary>
+    public ProtocolStack Stack { get; }
 
-    public RegionMember? Member { get; }
+    public RegionLayer Region { get; }
+
+    public ReliableUnicast Reliable => Stack.Get<ReliableUnicast>();
+
+    /// <summary>The node's region member (once the cluster installed the view), or null for a sender outside the region.</summary>
+    public RegionMember? Member => _isMember ? Region.Member : null;
+
+    /// <summary>Whether this node is in the region (a sender may be outside it).</summary>
+    public bool IsMember => _isMember;
 
     public RegionSender? Sender { get; internal set; }
 
@@ -79,20 +93,11 @@ public sealed class RegionClusterNode
         _cluster.Timeline.OnDelivered(Slot, sender, seq, Sim.Now);
     }
 
-    private void OnControl(NetAddress from, ReadOnlySpan<byte> message)
+    private void OnArrival(NetAddress from, in DataHeader header)
     {
-        if (message.Length > 0 && message[0] is 1 or 2)
+        if (_isMember && _cluster.IsSenderAddress(header.Sender, from))
         {
-            Member?.OnControl(from, message);
-        }
-        else if (Sender is { } sender)
-        {
-            ulong before = sender.Acknowledged;
-            sender.OnControl(from, message);
-            if (sender.Acknowledged > before)
-            {
-                _cluster.Timeline.OnAcknowledged(Id, before, sender.Acknowledged, Sim.Now);
-            }
+            _cluster.Timeline.OnArrivalFromSender(Slot, header.Sender, header.Seq);
         }
     }
 
@@ -100,23 +105,5 @@ public sealed class RegionClusterNode
     {
         public long Count;
         public long FirstBad = -1;
-    }
-
-    private sealed class DataHandler(RegionClusterNode node) : IDatagramHandler
-    {
-        public void OnDatagram(NetAddress from, ReadOnlySpan<byte> datagram)
-        {
-            if (node.Member is null)
-            {
-                return;
-            }
-
-            if (RegionWire.TryReadData(datagram, out var header, out _) && node._cluster.IsSenderAddress(header.Sender, from))
-            {
-                node._cluster.Timeline.OnArrivalFromSender(node.Slot, header.Sender, header.Seq);
-            }
-
-            node.Member.OnData(from, datagram);
-        }
     }
 }

@@ -101,22 +101,25 @@ public sealed class ProbeSender : IDatagramFeed, IDatagramHandler
     }
 }
 
-/// <summary>The probe's packets: Raw packets whose body starts with a 64-bit sequence number (data) or count (ack, flag 1).</summary>
+/// <summary>The probe's packets: packets of type 1 whose body starts with a 64-bit sequence number (data) or count (ack, flag 1).</summary>
 public static class ProbeWire
 {
+    /// <summary>The probe's packet type (a load generator on its own endpoints, never on a protocol stack).</summary>
+    public const PacketType Type = (PacketType)1;
+
     public const int MinSize = PacketHeader.Size + 8;
     private const ushort AckFlag = 1;
 
     public static void WriteData(Span<byte> datagram, uint sender, long sequence)
     {
-        new PacketHeader(PacketType.Raw, sender, (ushort)datagram.Length).Write(datagram);
+        new PacketHeader(Type, sender, (ushort)datagram.Length).Write(datagram);
         BinaryPrimitives.WriteInt64LittleEndian(datagram[PacketHeader.Size..], sequence);
         datagram[MinSize..].Clear();
     }
 
     public static int WriteAck(Span<byte> datagram, uint sender, long count)
     {
-        new PacketHeader(PacketType.Raw, sender, MinSize, AckFlag).Write(datagram);
+        new PacketHeader(Type, sender, MinSize, AckFlag).Write(datagram);
         BinaryPrimitives.WriteInt64LittleEndian(datagram[PacketHeader.Size..], count);
         return MinSize;
     }
@@ -124,7 +127,7 @@ public static class ProbeWire
     public static bool TryReadData(ReadOnlySpan<byte> datagram, out long sequence)
     {
         sequence = -1;
-        if (PacketHeader.TryRead(datagram, out var header) != WireError.None || header.Type != PacketType.Raw
+        if (PacketHeader.TryRead(datagram, out var header) != WireError.None || header.Type != Type
             || header.Flags != 0 || datagram.Length < MinSize)
         {
             return false;
@@ -137,7 +140,7 @@ public static class ProbeWire
     public static bool TryReadAck(ReadOnlySpan<byte> datagram, out long count)
     {
         count = -1;
-        if (PacketHeader.TryRead(datagram, out var header) != WireError.None || header.Type != PacketType.Raw
+        if (PacketHeader.TryRead(datagram, out var header) != WireError.None || header.Type != Type
             || header.Flags != AckFlag || datagram.Length < MinSize)
         {
             return false;

@@ -73,11 +73,18 @@ public sealed class ReliableConnection
 
     /// <summary>Queues <paramref name="message"/> (cut into segments of at most MaxSegmentBytes). False when the send
     /// buffer lacks room for all of its segments (wait for <see cref="ReliableUnicast.SpaceAvailable"/>).</summary>
-    public bool TrySend(ReadOnlySpan<byte> message)
+    public bool TrySend(ReadOnlySpan<byte> message) => TrySend(message, hasPrefix: false, 0);
+
+    /// <summary>Queues <paramref name="prefix"/> followed by <paramref name="message"/> as one message (a control
+    /// channel's id in front of its message), without first copying the two together.</summary>
+    public bool TrySend(byte prefix, ReadOnlySpan<byte> message) => TrySend(message, hasPrefix: true, prefix);
+
+    private bool TrySend(ReadOnlySpan<byte> message, bool hasPrefix, byte prefix)
     {
-        if (message.Length > _options.MaxMessageBytes)
+        int total = message.Length + (hasPrefix ? 1 : 0);
+        if (total > _options.MaxMessageBytes)
         {
-            throw new ArgumentException($"Message of {message.Length} bytes exceeds ReliableUnicastOptions.MaxMessageBytes ({_options.MaxMessageBytes}).", nameof(message));
+            throw new ArgumentException($"Message of {total} bytes exceeds ReliableUnicastOptions.MaxMessageBytes ({_options.MaxMessageBytes}).", nameof(message));
         }
 
         if (Failed)
@@ -85,7 +92,7 @@ public sealed class ReliableConnection
             throw new InvalidOperationException($"The connection to {Peer} has failed; the peer was reported failed.");
         }
 
-        int segments = SegmentsFor(message.Length);
+        int segments = SegmentsFor(total);
         if (_send.Length - Pending < segments)
         {
             _neededSpace = Math.Max(_neededSpace, segments);
@@ -95,11 +102,29 @@ public sealed class ReliableConnection
         for (int i = 0; i < segments; i++)
         {
             int offset = i * _options.MaxSegmentBytes;
-            var part = message.Slice(offset, Math.Min(_options.MaxSegmentBytes, message.Length - offset));
+            int length = Math.Min(_options.MaxSegmentBytes, total - offset);
             ref var segment = ref _send[_nextSeq % (ulong)_send.Length];
-            segment.Buffer = ArrayPool<byte>.Shared.Rent(Math.Max(1, part.Length));
-            part.CopyTo(segment.Buffer);
-            segment.Length = part.Length;
+            segment.Buffer = ArrayPool<byte>.Shared.Rent(Math.Max(1, length));
+            var into = segment.Buffer.AsSpan(0, length);
+            if (hasPrefix)
+            {
+                // The logical message is prefix + message: segment i covers [offset, offset + length) of it.
+                if (offset == 0)
+                {
+                    into[0] = prefix;
+                    message[..(length - 1)].CopyTo(into[1..]);
+                }
+                else
+                {
+                    message.Slice(offset - 1, length).CopyTo(into);
+                }
+            }
+            else
+            {
+                message.Slice(offset, length).CopyTo(into);
+            }
+
+            segment.Length = length;
             segment.Last = i == segments - 1;
             segment.Acked = false;
             segment.Retransmitted = false;

@@ -1,36 +1,38 @@
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Stack;
 using QuickSilver.Core.Wire;
 
 namespace QuickSilver.Transport.Reliable;
 
 /// <summary>
-/// The reliable unicast protocol (QSM §2.3: "a simple TCP-like reliable unicast protocol", rate-limited) on one
-/// datagram endpoint: in-order, exactly-once delivery per peer over UDP or the simulated network. It handles
-/// ReliableData and ReliableAck packets and passes every other datagram to <see cref="Fallback"/>. I/O-free: it acts
-/// only through the <see cref="IDatagramTransport"/> and <see cref="IAlarmScheduler"/> it is given. Core thread only.
+/// The reliable unicast protocol (QSM §2.3: "a simple TCP-like reliable unicast protocol", rate-limited) as a stack layer:
+/// in-order, exactly-once delivery per peer over UDP or the simulated network. It owns the ReliableData,
+/// ReliableFragment and ReliableAck packet types and offers control channels to the layers above
+/// (<see cref="IControlTransport"/>): every message starts with its channel's one-byte id, and arrives at the layer that
+/// opened that channel; a message for a channel nobody opened is dropped and counted (UnknownType). I/O-free: it acts
+/// only through the context its stack hands it. Core thread only.
 /// </summary>
-public sealed class ReliableUnicast : IDatagramHandler
+public sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControlTransport
 {
-    private readonly IDatagramTransport _transport;
     private readonly ReliableUnicastOptions _options;
     private readonly Dictionary<NetAddress, ReliableConnection> _connections = new();
     private readonly List<ReliableConnection> _transmitQueue = new();
-    private readonly byte[] _datagram;
+    private readonly Channel?[] _channels = new Channel?[256];
+    private readonly List<Channel> _open = new();
     private readonly Alarm _paceAlarm;
-    private readonly RateLimitedLog? _log;
+    private IDatagramTransport _transport = null!;
+    private byte[] _datagram = [];
+    private RateLimitedLog? _log;
     private uint _conversations;
     private double _tokens;
     private TimeSpan _tokensAt;
 
     /// <param name="epoch">This endpoint's incarnation: non-zero and different after a restart (random in production,
     /// from the node's seeded generator in simulation).</param>
-    public ReliableUnicast(IDatagramTransport transport, IAlarmScheduler scheduler, uint epoch, ReliableUnicastOptions? options = null,
-        uint senderId = 0, RateLimitedLog? log = null)
+    public ReliableUnicast(uint epoch, ReliableUnicastOptions? options = null, uint senderId = 0)
     {
-        _transport = transport ?? throw new ArgumentNullException(nameof(transport));
-        Scheduler = scheduler ?? throw new ArgumentNullException(nameof(scheduler));
         if (epoch == 0)
         {
             throw new ArgumentOutOfRangeException(nameof(epoch), "The epoch must not be 0 (0 means 'unknown' on the wire).");
@@ -40,18 +42,37 @@ public sealed class ReliableUnicast : IDatagramHandler
         _options.Validate();
         Epoch = epoch;
         SenderId = senderId;
-        _log = log;
-        _datagram = new byte[PacketHeader.Size + ReliableWire.DataHeaderSize + _options.MaxSegmentBytes];
-        if (_datagram.Length > transport.MaxDatagramSize)
-        {
-            throw new ArgumentException(
-                $"ReliableUnicastOptions.MaxSegmentBytes ({_options.MaxSegmentBytes}) plus {PacketHeader.Size + ReliableWire.DataHeaderSize} bytes of headers exceeds the transport's MaxDatagramSize ({transport.MaxDatagramSize}).",
-                nameof(options));
-        }
-
         _tokens = _options.RateBurstBytes;
         _paceAlarm = new Alarm(_ => Pump());
     }
+
+    public string Name => "reliable-unicast";
+
+    public void Attach(LayerContext context)
+    {
+        ArgumentNullException.ThrowIfNull(context);
+        _transport = context.Transport;
+        Scheduler = context.Scheduler;
+        _log = context.Log;
+        _datagram = new byte[PacketHeader.Size + ReliableWire.DataHeaderSize + _options.MaxSegmentBytes];
+        if (_datagram.Length > _transport.MaxDatagramSize)
+        {
+            throw new ArgumentException(
+                $"ReliableUnicastOptions.MaxSegmentBytes ({_options.MaxSegmentBytes}) plus {PacketHeader.Size + ReliableWire.DataHeaderSize} bytes of headers exceeds the transport's MaxDatagramSize ({_transport.MaxDatagramSize}).",
+                nameof(context));
+        }
+
+        context.RegisterPacketType(ReliableWire.DataType, this);
+        context.RegisterPacketType(ReliableWire.FragmentType, this);
+        context.RegisterPacketType(ReliableWire.AckType, this);
+    }
+
+    /// <summary>Sends what the layers above queued last (a goodbye) as far as the rate limit allows; retransmission
+    /// timers stay, so a stack that stops but keeps running its core still finishes its conversations.</summary>
+    public void Stop() => Pump();
+
+    public string Describe() =>
+        $"{_connections.Count} peers, channels [{string.Join(", ", _open.Select(c => $"{c.Id}:{c.Owner}"))}], drops {Drops.Total}";
 
     public uint Epoch { get; }
 
@@ -61,12 +82,6 @@ public sealed class ReliableUnicast : IDatagramHandler
 
     public DropCounters Drops { get; } = new();
 
-    /// <summary>Datagrams that are not reliable-unicast packets go here.</summary>
-    public IDatagramHandler? Fallback { get; set; }
-
-    /// <summary>A message from <c>peer</c>, in order, exactly once. The span is valid only during the call.</summary>
-    public event ReliableMessageHandler? MessageReceived;
-
     /// <summary>The peer stopped acknowledging (or restarted): its connection was reset; the int is how many messages
     /// accepted for it were never acknowledged.</summary>
     public event Action<NetAddress, int>? PeerFailed;
@@ -74,12 +89,27 @@ public sealed class ReliableUnicast : IDatagramHandler
     /// <summary>A connection that refused a send has room again.</summary>
     public event Action<ReliableConnection>? SpaceAvailable;
 
-    internal IAlarmScheduler Scheduler { get; }
+    internal IAlarmScheduler Scheduler { get; private set; } = null!;
 
     public int ConnectionCount => _connections.Count;
 
-    /// <summary>The largest message <see cref="TrySend"/> takes (one larger than a segment travels in several).</summary>
+    /// <summary>The largest message <see cref="TrySend"/> takes (one larger than a segment travels in several); a
+    /// control channel's messages are one byte shorter (its id).</summary>
     public int MaxMessageBytes => _options.MaxMessageBytes;
+
+    /// <summary>Opens control channel <paramref name="id"/> for the layer named <paramref name="owner"/>.</summary>
+    public IControlChannel OpenChannel(byte id, string owner)
+    {
+        if (_channels[id] is { } taken)
+        {
+            throw new ArgumentException($"Control channel {id} is owned by layer '{taken.Owner}'; layer '{owner}' cannot open it too.", nameof(id));
+        }
+
+        var channel = new Channel(this, id, owner);
+        _channels[id] = channel;
+        _open.Add(channel);
+        return channel;
+    }
 
     /// <summary>The connection to <paramref name="peer"/>, created on first use.</summary>
     public ReliableConnection Connection(NetAddress peer)
@@ -112,23 +142,11 @@ public sealed class ReliableUnicast : IDatagramHandler
         }
     }
 
-    public void OnDatagram(NetAddress from, ReadOnlySpan<byte> datagram)
+    public void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram)
     {
-        var error = PacketHeader.TryRead(datagram, out var header);
-        if (error != WireError.None || header.Type is not (PacketType.ReliableData or PacketType.ReliableFragment or PacketType.ReliableAck))
-        {
-            if (error == WireError.None && Fallback is not null)
-            {
-                Fallback.OnDatagram(from, datagram);
-                return;
-            }
-
-            Reject(from, error == WireError.None ? WireError.UnknownType : error);
-            return;
-        }
-
+        WireError error;
         var body = datagram[PacketHeader.Size..];
-        if (header.Type is PacketType.ReliableData or PacketType.ReliableFragment)
+        if (header.Type is ReliableWire.DataType or ReliableWire.FragmentType)
         {
             error = ReliableWire.TryReadData(body, out var data);
             if (error != WireError.None)
@@ -159,7 +177,7 @@ public sealed class ReliableUnicast : IDatagramHandler
                 return;
             }
 
-            connection.OnData(data.Seq, datagram.Slice(data.PayloadOffset, data.PayloadLength), last: header.Type == PacketType.ReliableData);
+            connection.OnData(data.Seq, datagram.Slice(data.PayloadOffset, data.PayloadLength), last: header.Type == ReliableWire.DataType);
         }
         else
         {
@@ -215,7 +233,7 @@ public sealed class ReliableUnicast : IDatagramHandler
         if (connection.PeerEpoch != 0)
         {
             int lost = connection.Reset();
-            PeerFailed?.Invoke(connection.Peer, lost);
+            RaisePeerFailed(connection.Peer, lost);
         }
 
         connection.PeerEpoch = senderEpoch;
@@ -277,7 +295,7 @@ public sealed class ReliableUnicast : IDatagramHandler
             return false;
         }
 
-        ReliableWire.WriteData(_datagram, last ? PacketType.ReliableData : PacketType.ReliableFragment, SenderId, connection.LocalEpoch, connection.PeerEpoch, seq, payload);
+        ReliableWire.WriteData(_datagram, last ? ReliableWire.DataType : ReliableWire.FragmentType, SenderId, connection.LocalEpoch, connection.PeerEpoch, seq, payload);
         _transport.TrySend(connection.Peer, _datagram.AsSpan(0, length));
         return true;
     }
@@ -308,7 +326,17 @@ public sealed class ReliableUnicast : IDatagramHandler
         return true;
     }
 
-    internal void Deliver(ReliableConnection connection, ReadOnlySpan<byte> payload) => MessageReceived?.Invoke(connection.Peer, payload);
+    /// <summary>A whole message from a connection: to the channel its first byte names.</summary>
+    internal void Deliver(ReliableConnection connection, ReadOnlySpan<byte> payload)
+    {
+        if (payload.IsEmpty || _channels[payload[0]] is not { } channel)
+        {
+            Reject(connection.Peer, payload.IsEmpty ? WireError.Truncated : WireError.UnknownType);
+            return;
+        }
+
+        channel.Receive(connection.Peer, payload[1..]);
+    }
 
     internal void RaiseSpaceAvailable(ReliableConnection connection) => SpaceAvailable?.Invoke(connection);
 
@@ -318,9 +346,52 @@ public sealed class ReliableUnicast : IDatagramHandler
         _transmitQueue.Remove(connection);
         int lost = connection.Reset();
         connection.MarkFailed();
-        PeerFailed?.Invoke(connection.Peer, lost);
+        RaisePeerFailed(connection.Peer, lost);
+    }
+
+    private void RaisePeerFailed(NetAddress peer, int lost)
+    {
+        PeerFailed?.Invoke(peer, lost);
+        foreach (var channel in _open)
+        {
+            channel.PeerFailed(peer);
+        }
+    }
+
+    /// <summary>One layer's control channel: its id goes in front of each message it sends.</summary>
+    private sealed class Channel(ReliableUnicast owner, byte id, string name) : IControlChannel
+    {
+        private Action<NetAddress, ReadOnlySpan<byte>>? _onMessage;
+        private Action<NetAddress>? _onPeerFailed;
+
+        public byte Id => id;
+
+        public string Owner => name;
+
+        public int MaxMessageBytes => owner.MaxMessageBytes - 1;
+
+        public bool Send(NetAddress peer, ReadOnlySpan<byte> message) => owner.Connection(peer).TrySend(id, message);
+
+        public void SetReceiver(Action<NetAddress, ReadOnlySpan<byte>> onMessage, Action<NetAddress> onPeerFailed)
+        {
+            _onMessage = onMessage ?? throw new ArgumentNullException(nameof(onMessage));
+            _onPeerFailed = onPeerFailed ?? throw new ArgumentNullException(nameof(onPeerFailed));
+        }
+
+        public void Forget(NetAddress peer) => owner.Forget(peer);
+
+        internal void Receive(NetAddress peer, ReadOnlySpan<byte> message)
+        {
+            if (_onMessage is null)
+            {
+                owner.Drops.Increment(DropReason.NoHandler);
+                return;
+            }
+
+            _onMessage(peer, message);
+        }
+
+        internal void PeerFailed(NetAddress peer) => _onPeerFailed?.Invoke(peer);
     }
 }
 
-/// <summary>Receives one reliable message; the span is valid only during the call.</summary>
-public delegate void ReliableMessageHandler(NetAddress peer, ReadOnlySpan<byte> message);

@@ -12,12 +12,21 @@ namespace QuickSilver.Transport.Reliable;
 ///               (bit i set: seq next+1+i has arrived)
 /// </code>
 /// </summary>
-internal static class ReliableWire
+public static class ReliableWire
 {
+    /// <summary>A data segment that ends its message.</summary>
+    public const PacketType DataType = (PacketType)3;
+
+    /// <summary>A cumulative + selective acknowledgement.</summary>
+    public const PacketType AckType = (PacketType)4;
+
+    /// <summary>A data segment that does not end its message (the next segment continues it).</summary>
+    public const PacketType FragmentType = (PacketType)6;
+
     public const int DataHeaderSize = 16;
     public const int AckBodySize = 24;
 
-    public static int WriteData(Span<byte> datagram, PacketType type, uint sender, uint senderEpoch, uint receiverEpoch, ulong seq, ReadOnlySpan<byte> payload)
+    internal static int WriteData(Span<byte> datagram, PacketType type, uint sender, uint senderEpoch, uint receiverEpoch, ulong seq, ReadOnlySpan<byte> payload)
     {
         int length = PacketHeader.Size + DataHeaderSize + payload.Length;
         new PacketHeader(type, sender, (ushort)length).Write(datagram);
@@ -29,10 +38,10 @@ internal static class ReliableWire
         return length;
     }
 
-    public static int WriteAck(Span<byte> datagram, uint sender, uint senderEpoch, uint receiverEpoch, ulong next, ulong sack)
+    internal static int WriteAck(Span<byte> datagram, uint sender, uint senderEpoch, uint receiverEpoch, ulong next, ulong sack)
     {
         int length = PacketHeader.Size + AckBodySize;
-        new PacketHeader(PacketType.ReliableAck, sender, (ushort)length).Write(datagram);
+        new PacketHeader(AckType, sender, (ushort)length).Write(datagram);
         var body = datagram[PacketHeader.Size..];
         BinaryPrimitives.WriteUInt32LittleEndian(body, senderEpoch);
         BinaryPrimitives.WriteUInt32LittleEndian(body[4..], receiverEpoch);
@@ -41,11 +50,11 @@ internal static class ReliableWire
         return length;
     }
 
-    public readonly record struct Data(uint SenderEpoch, uint ReceiverEpoch, ulong Seq, int PayloadOffset, int PayloadLength);
+    internal readonly record struct Data(uint SenderEpoch, uint ReceiverEpoch, ulong Seq, int PayloadOffset, int PayloadLength);
 
-    public readonly record struct Ack(uint SenderEpoch, uint ReceiverEpoch, ulong Next, ulong Sack);
+    internal readonly record struct Ack(uint SenderEpoch, uint ReceiverEpoch, ulong Next, ulong Sack);
 
-    public static WireError TryReadData(ReadOnlySpan<byte> body, out Data data)
+    internal static WireError TryReadData(ReadOnlySpan<byte> body, out Data data)
     {
         data = default;
         if (body.Length < DataHeaderSize)
@@ -64,7 +73,7 @@ internal static class ReliableWire
         return WireError.None;
     }
 
-    public static WireError TryReadAck(ReadOnlySpan<byte> body, out Ack ack)
+    internal static WireError TryReadAck(ReadOnlySpan<byte> body, out Ack ack)
     {
         ack = default;
         if (body.Length != AckBodySize)

@@ -1,17 +1,19 @@
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Stack;
 using QuickSilver.Membership;
 using QuickSilver.Membership.Service;
+using QuickSilver.Qsm;
+using QuickSilver.Qsm.Group;
 using QuickSilver.Qsm.RateControl;
 using QuickSilver.Qsm.Region;
-using QuickSilver.Transport.Reliable;
 using QuickSilver.Transport.Simulation;
 
 namespace QuickSilver.Simulation;
 
 /// <summary>
 /// The whole QSM stack in the simulated network (tests and the figures runner): a GMS on its own node and N nodes, each running the same
-/// <see cref="NodeStack"/> the real node runs (GMS client, group layer, region member and senders), on virtual time.
+/// stack the real node runs (<see cref="QsmStack.BuildNode"/>: reliable unicast, GMS client, region and group layers), on virtual time.
 /// Application calls are posted to the node as they would be downcalls.
 /// </summary>
 internal sealed class NodeCluster
@@ -41,12 +43,7 @@ internal sealed class NodeCluster
         var gmsNode = Network.AddNode();
         var gmsEndpoint = gmsNode.Open(47001, _options.MaxDatagramSize);
         GmsEndpoint = gmsEndpoint.LocalAddress;
-        gmsNode.TryPost(_ =>
-        {
-            var reliable = new ReliableUnicast(gmsEndpoint, gmsNode, 7, new ReliableUnicastOptions { MaxSegmentBytes = _options.MaxDatagramSize - 64 });
-            gmsEndpoint.SetHandler(reliable);
-            Gms = new GmsServer(gmsNode, new ReliableControlChannel(reliable), 7, GmsOptions);
-        }, null);
+        gmsNode.TryPost(_ => Gms = QsmStack.BuildGms(gmsEndpoint, gmsNode, 7, 7, GmsOptions).Get<GmsServerLayer>().Server, null);
         Network.RunFor(TimeSpan.FromMilliseconds(1));
     }
 
@@ -73,7 +70,7 @@ internal sealed class NodeCluster
             added.Add(node);
         }
 
-        Require(() => added.All(n => n.Stack?.Gms.Node is not null), TimeSpan.FromSeconds(30), "registration");
+        Require(() => added.All(n => n.Gms?.Node is not null), TimeSpan.FromSeconds(30), "registration");
         return added;
     }
 
@@ -102,12 +99,12 @@ internal sealed class NodeCluster
     {
         bool Covered(Node n)
         {
-            if (n.Stack is not { } stack || !n.Groups.TryGetValue(group, out var g) || g.View is not { } view)
+            if (n.Gms is not { } gms || !n.Groups.TryGetValue(group, out var g) || g.View is not { } view)
             {
                 return false;
             }
 
-            var nodes = view.Regions.SelectMany(r => stack.Gms.FindRegion(r.Region)?.Members.Select(m => m.Node.Value) ?? []).ToHashSet();
+            var nodes = view.Regions.SelectMany(r => gms.FindRegion(r.Region)?.Members.Select(m => m.Node.Value) ?? []).ToHashSet();
             return nodes.SetEquals(members.Select(m => m.Id));
         }
 
@@ -131,16 +128,36 @@ internal sealed class NodeCluster
             _cluster = cluster;
             Sim = sim;
             Endpoint = sim.Open(Port, cluster._options.MaxDatagramSize);
-            sim.TryPost(_ => Stack = new NodeStack(sim, Endpoint, cluster._options with { Gms = cluster.GmsEndpoint }, (uint)(sim.Index + 1)), null);
+            var options = cluster._options;
+            sim.TryPost(_ =>
+            {
+                Stack = QsmStack.BuildNode(Endpoint, sim, new QsmStackOptions
+                {
+                    Epoch = (uint)(sim.Index + 1),
+                    Gms = cluster.GmsEndpoint,
+                    Region = options.Region,
+                    RateControl = options.RateControl,
+                });
+                Gms = Stack.Get<MembershipLayer>().Client;
+                Region = Stack.Get<RegionLayer>();
+                GroupLayer = Stack.Get<GroupLayer>();
+            }, null);
         }
 
         public SimNode Sim { get; }
 
         public IDatagramTransport Endpoint { get; }
 
-        public NodeStack? Stack { get; private set; }
+        /// <summary>The node's stack (transport → reliable unicast → membership → region → group), once built.</summary>
+        public ProtocolStack? Stack { get; private set; }
 
-        public uint Id => Stack!.Gms.Node!.Value.Value;
+        public GmsClient? Gms { get; private set; }
+
+        public RegionLayer? Region { get; private set; }
+
+        public GroupLayer? GroupLayer { get; private set; }
+
+        public uint Id => Gms!.Node!.Value.Value;
 
         public Dictionary<string, RecordingGroup> Groups { get; } = new(StringComparer.Ordinal);
 
@@ -149,10 +166,10 @@ internal sealed class NodeCluster
         {
             var owner = new RecordingGroup(group) { KeepPayloads = keepPayloads };
             Groups[group] = owner;
-            Sim.TryPost(_ => owner.State = Stack!.Join(group, owner), null);
+            Sim.TryPost(_ => owner.State = GroupLayer!.Join(group, owner), null);
         }
 
-        public void Leave(string group) => Sim.TryPost(_ => Stack!.Leave(group), null);
+        public void Leave(string group) => Sim.TryPost(_ => GroupLayer!.Leave(group), null);
 
         /// <summary>Publishes <paramref name="count"/> numbered messages (1..count, 4-byte little-endian plus padding to
         /// <paramref name="size"/>) in <paramref name="group"/> through the group's pull feed: as fast as the stack takes
@@ -173,7 +190,7 @@ internal sealed class NodeCluster
                     var tick = new Alarm(self =>
                     {
                         feed.Allowance += Math.Max(1, perSecond / 1000);
-                        Stack!.Signal(state);
+                        GroupLayer!.Signal(state);
                         if (feed.Next <= feed.Count)
                         {
                             Sim.ScheduleAfter(self, TimeSpan.FromMilliseconds(1));
@@ -183,7 +200,7 @@ internal sealed class NodeCluster
                 }
                 else
                 {
-                    Stack!.Signal(state);
+                    GroupLayer!.Signal(state);
                 }
             }, null);
         }

@@ -1,3 +1,4 @@
+using QuickSilver.Qsm.Group;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Simulation;
 using QuickSilver.Transport.Simulation;
@@ -78,7 +79,7 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
         all[0].PublishNumbered("bulk", 1_000_000);
         cluster.Network.RunFor(TimeSpan.FromSeconds(1.5));
 
-        var sender = all[0].Stack!.Senders.Values.Single();
+        var sender = all[0].Region!.Senders.Values.Single();
         int pulled = all[0].Groups["bulk"].Published!.Next - 1;
         int perPacket = sender.MaxPayload / (GroupWire.HeaderSize + 100);
         Assert.True(sender.LastSequence is > 200 and < 2_000, $"seed {Seed}: {sender.LastSequence} packets numbered in 1.5 s from 100 packets/s");
@@ -106,18 +107,18 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
         {
             var message = new byte[100];
             BitConverter.TryWriteBytes(message, i);
-            publisher.Sim.TryPost(_ => publisher.Stack!.Enqueue(state, message), null);
+            publisher.Sim.TryPost(_ => publisher.GroupLayer!.Enqueue(state, message), null);
         }
 
         Assert.True(cluster.Network.RunUntil(() => all.All(n => n.Groups["ticks"].CountFrom(publisher.Id) == 2_000), TimeSpan.FromSeconds(10)),
             $"seed {Seed}: not all 2,000 arrived");
-        var sender = publisher.Stack!.Senders.Values.Single();
+        var sender = publisher.Region!.Senders.Values.Single();
         Assert.True(sender.LastSequence <= 2_000 / 50, $"seed {Seed}: 2,000 messages published together took {sender.LastSequence} packets");
 
         ulong before = sender.LastSequence;
         var lone = new byte[100];
         BitConverter.TryWriteBytes(lone, 2_001);
-        publisher.Sim.TryPost(_ => publisher.Stack!.Enqueue(state, lone), null);
+        publisher.Sim.TryPost(_ => publisher.GroupLayer!.Enqueue(state, lone), null);
         Assert.True(cluster.Network.RunUntil(() => all.All(n => n.Groups["ticks"].CountFrom(publisher.Id) == 2_001), TimeSpan.FromMilliseconds(5)),
             $"seed {Seed}: a lone message did not arrive within 5 ms");
         Assert.Equal(before + 1, sender.LastSequence);
@@ -163,7 +164,7 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
         var all = cluster.AddNodes(12);
         cluster.Join(all, "prices");
         cluster.SettleViews("prices", all);
-        Assert.All(all, n => Assert.Null(n.Stack!.Member!.View!.MulticastAddress));
+        Assert.All(all, n => Assert.Null(n.Region!.Member!.View!.MulticastAddress));
         all[0].PublishNumbered("prices", Messages, perSecond: 3_000);
         bool done = cluster.Network.RunUntil(() => all.All(n => n.Groups["prices"].CountFrom(all[0].Id) >= Messages), TimeSpan.FromMinutes(2));
         Report(cluster, seed);
@@ -191,7 +192,7 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
         var views = all.SelectMany(n => names.Select(g => n.Groups[g].View!)).ToList();
         Assert.All(views, v => Assert.Equal(1, v.RegionCount));
         Assert.Single(views.Select(v => v.Regions[0].Region).Distinct());
-        Assert.Single(all.Select(n => n.Stack!.Member!.View!.Region).Distinct());
+        Assert.Single(all.Select(n => n.Region!.Member!.View!.Region).Distinct());
 
         // The sender round-robins over the groups (each group's feed is pulled in turn).
         foreach (var name in names)
@@ -243,7 +244,7 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
 
         // The region recovers by itself across the view changes: the sender's timeout (a last resort, §2.3.3) resends at
         // most a few packets (before the joiner and view-change fixes in docs/qsm.md it resent 256 to 768 here).
-        long timeouts = sender.Stack!.Senders.Values.Sum(s => s.RetransmittedOnTimeout);
+        long timeouts = sender.Region!.Senders.Values.Sum(s => s.RetransmittedOnTimeout);
         Assert.True(timeouts <= 10, $"seed {seed}: the sender resent {timeouts} packets on its timeout");
 
         // A joiner gets a contiguous suffix that ends with the last message; a leaver a contiguous prefix.
@@ -266,8 +267,8 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
 
     private void Report(NodeCluster cluster, int seed)
     {
-        var members = cluster.Nodes.Select(n => n.Stack?.Member).Where(m => m is not null).ToList();
-        var senders = cluster.Nodes.SelectMany(n => n.Stack?.Senders.Values ?? []).ToList();
+        var members = cluster.Nodes.Select(n => n.Region?.Member).Where(m => m is not null).ToList();
+        var senders = cluster.Nodes.SelectMany(n => n.Region?.Senders.Values ?? []).ToList();
         output.WriteLine($"seed {seed}: virtual {cluster.Network.Now}, link losses {cluster.Network.Drops[DropReason.LinkLoss]}, " +
             $"repairs {members.Sum(m => m!.RepairsSent)}, pulls {members.Sum(m => m!.PullsSent)}, NAKs {members.Sum(m => m!.NaksSent)}, " +
             $"retransmitted on NAK {senders.Sum(s => s.RetransmittedOnNak)}, on timeout {senders.Sum(s => s.RetransmittedOnTimeout)}, " +

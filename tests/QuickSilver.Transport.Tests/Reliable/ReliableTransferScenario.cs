@@ -1,6 +1,5 @@
 using System.Buffers.Binary;
 using QuickSilver.Core.Io;
-using QuickSilver.Transport.Reliable;
 
 namespace QuickSilver.Transport.Tests.Reliable;
 
@@ -13,7 +12,7 @@ namespace QuickSilver.Transport.Tests.Reliable;
 /// </summary>
 internal sealed class ReliableTransferScenario
 {
-    private readonly ReliableUnicast _a;
+    private readonly TestEndpoint _a;
     private readonly NetAddress _to;
     private readonly int _total;
     private readonly byte[] _message;
@@ -21,7 +20,7 @@ internal sealed class ReliableTransferScenario
     private int _next;
     private long _received;
 
-    public ReliableTransferScenario(ReliableUnicast a, ReliableUnicast b, int total, int messageBytes = 64, Func<int, int>? sizeOf = null)
+    public ReliableTransferScenario(TestEndpoint a, TestEndpoint b, int total, int messageBytes = 64, Func<int, int>? sizeOf = null)
     {
         _a = a;
         _to = b.LocalAddress;

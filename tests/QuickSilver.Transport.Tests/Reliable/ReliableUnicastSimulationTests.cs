@@ -14,7 +14,7 @@ public sealed class ReliableUnicastSimulationTests
         MaxRto = TimeSpan.FromMilliseconds(200),
     };
 
-    private static (SimNetwork Net, SimNode NodeA, SimNode NodeB, ReliableUnicast A, ReliableUnicast B) Setup(
+    private static (SimNetwork Net, SimNode NodeA, SimNode NodeB, TestEndpoint A, TestEndpoint B) Setup(
         int seed, LinkOptions? link = null, ReliableUnicastOptions? options = null)
     {
         var net = new SimNetwork(seed, link);
@@ -25,13 +25,8 @@ public sealed class ReliableUnicastSimulationTests
         return (net, nodeA, nodeB, a, b);
     }
 
-    private static ReliableUnicast Endpoint(SimNode node, ReliableUnicastOptions? options)
-    {
-        var transport = node.Open(5000);
-        var endpoint = new ReliableUnicast(transport, node, (uint)node.Random.Next(1, int.MaxValue), options);
-        transport.SetHandler(endpoint);
-        return endpoint;
-    }
+    private static TestEndpoint Endpoint(SimNode node, ReliableUnicastOptions? options)
+        => new(node.Open(5000), node, (uint)node.Random.Next(1, int.MaxValue), options);
 
     [Theory]
     [InlineData(1)]
@@ -191,7 +186,7 @@ public sealed class ReliableUnicastSimulationTests
             if (junk.Length >= 12 && i % 2 == 0)
             {
                 // Valid common header, random body: reaches the reliable-unicast decoders.
-                new QuickSilver.Core.Wire.PacketHeader(i % 4 == 0 ? QuickSilver.Core.Wire.PacketType.ReliableData : QuickSilver.Core.Wire.PacketType.ReliableAck,
+                new QuickSilver.Core.Wire.PacketHeader(i % 4 == 0 ? ReliableWire.DataType : ReliableWire.AckType,
                     0, (ushort)junk.Length).Write(junk);
             }
 
@@ -202,7 +197,7 @@ public sealed class ReliableUnicastSimulationTests
 
         Assert.True(net.RunUntil(() => scenario.Done, TimeSpan.FromMinutes(1)));
         Assert.Null(scenario.Violation);
-        Assert.True(b.Drops.Total > 1000, $"b counted {b.Drops.Total} drops");
+        Assert.True(b.DropsTotal > 1000, $"b counted {b.DropsTotal} drops");
         Assert.True(nodeB.IsUp);
     }
 
@@ -222,7 +217,7 @@ public sealed class ReliableUnicastSimulationTests
         Assert.Contains("MaxMessageBytes", big.Message, StringComparison.Ordinal);
         var net = new SimNetwork(9);
         var small = net.AddNode().Open(5000, maxDatagramSize: 1200);
-        var tooLarge = Assert.Throws<ArgumentException>(() => new ReliableUnicast(small, net.AddNode(), 1));
+        var tooLarge = Assert.Throws<ArgumentException>(() => new TestEndpoint(small, net.AddNode(), 1));
         Assert.Contains("MaxSegmentBytes", tooLarge.Message, StringComparison.Ordinal);
     }
 
@@ -264,14 +259,14 @@ public sealed class ReliableUnicastSimulationTests
 
         Assert.Equal(21, accepted);
         Assert.Equal(63, a.Connection(b.LocalAddress).Pending);
-        Assert.True(a.TrySend(b.LocalAddress, new byte[1000]), "one segment still fits");
+        Assert.True(a.TrySend(b.LocalAddress, new byte[999]), "one segment still fits (999 bytes and the channel id)");
         int spaceEvents = 0;
         a.SpaceAvailable += _ => spaceEvents++;
         var sizes = new List<int>();
         b.MessageReceived += (_, m) => sizes.Add(m.Length);
         net.RunFor(TimeSpan.FromSeconds(1));
         Assert.Equal(1, spaceEvents);
-        Assert.Equal(Enumerable.Repeat(2500, 21).Append(1000), sizes);
+        Assert.Equal(Enumerable.Repeat(2500, 21).Append(999), sizes);
     }
 
     [Fact]
@@ -286,11 +281,11 @@ public sealed class ReliableUnicastSimulationTests
         b.MessageReceived += (_, m) => sizes.Add(m.Length);
         Assert.True(a.TrySend(b.LocalAddress, new byte[9_000]));
         Assert.True(a.TrySend(b.LocalAddress, new byte[50_000])); // 37 segments: b gives up after 10,000 bytes
-        Assert.True(a.TrySend(b.LocalAddress, new byte[10_000]));
+        Assert.True(a.TrySend(b.LocalAddress, new byte[9_999])); // with its channel id, exactly b's bound
         Assert.True(a.TrySend(b.LocalAddress, new byte[3]));
         net.RunFor(TimeSpan.FromSeconds(2));
-        Assert.Equal(new[] { 9_000, 10_000, 3 }, sizes);
-        Assert.Equal(1, b.Drops[DropReason.Oversized]);
+        Assert.Equal(new[] { 9_000, 9_999, 3 }, sizes);
+        Assert.Equal(1, b.Reliable.Drops[DropReason.Oversized]);
         Assert.Equal(0, a.Connection(b.LocalAddress).Pending);
     }
 

@@ -36,10 +36,5 @@ public sealed class ReliableUnicastUdpTests
             "the injected loss did not happen");
     }
 
-    private static ReliableUnicast Attach(UdpEndpoint udp, QuickSilverCore core, uint epoch)
-    {
-        var endpoint = new ReliableUnicast(udp, core, epoch);
-        udp.SetHandler(endpoint);
-        return endpoint;
-    }
+    private static TestEndpoint Attach(UdpEndpoint udp, QuickSilverCore core, uint epoch) => new(udp, core, epoch);
 }

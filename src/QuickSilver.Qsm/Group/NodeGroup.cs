@@ -2,7 +2,7 @@ using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Feeds;
 using QuickSilver.Membership;
 
-namespace QuickSilver;
+namespace QuickSilver.Qsm.Group;
 
 /// <summary>What the group layer tells the application-facing group object (core thread).</summary>
 internal interface IGroupOwner

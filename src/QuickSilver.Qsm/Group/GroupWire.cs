@@ -1,6 +1,6 @@
 using System.Buffers.Binary;
 
-namespace QuickSilver;
+namespace QuickSilver.Qsm.Group;
 
 /// <summary>
 /// A group message inside a regional packet (docs/wire-format.md): <c>u32 group | u64 group sequence | u16 length | payload</c>.

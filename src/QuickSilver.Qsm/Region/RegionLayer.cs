@@ -1,0 +1,225 @@
+using System.Buffers.Binary;
+using QuickSilver.Core.Alarms;
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Core.Io;
+using QuickSilver.Core.Stack;
+using QuickSilver.Core.Wire;
+using QuickSilver.Membership;
+using QuickSilver.Qsm.RateControl;
+
+namespace QuickSilver.Qsm.Region;
+
+/// <summary>Observes a region data packet as it arrives, before the member acts on it (simulation timelines).</summary>
+internal delegate void RegionPacketObserver(NetAddress from, in DataHeader header);
+
+/// <summary>
+/// QSM's recovery layer for datacenter groups (§2.3–§2.4) as a stack layer: the node's <see cref="RegionMember"/> in its
+/// one region of overlap and a <see cref="RegionSender"/> per region it multicasts into. It owns packet type
+/// <see cref="RegionWire.DataType"/> (data and repairs) and control channel <see cref="RegionWire.ControlChannel"/>
+/// (tokens and pulls go to the member, NAKs and ACKs to the sender of the region they name: the kind byte and region id
+/// are this layer's own format, read once here). The layer above (the group layer, or a region simulation standing in
+/// for the GMS) tells it the node's id and installs region views. Core thread only.
+/// </summary>
+public sealed class RegionLayer(RegionOptions? options = null, RateControlOptions? rateOptions = null) : IProtocolLayer, IPacketHandler
+{
+    private readonly RegionOptions _options = Validated(options ?? new RegionOptions());
+    private readonly RateControlOptions _rateOptions = Validated(rateOptions ?? new RateControlOptions());
+    private readonly Dictionary<uint, RegionSender> _senders = new();
+    private IDatagramTransport _transport = null!;
+    private IAlarmScheduler _scheduler = null!;
+    private IControlChannel _control = null!;
+    private uint? _node;
+
+    public string Name => "qsm-region";
+
+    public RegionOptions Options => _options;
+
+    /// <summary>The node's member in its region of overlap, once a view including it is installed.</summary>
+    public RegionMember? Member { get; private set; }
+
+    /// <summary>This node's senders, by region id.</summary>
+    public IReadOnlyDictionary<uint, RegionSender> Senders => _senders;
+
+    /// <summary>Region packets and control messages this layer could not route (malformed, or for a region it is not in).</summary>
+    public DropCounters Drops { get; } = new();
+
+    /// <summary>The largest payload of one region packet on this stack's transport.</summary>
+    public int MaxPayload => RegionSender.PayloadCapacity(_transport.MaxDatagramSize, _options);
+
+    /// <summary>A packet from a sender, in order (or on arrival without FIFO), exactly once.</summary>
+    public event RegionDeliveryHandler? Delivered;
+
+    /// <summary>A sender that refused a record has room again.</summary>
+    public event Action? SpaceAvailable;
+
+    /// <summary>A new member replaced the old one (the node moved to another region of overlap).</summary>
+    public event Action<RegionMember>? MemberChanged;
+
+    /// <summary>A sender into a new region was created.</summary>
+    public event Action<RegionSender>? SenderAdded;
+
+    /// <summary>Every well-formed region data packet, before the member sees it (simulation timelines).</summary>
+    internal event RegionPacketObserver? PacketArrived;
+
+    public void Attach(LayerContext context)
+    {
+        ArgumentNullException.ThrowIfNull(context);
+        _transport = context.Transport;
+        _scheduler = context.Scheduler;
+        context.RegisterPacketType(RegionWire.DataType, this);
+        _control = context.OpenControlChannel(RegionWire.ControlChannel);
+        _control.SetReceiver(OnControl, static _ => { });
+    }
+
+    public void Stop()
+    {
+        Member?.Stop(null);
+        foreach (var sender in _senders.Values)
+        {
+            sender.Stop();
+        }
+    }
+
+    public string Describe() =>
+        $"member: {Member?.Describe() ?? "none"}" +
+        string.Concat(_senders.Values.Select(s => $"; sender to region {s.Region}: last {s.LastSequence}, acked {s.Acknowledged}, " +
+            $"unacked {s.Unacknowledged}, μ_snd {s.RateController.TargetRate:F0}/s, credits {s.RateController.Credits:F0}, " +
+            $"resent on NAK {s.RetransmittedOnNak} / timeout {s.RetransmittedOnTimeout}")) +
+        $"; drops {Drops.Total}";
+
+    /// <summary>Sets this node's id (from the GMS's registration, or given by a simulation). A node that registers again
+    /// with a restarted GMS gets a new id: members and senders made from then on use it, existing ones keep theirs
+    /// until the views replace them (docs/architecture.md, "Identity").</summary>
+    public void SetNode(uint node) => _node = node;
+
+    private uint Node => _node ?? throw new InvalidOperationException("The region layer does not know its node id yet (SetNode).");
+
+    /// <summary>Installs a region view. One that includes this node is its region of overlap: a new region replaces the
+    /// member (the old one stops); the sender into that region, if any, sees the view too.</summary>
+    public void InstallView(RegionView view)
+    {
+        ArgumentNullException.ThrowIfNull(view);
+        if (view.IndexOf(new NodeId(Node)) >= 0)
+        {
+            if (Member?.View?.Region != view.Region)
+            {
+                Member?.Stop(view.MulticastAddress);
+                var member = new RegionMember(Node, _transport, _control, _scheduler, _options, _rateOptions);
+                member.Delivered += (sender, seq, payload) => Delivered?.Invoke(sender, seq, payload);
+                Member = member;
+                MemberChanged?.Invoke(member);
+                if (_senders.TryGetValue(view.Region.Value, out var own))
+                {
+                    AttachLocal(own);
+                }
+            }
+
+            Member.InstallView(view);
+        }
+
+        if (_senders.TryGetValue(view.Region.Value, out var existing))
+        {
+            existing.InstallView(view);
+        }
+    }
+
+    /// <summary>The sender into <paramref name="view"/>'s region, created on first use.</summary>
+    public RegionSender Sender(RegionView view)
+    {
+        ArgumentNullException.ThrowIfNull(view);
+        if (_senders.TryGetValue(view.Region.Value, out var sender))
+        {
+            return sender;
+        }
+
+        sender = new RegionSender(Node, view, _transport, _scheduler, _options, _rateOptions);
+        sender.SpaceAvailable += () => SpaceAvailable?.Invoke();
+        _senders.Add(view.Region.Value, sender);
+        SenderAdded?.Invoke(sender);
+        if (Member?.View?.Region == view.Region)
+        {
+            AttachLocal(sender);
+        }
+
+        return sender;
+    }
+
+    /// <summary>A sender in its own region delivers its own packets to itself, as every member of the view does.</summary>
+    private void AttachLocal(RegionSender sender)
+    {
+        var member = Member!;
+        var address = _transport.LocalAddress;
+        sender.Sent += (seq, payload) => member.OnLocalSend(sender.Node, address, seq, payload.Span);
+    }
+
+    public void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram)
+    {
+        if (!RegionWire.TryReadData(header, datagram, out var data, out var payload))
+        {
+            Drops.Increment(DropReason.Malformed);
+            return;
+        }
+
+        PacketArrived?.Invoke(from, data);
+        if (Member is { } member)
+        {
+            member.OnData(from, data, payload);
+        }
+        else
+        {
+            Drops.Increment(DropReason.NotForThisNode);
+        }
+    }
+
+    /// <summary>A control message: <c>u8 kind | u32 region | …</c> (docs/wire-format.md).</summary>
+    private void OnControl(NetAddress from, ReadOnlySpan<byte> message)
+    {
+        if (message.Length < 5)
+        {
+            Drops.Increment(DropReason.Malformed);
+            return;
+        }
+
+        uint region = BinaryPrimitives.ReadUInt32LittleEndian(message[1..]);
+        switch ((RegionControl)message[0])
+        {
+            case RegionControl.Token or RegionControl.Pull:
+                if (Member?.View?.Region.Value == region)
+                {
+                    Member.OnControl(from, message);
+                }
+                else
+                {
+                    Drops.Increment(DropReason.NotForThisNode);
+                }
+
+                break;
+            case RegionControl.Nak or RegionControl.Ack:
+                if (_senders.TryGetValue(region, out var sender))
+                {
+                    sender.OnControl(from, message);
+                }
+                else
+                {
+                    Drops.Increment(DropReason.NotForThisNode);
+                }
+
+                break;
+            default:
+                Drops.Increment(DropReason.Malformed);
+                break;
+        }
+    }
+
+    private static RegionOptions Validated(RegionOptions options)
+    {
+        options.Validate();
+        return options;
+    }
+
+    private static RateControlOptions Validated(RateControlOptions options)
+    {
+        options.Validate();
+        return options;
+    }
+}
