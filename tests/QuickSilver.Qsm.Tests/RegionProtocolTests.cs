@@ -171,3 +171,40 @@ public sealed class RegionFailureTests(ITestOutputHelper output)
         Assert.All(cluster.LiveMembers, n => Assert.Equal(-1, n.FirstOutOfOrder(sender.Id)));
     }
 }
+
+public sealed class RegionSendBackPressureTests(ITestOutputHelper output)
+{
+    [Theory]
+    [InlineData(10_000_000)]
+    [InlineData(40_000_000)]
+    public void A_sender_faster_than_its_uplink_is_held_back_by_the_transport_and_loses_nothing(long uplinkBits)
+    {
+        // Rate control allows 20,000 packets/s; the sender's own link carries ~1,200 (10 Mbit/s) or ~4,800 (40 Mbit/s) of
+        // these 1,036-byte datagrams a second and queues at most 20 (the members' links are fast). The sender is a pull
+        // feed of its transport: it makes a packet only when the transport has room for it, so nothing is dropped at its
+        // own interface and nothing needs repairing. (A sender that pushes at the credit rate overflows that queue at
+        // once and leans on NAKs and timeouts.)
+        const int Messages = 3_000;
+        var cluster = new RegionCluster(5, 5, 1, new RegionClusterOptions
+        {
+            Region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(100) },
+            Rate = new RateControl.RateControlOptions { MinRate = 20_000 },
+            PayloadBytes = 1000,
+        });
+        cluster.Network.SetLink(cluster.Senders[0].Sim, new LinkOptions { BandwidthBitsPerSecond = uplinkBits, QueueLimitPackets = 20 });
+        cluster.SendFromAll(Messages);
+        cluster.Network.RunFor(TimeSpan.FromMilliseconds(250));
+        var sender = cluster.Senders[0].Sender!;
+        double numbered = sender.LastSequence;
+        double uplinkPace = uplinkBits / 8.0 / 1036 * 0.25; // datagrams the uplink carries in 250 ms
+
+        bool done = cluster.Network.RunUntil(() => cluster.AllDelivered(Messages), TimeSpan.FromMinutes(2));
+        output.WriteLine($"{uplinkBits / 1e6} Mbit/s: numbered {numbered} in the first 250 ms (uplink pace {uplinkPace:F0}); all delivered at " +
+            $"{cluster.Network.Now}; link queue drops {cluster.Network.Drops[QuickSilver.Core.Diagnostics.DropReason.LinkQueueFull]}, resent {sender.Retransmissions}");
+        Assert.True(done, cluster.CheckDelivery(Messages));
+        Assert.Null(cluster.CheckDelivery(Messages));
+        Assert.InRange(numbered, uplinkPace * 0.8, uplinkPace * 1.2); // the uplink's pace, not the credit rate's 5,000
+        Assert.Equal(0, cluster.Network.Drops[QuickSilver.Core.Diagnostics.DropReason.LinkQueueFull]);
+        Assert.Equal(0, sender.Retransmissions);
+    }
+}

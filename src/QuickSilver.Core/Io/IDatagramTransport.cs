@@ -35,9 +35,17 @@ public interface IDatagramTransport
     /// <summary>Sets the handler that receives every datagram arriving at this endpoint (unicast and joined multicast groups).</summary>
     void SetHandler(IDatagramHandler handler);
 
-    /// <summary>Queues one datagram for sending. Returns false, and counts a drop, when the send queue is full
-    /// (the caller should prefer a feed, which is back-pressured instead).</summary>
+    /// <summary>Queues one datagram for sending (a copy into the next send slot). Returns false, and counts a drop,
+    /// when the send queue is full (the caller should prefer a feed, which is back-pressured instead).</summary>
     bool TrySend(NetAddress to, ReadOnlySpan<byte> datagram);
+
+    /// <summary>Claims the next send slot so a layer writes its datagram in place (no copy):
+    /// <paramref name="slot"/> is <see cref="MaxDatagramSize"/> bytes; finish with <see cref="Commit"/> before any
+    /// other call on this transport. False, with nothing claimed, when the send queue is full.</summary>
+    bool TryClaim(out Span<byte> slot);
+
+    /// <summary>Queues the claimed slot's first <paramref name="length"/> bytes for <paramref name="to"/>.</summary>
+    void Commit(NetAddress to, int length);
 
     /// <summary>Registers a pull-model feed. The returned channel re-activates the feed (<see cref="IFeedChannel.Signal"/>) and removes it.</summary>
     IFeedChannel RegisterFeed(IDatagramFeed feed);

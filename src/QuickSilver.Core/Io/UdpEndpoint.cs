@@ -23,6 +23,7 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
     private IDatagramHandler? _handler;
     private int _head;
     private int _count;
+    private bool _claimed;
     private bool _closed;
 
     private protected UdpEndpoint(QuickSilverCore core, UdpEndpointOptions options)
@@ -94,12 +95,29 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
 
     public bool TrySend(NetAddress to, ReadOnlySpan<byte> datagram)
     {
-        Core.ThrowIfNotCoreThread();
-        ObjectDisposedException.ThrowIf(_closed, this);
         if (datagram.Length > SlotSize)
         {
             throw new ArgumentException(
                 $"Datagram of {datagram.Length} bytes exceeds MaxDatagramSize ({SlotSize}).", nameof(datagram));
+        }
+
+        if (!TryClaim(out var slot))
+        {
+            return false;
+        }
+
+        datagram.CopyTo(slot);
+        Commit(to, datagram.Length);
+        return true;
+    }
+
+    public bool TryClaim(out Span<byte> slot)
+    {
+        Core.ThrowIfNotCoreThread();
+        ObjectDisposedException.ThrowIf(_closed, this);
+        if (_claimed)
+        {
+            throw new InvalidOperationException("A send slot is claimed already; Commit it first.");
         }
 
         if (_count == Capacity)
@@ -108,17 +126,31 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
             if (_count == Capacity)
             {
                 Counters.Drops.Increment(DropReason.SendQueueFull);
+                slot = default;
                 return false;
             }
         }
 
+        _claimed = true;
+        slot = Slot((_head + _count) % Capacity);
+        return true;
+    }
+
+    public void Commit(NetAddress to, int length)
+    {
+        if (!_claimed)
+        {
+            throw new InvalidOperationException("Commit without a claimed send slot (TryClaim).");
+        }
+
+        ArgumentOutOfRangeException.ThrowIfNegative(length);
+        ArgumentOutOfRangeException.ThrowIfGreaterThan(length, SlotSize);
+        _claimed = false;
         int slot = (_head + _count) % Capacity;
-        datagram.CopyTo(Slot(slot));
-        _slotLength[slot] = datagram.Length;
+        _slotLength[slot] = length;
         _slotDestination[slot] = to;
         _count++;
         Core.MarkDirty(this);
-        return true;
     }
 
     public IFeedChannel RegisterFeed(IDatagramFeed feed)

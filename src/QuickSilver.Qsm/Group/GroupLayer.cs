@@ -12,16 +12,19 @@ namespace QuickSilver.Qsm.Group;
 /// region packets, per-sender FIFO and duplicate suppression on delivery. It turns the GMS's views into region views
 /// for the region layer (the node's region of overlap, the regions it sends into). I/O-free: it runs on the real core
 /// or on a simulated node. Core thread only.
+/// <para>Sending is pulled from below: each region sender has a <see cref="RegionFeed"/> as its packet source, and when
+/// the transport has a free slot, rate control a credit and the window room, the sender asks it for a payload; the
+/// feed then takes the groups' messages (published ones, or pulled from the application's feed) round robin and writes
+/// their records straight into the send slot. A message bound for several regions waits in its group's
+/// <see cref="GroupOutbox"/> until each region's feed has written it.</para>
 /// </summary>
 public sealed class GroupLayer : IProtocolLayer
 {
     private readonly Dictionary<string, NodeGroup> _groupsByName = new(StringComparer.Ordinal);
     private readonly Dictionary<uint, NodeGroup> _groupsById = new();
-    private readonly List<NodeGroup> _pumpOrder = new();
+    private readonly Dictionary<uint, RegionFeed> _feeds = new();
     private GmsClient _gms = null!;
     private RegionLayer _regions = null!;
-    private byte[] _record = [];
-    private int _pumpStart;
 
     public string Name => "qsm-group";
 
@@ -39,10 +42,8 @@ public sealed class GroupLayer : IProtocolLayer
         ArgumentNullException.ThrowIfNull(context);
         _gms = context.Below<MembershipLayer>().Client;
         _regions = context.Below<RegionLayer>();
-        _record = new byte[context.MaxDatagramSize];
         _gms.ViewsChanged += OnViews;
         _regions.Delivered += OnRegionDelivery;
-        _regions.SpaceAvailable += PumpAll;
     }
 
     public void Stop()
@@ -60,7 +61,6 @@ public sealed class GroupLayer : IProtocolLayer
 
         var group = new NodeGroup(name, owner);
         _groupsByName.Add(name, group);
-        _pumpOrder.Add(group);
         if (_gms.FindGroup(name) is { } view && InView(view))
         {
             Adopt(group, view);
@@ -77,10 +77,13 @@ public sealed class GroupLayer : IProtocolLayer
     {
         if (_groupsByName.Remove(name, out var group))
         {
-            _pumpOrder.Remove(group);
             if (group.View is { } view)
             {
                 _groupsById.Remove(view.Group.Value);
+                foreach (var rr in view.Regions)
+                {
+                    _feeds.GetValueOrDefault(rr.Region.Value)?.Groups.Remove(group);
+                }
             }
 
             _gms.Leave(name);
@@ -94,13 +97,27 @@ public sealed class GroupLayer : IProtocolLayer
     internal void Enqueue(NodeGroup group, byte[] message)
     {
         group.Pending.Enqueue(message);
-        Pump(group);
+        SignalRegions(group);
     }
 
     internal void Signal(NodeGroup group)
     {
         group.FeedActive = true;
-        Pump(group);
+        SignalRegions(group);
+    }
+
+    /// <summary>The group has something to send: its regions' senders pull when they can.</summary>
+    private void SignalRegions(NodeGroup group)
+    {
+        if (group.View is not { } view)
+        {
+            return;
+        }
+
+        foreach (var rr in view.Regions)
+        {
+            _feeds.GetValueOrDefault(rr.Region.Value)?.Sender?.Signal();
+        }
     }
 
     private bool InView(GroupView view)
@@ -111,8 +128,30 @@ public sealed class GroupLayer : IProtocolLayer
 
     private void Adopt(NodeGroup group, GroupView view)
     {
+        if (group.View is { } old)
+        {
+            foreach (var rr in old.Regions)
+            {
+                _feeds.GetValueOrDefault(rr.Region.Value)?.Groups.Remove(group);
+            }
+        }
+
         group.View = view;
         _groupsById[view.Group.Value] = group;
+        var regions = new uint[view.Regions.Length];
+        for (int i = 0; i < regions.Length; i++)
+        {
+            regions[i] = view.Regions[i].Region.Value;
+            if (!_feeds.TryGetValue(regions[i], out var feed))
+            {
+                _feeds[regions[i]] = feed = new RegionFeed(this, regions[i]);
+            }
+
+            feed.Groups.Add(group);
+            EnsureSender(feed);
+        }
+
+        group.Outbox.SetRegions(regions);
         group.Owner.OnViewInstalled(view);
     }
 
@@ -132,64 +171,83 @@ public sealed class GroupLayer : IProtocolLayer
             }
         }
 
-        PumpAll();
+        foreach (var feed in _feeds.Values)
+        {
+            EnsureSender(feed);
+            feed.Sender?.Signal();
+        }
     }
 
-    /// <summary>Sends what a group has (published messages first, then its feed) while every region of its view can
-    /// take another record.</summary>
-    private void Pump(NodeGroup group)
+    /// <summary>A region this node sends into gets a sender once its view is known, fed by the region's feed.</summary>
+    private void EnsureSender(RegionFeed feed)
     {
-        while (group.View is { } view)
+        if (feed.Sender is null && feed.Groups.Count > 0 && _gms.Node is not null && _gms.FindRegion(new RegionId(feed.Region)) is { } regionView)
         {
-            if (group.Next is null && !group.TryTakeNext(MaxMessageBytes, Drops))
+            feed.Sender = _regions.Sender(regionView);
+            feed.Sender.Source = feed;
+        }
+    }
+
+    /// <summary>
+    /// The packet source of one region's sender: the groups mapped to the region, served round robin (each packet
+    /// starts with the group after the one the last packet started with, so no group starves the others). It writes
+    /// group records straight into the payload span, which is the transport's send slot (§2.2 packing: small messages
+    /// bound for the same region share one packet).
+    /// </summary>
+    internal sealed class RegionFeed(GroupLayer layer, uint region) : IRegionPacketSource
+    {
+        private int _start;
+
+        public uint Region => region;
+
+        public List<NodeGroup> Groups { get; } = new();
+
+        public RegionSender? Sender { get; set; }
+
+        public int WritePayload(Span<byte> payload)
+        {
+            int written = 0;
+            int count = Groups.Count;
+            if (count == 0)
             {
-                return;
+                return 0;
             }
 
-            var message = group.Next!.Value;
-            int length = GroupWire.HeaderSize + message.Length;
-            foreach (var rr in view.Regions)
+            _start = (_start + 1) % count;
+            for (int i = 0; i < count; i++)
             {
-                if (GetSender(rr.Region) is not { } sender || !sender.CanAppend(length))
+                var group = Groups[(_start + i) % count];
+                if (group.View is not { } view)
                 {
-                    return; // SpaceAvailable resumes
+                    continue;
+                }
+
+                while (true)
+                {
+                    if (!group.Outbox.TryPeek(region, out var message, out ulong sequence))
+                    {
+                        if (!group.TryTakeNext(layer.MaxMessageBytes, layer.Drops))
+                        {
+                            break;
+                        }
+
+                        layer.SignalRegions(group); // the group's other regions have a new message too
+                        continue;
+                    }
+
+                    int length = GroupWire.HeaderSize + message.Length;
+                    if (written + length > payload.Length)
+                    {
+                        return written; // the packet is full; this group goes on in the next one
+                    }
+
+                    written += GroupWire.Write(payload[written..], view.Group.Value, sequence, message.Span);
+                    group.Outbox.Advance(region);
                 }
             }
 
-            GroupWire.Write(_record, view.Group.Value, ++group.NextSequence, message.Span);
-            foreach (var rr in view.Regions)
-            {
-                _regions.Senders[rr.Region.Value].TryAppend(_record.AsSpan(0, length));
-            }
-
-            group.MarkSent();
+            return written;
         }
-    }
-
-    /// <summary>Pumps every group, starting one further along each time so no group starves the others.</summary>
-    private void PumpAll()
-    {
-        int count = _pumpOrder.Count;
-        if (count == 0)
-        {
-            return;
-        }
-
-        _pumpStart = (_pumpStart + 1) % count;
-        for (int i = 0; i < count && i < _pumpOrder.Count; i++)
-        {
-            Pump(_pumpOrder[(_pumpStart + i) % _pumpOrder.Count]);
-        }
-    }
-
-    private RegionSender? GetSender(RegionId region)
-    {
-        if (_regions.Senders.TryGetValue(region.Value, out var sender))
-        {
-            return sender;
-        }
-
-        return _gms.FindRegion(region) is { } view && _gms.Node is not null ? _regions.Sender(view) : null;
     }
 
     private void OnRegionDelivery(uint sender, ulong seq, ReadOnlySpan<byte> packet)

@@ -18,17 +18,28 @@ internal interface IGroupOwner
     void OnLeft(int discarded);
 }
 
-/// <summary>A group's state on the core thread: what waits to be sent, its pull feed, and per-sender delivery progress.</summary>
-internal sealed class NodeGroup(string name, IGroupOwner owner)
+/// <summary>A group's state on the core thread: what waits to be sent (published messages, the pull feed, the outbox of
+/// numbered messages not yet written by every region), and per-sender delivery progress.</summary>
+internal sealed class NodeGroup
 {
-    private readonly Dictionary<uint, ulong> _lastDelivered = new();
-    private bool _nextFromPending;
+    /// <summary>How many numbered messages a group holds for regions that have not written them yet.</summary>
+    public const int OutboxCapacity = 4096;
 
-    public string Name { get; } = name;
-    public IGroupOwner Owner { get; } = owner;
+    private readonly Dictionary<uint, ulong> _lastDelivered = new();
+
+    public NodeGroup(string name, IGroupOwner owner)
+    {
+        Name = name;
+        Owner = owner;
+        Outbox = new GroupOutbox(OutboxCapacity) { Released = published => { if (published) { owner.OnSent(); } } };
+    }
+
+    public string Name { get; }
+    public IGroupOwner Owner { get; }
     public GroupView? View { get; set; }
     public ulong NextSequence { get; set; }
     public Queue<byte[]> Pending { get; } = new();
+    public GroupOutbox Outbox { get; }
 
     /// <summary>The application's pull feed (the fast path), if registered.</summary>
     public IFeed<ReadOnlyMemory<byte>>? Feed { get; set; }
@@ -36,17 +47,19 @@ internal sealed class NodeGroup(string name, IGroupOwner owner)
     /// <summary>False after the feed said "nothing now", until it is signalled.</summary>
     public bool FeedActive { get; set; }
 
-    /// <summary>The message taken for sending but not yet sent (its regions had no room).</summary>
-    public ReadOnlyMemory<byte>? Next { get; private set; }
-
-    /// <summary>Takes the next message to send: published ones first, then the feed's. Oversized feed items are
-    /// dropped and counted (the feed runs on the core thread, where there is no caller to throw to).</summary>
+    /// <summary>Takes the next message from the application into the outbox and numbers it: published ones first, then
+    /// the feed's. False when there is none, or the outbox is full. Oversized feed items are dropped and counted (the
+    /// feed runs on the core thread, where there is no caller to throw to).</summary>
     public bool TryTakeNext(int maxBytes, DropCounters drops)
     {
+        if (Outbox.IsFull)
+        {
+            return false;
+        }
+
         if (Pending.TryDequeue(out var published))
         {
-            Next = published;
-            _nextFromPending = true;
+            Outbox.Add(published, ++NextSequence, published: true);
             return true;
         }
 
@@ -64,29 +77,18 @@ internal sealed class NodeGroup(string name, IGroupOwner owner)
                 continue;
             }
 
-            Next = item;
-            _nextFromPending = false;
+            Outbox.Add(item, ++NextSequence, published: false);
             return true;
         }
 
         return false;
     }
 
-    public void MarkSent()
-    {
-        if (_nextFromPending)
-        {
-            Owner.OnSent();
-        }
-
-        Next = null;
-    }
-
+    /// <summary>Drops what was published and not fully sent (the group was left); returns how many.</summary>
     public int DiscardPending()
     {
-        int discarded = Pending.Count + (Next is not null && _nextFromPending ? 1 : 0);
+        int discarded = Pending.Count + Outbox.Clear();
         Pending.Clear();
-        Next = null;
         return discarded;
     }
 

@@ -49,9 +49,6 @@ public sealed class RegionLayer(RegionOptions? options = null, RateControlOption
     /// <summary>A packet from a sender, in order (or on arrival without FIFO), exactly once.</summary>
     public event RegionDeliveryHandler? Delivered;
 
-    /// <summary>A sender that refused a record has room again.</summary>
-    public event Action? SpaceAvailable;
-
     /// <summary>A new member replaced the old one (the node moved to another region of overlap).</summary>
     public event Action<RegionMember>? MemberChanged;
 
@@ -133,7 +130,6 @@ public sealed class RegionLayer(RegionOptions? options = null, RateControlOption
         }
 
         sender = new RegionSender(Node, view, _transport, _scheduler, _options, _rateOptions);
-        sender.SpaceAvailable += () => SpaceAvailable?.Invoke();
         _senders.Add(view.Region.Value, sender);
         SenderAdded?.Invoke(sender);
         if (Member?.View?.Region == view.Region)
@@ -149,7 +145,7 @@ public sealed class RegionLayer(RegionOptions? options = null, RateControlOption
     {
         var member = Member!;
         var address = _transport.LocalAddress;
-        sender.Sent += (seq, payload) => member.OnLocalSend(sender.Node, address, seq, payload.Span);
+        sender.Sent += (seq, payload) => member.OnLocalSend(sender.Node, address, seq, payload);
     }
 
     public void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram)

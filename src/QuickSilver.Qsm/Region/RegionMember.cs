@@ -191,10 +191,12 @@ public sealed class RegionMember
             {
                 // Joining mid-stream (docs/qsm.md): start where the sender's view that includes this node started; a packet
                 // numbered before this node's first view is not owed to it, so start at that packet. A stream that starts
-                // at the sender's first packet starts now; any other waits for the next token, which says how far the
-                // region has purged (nothing at or below that point can be recovered from peers).
+                // at the sender's first packet, numbered in a view that includes this node, starts now; any other waits
+                // for the next token, which says how far the region has purged (nothing at or below that point can be
+                // recovered from peers). A resend of an old packet (numbered before this node's first view) never
+                // starts a stream at once: the region may have purged what follows it before this node was in the ring.
                 stream.Candidate = header.View >= _firstView ? header.ViewStart - 1 : header.Seq - 1;
-                if (stream.Candidate == 0)
+                if (stream.Candidate == 0 && header.View >= _firstView)
                 {
                     stream.Anchor(0, DeliverOne);
                 }
@@ -342,6 +344,18 @@ public sealed class RegionMember
             token.Sections.Add(section);
         }
 
+        // Senders the region reported on last round that this leader has no stream for still get a section from the
+        // start, so every holder's state is in it.
+        foreach (var sender in _lastRound.Keys)
+        {
+            if (token.Sections.Count < _options.MaxSenders && token.Find(sender) is null)
+            {
+                var section = new TokenSection(sender, _options.MaxNakRanges);
+                (section.Cutoff, section.PurgeUpTo, section.StableBefore) = _lastRound[sender];
+                token.Sections.Add(section);
+            }
+        }
+
         _roundOpen = true;
         _roundStarted = _scheduler.Now;
         _scheduler.ScheduleAfter(_tokenAlarm, _options.TokenInterval);
@@ -368,12 +382,14 @@ public sealed class RegionMember
             return;
         }
 
-        // Senders this node knows that the token does not carry yet get a section.
+        // Senders this node knows that the token does not carry yet get a section. The holders before this one never
+        // saw it, so it cannot vouch for them: its minimums start at 0 (no purge, no stability this round); from the
+        // next round the leader starts it with the others.
         foreach (var stream in _streams.Values)
         {
             if (stream.Anchored && token.Find(stream.Sender) is null && token.Sections.Count < _options.MaxSenders)
             {
-                token.Sections.Add(new TokenSection(stream.Sender, _options.MaxNakRanges));
+                token.Sections.Add(new TokenSection(stream.Sender, _options.MaxNakRanges) { ReceivedMin = 0, StableMin = 0 });
             }
         }
 
@@ -403,6 +419,14 @@ public sealed class RegionMember
             if (stream is { Anchored: true })
             {
                 Process(section, stream, token.Step, closingStep, members);
+            }
+            else if (token.Step < closingStep)
+            {
+                // Not started on this sender yet (nothing heard, or its start not known): it has received nothing the
+                // region may purge on its behalf beyond where its stream would start. Without this, a member of the
+                // view that had not heard the sender yet was left out of the purge point, the region purged packets
+                // it was owed, and no peer could repair them.
+                section.ReceivedMin = Math.Min(section.ReceivedMin, stream?.Candidate ?? 0);
             }
         }
     }
@@ -542,6 +566,19 @@ public sealed class RegionMember
 
         if (length > _control.MaxMessageBytes)
         {
+            // Still too large: drop the predecessor NAK sets. They only steer push and pull between ring neighbours: a
+            // successor that sees none pulls what it lacks and the predecessor answers with what it has, so recovery
+            // costs a few requests more; the partition NAK sets (what goes to the sender) are kept.
+            foreach (var section in token.Sections)
+            {
+                section.PredecessorNaks.Clear();
+            }
+
+            length = token.Write(_message);
+        }
+
+        if (length > _control.MaxMessageBytes)
+        {
             Drops.Increment(DropReason.Oversized); // too many senders for one message; the leader retries after the timeout
             return;
         }
@@ -573,7 +610,7 @@ public sealed class RegionMember
             if (_streams.TryGetValue(section.Sender, out var stream) && stream.Address != default)
             {
                 double rate = section.RateMin == double.MaxValue ? 0 : section.RateMin / senders; // formula (1)
-                int length = RegionWire.WriteAck(_message, View!.Region.Value, section.Sender, stable, Math.Max(stable, section.MaxSeen), rate, section.LossMax);
+                int length = RegionWire.WriteAck(_message, new RegionAck(View!.Region.Value, section.Sender, token.View, stable, Math.Max(stable, section.MaxSeen), rate, section.LossMax));
                 _control.Send(stream.Address, _message.AsSpan(0, length));
             }
         }

@@ -1,5 +1,6 @@
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
+using QuickSilver.Core.Feeds;
 using QuickSilver.Core.Io;
 using QuickSilver.Membership;
 using QuickSilver.Qsm.RateControl;
@@ -8,34 +9,52 @@ using QuickSilver.Qsm.Recovery;
 namespace QuickSilver.Qsm.Region;
 
 /// <summary>
+/// What a <see cref="RegionSender"/> pulls its packets' payloads from (the group layer's records, or a simulation's
+/// numbered payloads). Core thread only.
+/// </summary>
+public interface IRegionPacketSource
+{
+    /// <summary>Writes the next packet's payload into <paramref name="payload"/> (whose length is the most one packet
+    /// carries) and returns how many bytes it wrote; 0 means "nothing now": the sender asks again only after
+    /// <see cref="RegionSender.Signal"/>.</summary>
+    int WritePayload(Span<byte> payload);
+}
+
+/// <summary>A packet the sender numbered and sent for the first time; the span is valid only during the call.</summary>
+public delegate void PacketSentHandler(ulong seq, ReadOnlySpan<byte> payload);
+
+/// <summary>
 /// A sender's side of a region (QSM §2.2–§2.4): numbers its packets for the region, multicasts them at the rate the
 /// region's feedback allows, and keeps each until the region's collective ACK says it is stable on its caching replicas.
 /// It retransmits what a partition's collective NAK names, and (rarely, the paper notes) what no ACK has covered after a
 /// timeout. I/O-free; core thread only.
+/// <para>The send path is pull-driven and copy-free (docs/architecture.md): the sender is a datagram feed of its
+/// transport, which pulls it only when a send slot is free (back-pressure: a full send queue stops the pulls, nothing is
+/// dropped). On a pull it writes the data header straight into the slot and asks its <see cref="Source"/> to write the
+/// payload after it, so the group layer's records go from the application's buffer into the send slot in one copy; then
+/// the finished datagram is copied once into the window ring, the copy retransmissions are made from. A new packet is
+/// made only when rate control has a credit and the window has room, so nothing is taken from the source that cannot
+/// leave now.</para>
 /// </summary>
-public sealed class RegionSender
+public sealed class RegionSender : IDatagramFeed
 {
     private readonly uint _node;
     private readonly IDatagramTransport _data;
     private readonly IAlarmScheduler _scheduler;
     private readonly RegionOptions _options;
     private readonly RateController _rate;
-    private readonly Dictionary<ulong, Outgoing> _buffer = new();
-    private readonly Queue<ulong> _waiting = new();
+    private readonly Outgoing[] _window;
     private readonly Queue<ulong> _repairs = new();
-    private readonly HashSet<ulong> _repairQueued = new();
-    private readonly byte[] _datagram;
-    private readonly byte[] _open;
     private readonly NakSet _naks;
     private readonly Alarm _retransmitAlarm;
-    private readonly Alarm _flushAlarm;
+    private readonly IFeedChannel _feed;
     private RegionView _view;
     private TimeSpan _lastProgress;
     private ulong _regionMaxSeen;
     private ulong _viewStart = 1;
-    private int _openLength;
-    private bool _refused;      // someone was told "no room"; SpaceAvailable is owed once there is
-    private bool _notifying;
+    private ulong _fanoutSeq;      // a packet still to be sent to more members (no multicast), or 0
+    private int _fanoutNext;       // the next view index to send it to
+    private bool _stopped;
 
     public RegionSender(uint node, RegionView view, IDatagramTransport data, IAlarmScheduler scheduler,
         RegionOptions? options = null, RateControlOptions? rateOptions = null)
@@ -47,13 +66,12 @@ public sealed class RegionSender
         _options = options ?? new RegionOptions();
         _options.Validate();
         _rate = new RateController(scheduler, rateOptions);
-        _rate.CreditAvailable += SendWaiting;
-        _datagram = new byte[data.MaxDatagramSize];
-        _open = new byte[MaxPayload];
+        _rate.CreditAvailable += Signal;
+        _window = new Outgoing[_options.SenderWindow];
         _naks = new NakSet(_options.MaxNakRanges);
         _retransmitAlarm = new Alarm(_ => RetransmitOverdue());
-        _flushAlarm = new Alarm(_ => SendWaiting());
         _scheduler.ScheduleAfter(_retransmitAlarm, _options.TokenInterval);
+        _feed = data.RegisterFeed(this);
     }
 
     /// <summary>The largest payload one packet can carry.</summary>
@@ -68,15 +86,11 @@ public sealed class RegionSender
         return packet - RegionWire.DataHeaderSize;
     }
 
+    /// <summary>Where new packets' payloads come from; the sender pulls it when it can send.</summary>
+    public IRegionPacketSource? Source { get; set; }
+
     /// <summary>The sending node's id.</summary>
     public uint Node => _node;
-
-    /// <summary>Stops the sender's timers (the stack is stopping).</summary>
-    public void Stop()
-    {
-        _scheduler.Cancel(_retransmitAlarm);
-        _scheduler.Cancel(_flushAlarm);
-    }
 
     /// <summary>The region this sender multicasts into.</summary>
     public uint Region => _view.Region.Value;
@@ -86,9 +100,10 @@ public sealed class RegionSender
     /// <summary>The region's collective ACK: every packet up to here is stable on its caching replicas.</summary>
     public ulong Acknowledged { get; private set; }
 
-    public int Unacknowledged => _buffer.Count;
+    /// <summary>Packets numbered and not yet acknowledged (at most <see cref="RegionOptions.SenderWindow"/>).</summary>
+    public int Unacknowledged => (int)(LastSequence - Acknowledged);
 
-    public bool HasSpace => _buffer.Count < _options.SenderWindow;
+    public bool HasSpace => Unacknowledged < _options.SenderWindow;
 
     public long Retransmissions => RetransmittedOnNak + RetransmittedOnTimeout;
 
@@ -102,10 +117,6 @@ public sealed class RegionSender
 
     public DropCounters Drops { get; } = new();
 
-    /// <summary>Raised, after a refusal (<see cref="TrySend"/>, <see cref="TryAppend"/> or <see cref="CanAppend"/> said
-    /// no), once the sender would take more: the window has room and no sealed packet is waiting for credit.</summary>
-    public event Action? SpaceAvailable;
-
     /// <summary>Raised for every transmission of a packet, first or repeated (observability: the region simulation's timeline).</summary>
     public event Action<ulong>? Transmitted;
 
@@ -113,7 +124,24 @@ public sealed class RegionSender
     public event Action<ulong, ulong>? AcknowledgedAdvanced;
 
     /// <summary>Raised for each packet sent for the first time (a sender that is a member records it locally).</summary>
-    public event Action<ulong, ReadOnlyMemory<byte>>? Sent;
+    public event PacketSentHandler? Sent;
+
+    /// <summary>The source has something again (or something else changed that may let a packet go): pull soon.</summary>
+    public void Signal()
+    {
+        if (!_stopped)
+        {
+            _feed.Signal();
+        }
+    }
+
+    /// <summary>Stops the sender: no more pulls or timers (the stack is stopping).</summary>
+    public void Stop()
+    {
+        _stopped = true;
+        _scheduler.Cancel(_retransmitAlarm);
+        _feed.Dispose();
+    }
 
     /// <summary>Installs a new region view; packets numbered from now on record it, and where it starts.</summary>
     public void InstallView(RegionView view)
@@ -121,221 +149,176 @@ public sealed class RegionSender
         ArgumentNullException.ThrowIfNull(view);
         if (view.ViewNumber != _view.ViewNumber)
         {
-            SealOpen(); // what was appended under the old view is numbered under it
             _viewStart = LastSequence + 1;
         }
 
         _view = view;
+        _fanoutSeq = 0; // a fan-out in progress follows the old membership: the region's recovery covers the rest
+        Signal();
     }
 
-    /// <summary>Numbers and sends one packet. False when the window is full (wait for <see cref="SpaceAvailable"/>).</summary>
-    public bool TrySend(ReadOnlySpan<byte> payload)
+    /// <summary>The transport has a free send slot: the next datagram, written in place. Order: the rest of a
+    /// fan-out, then resends (a NAK or the timeout asked for them), then a new packet. Resends are multicast like the
+    /// originals, so they spend credits too: a burst of losses answered all at once would overrun the receivers that
+    /// just lost them (docs/qsm.md).</summary>
+    int IDatagramFeed.Pull(Span<byte> slot, out NetAddress to)
     {
-        CheckSize(payload.Length, nameof(payload));
-        if (_buffer.Count + (_openLength > 0 ? 2 : 1) > _options.SenderWindow)
+        to = default;
+        while (!_stopped)
         {
-            _refused = true;
-            return false;
-        }
-
-        SealOpen(); // keeps the order of what was appended before
-        Enqueue(payload.ToArray());
-        TransmitWaiting(flushOpen: true); // no SpaceAvailable from inside the caller's own send
-        return true;
-    }
-
-    /// <summary>Whether <see cref="TryAppend"/> would accept a record of <paramref name="length"/> bytes now. False
-    /// arms <see cref="SpaceAvailable"/>.</summary>
-    public bool CanAppend(int length)
-    {
-        if (_openLength + length <= MaxPayload || CanSeal)
-        {
-            return true;
-        }
-
-        _refused = true;
-        return false;
-    }
-
-    /// <summary>
-    /// The open packet may be sealed (numbered) for a new one: the window has room and no sealed packet waits for credit.
-    /// This is what makes the group layer's feeds pull-driven (DESIGN: "the layer below pulls when rate control and
-    /// buffers allow"): records are taken only while they can go out now or fill the packet that goes next, so at most
-    /// two packets' worth is held beyond what rate control has released, whatever the window.
-    /// </summary>
-    private bool CanSeal => _waiting.Count == 0 && HasSpace;
-
-    /// <summary>
-    /// Packing (§2.2: "small messages bound for the same region share one datagram"): appends a self-delimiting record to
-    /// the open packet. A full packet is sealed and sent as rate control allows; a partly filled one goes out from an
-    /// alarm due now, which the core runs after the work already queued (the rest of a batch of downcalls, the rest of a
-    /// feed), so records appended together share a packet and a lone record still leaves at once. False when the open
-    /// packet is full and cannot be sealed yet (see <see cref="CanSeal"/>; wait for <see cref="SpaceAvailable"/>).
-    /// </summary>
-    public bool TryAppend(ReadOnlySpan<byte> record)
-    {
-        CheckSize(record.Length, nameof(record));
-        if (_openLength + record.Length > MaxPayload)
-        {
-            if (!CanSeal)
+            if (_fanoutSeq != 0)
             {
-                _refused = true;
-                return false;
+                ulong fanned = _fanoutSeq;
+                if (NextFanout(out to))
+                {
+                    return CopyOut(fanned, slot);
+                }
             }
 
-            SealOpen();
-        }
-
-        record.CopyTo(_open.AsSpan(_openLength));
-        _openLength += record.Length;
-        TransmitWaiting(flushOpen: false); // sealed packets only; no upcall into the caller's loop
-        if (_openLength > 0 && !_flushAlarm.IsScheduled)
-        {
-            _scheduler.Schedule(_flushAlarm, _scheduler.Now);
-        }
-
-        return true;
-    }
-
-    private void CheckSize(int length, string paramName)
-    {
-        if (length > MaxPayload)
-        {
-            throw new ArgumentException($"A region packet carries at most {MaxPayload} bytes; got {length}.", paramName);
-        }
-    }
-
-    private void SealOpen()
-    {
-        if (_openLength > 0)
-        {
-            Enqueue(_open.AsSpan(0, _openLength).ToArray());
-            _openLength = 0;
-        }
-    }
-
-    private void Enqueue(byte[] payload)
-    {
-        ulong seq = ++LastSequence;
-        _buffer[seq] = new Outgoing(payload, _view.ViewNumber, Math.Min(_viewStart, seq)) { SentAt = TimeSpan.MinValue };
-        Sent?.Invoke(seq, payload);
-        _waiting.Enqueue(seq);
-    }
-
-    /// <summary>Sends what rate control allows, the open packet included, then tells whoever was refused that there is
-    /// room (not re-entrantly).</summary>
-    private void SendWaiting()
-    {
-        TransmitWaiting(flushOpen: true);
-        NotifyIfRoom();
-    }
-
-    /// <summary>Sends what rate control allows: resends a NAK or the timeout asked for first, then new packets, then the
-    /// open packet if <paramref name="flushOpen"/>. Resends are multicast like the originals, so they spend credits too:
-    /// a burst of losses answered all at once would overrun the receivers that just lost them (docs/qsm.md).</summary>
-    private void TransmitWaiting(bool flushOpen)
-    {
-        while (true)
-        {
-            if (_repairs.Count > 0 && !_buffer.ContainsKey(_repairs.Peek()))
+            while (_repairs.Count > 0 && !IsBuffered(_repairs.Peek()))
             {
-                _repairQueued.Remove(_repairs.Dequeue()); // acknowledged meanwhile
-                continue;
-            }
-
-            if (_waiting.Count > 0 && !_buffer.ContainsKey(_waiting.Peek()))
-            {
-                _waiting.Dequeue(); // already acknowledged (a repair got there first)
-                continue;
-            }
-
-            if (_repairs.Count == 0 && _waiting.Count == 0 && (!flushOpen || _openLength == 0 || !HasSpace))
-            {
-                return;
-            }
-
-            if (!_rate.TryConsume())
-            {
-                return; // CreditAvailable resumes
+                _window[_repairs.Dequeue() % (ulong)_window.Length].RepairQueued = false; // acknowledged meanwhile
             }
 
             if (_repairs.Count > 0)
             {
+                if (!_rate.TryConsume())
+                {
+                    return 0; // CreditAvailable signals
+                }
+
                 ulong seq = _repairs.Dequeue();
-                _repairQueued.Remove(seq);
-                Transmit(seq);
-                continue;
+                _window[seq % (ulong)_window.Length].RepairQueued = false;
+                if (FirstDestination(seq, out to))
+                {
+                    return CopyOut(seq, slot);
+                }
+
+                continue; // no one else in the region
             }
 
-            if (_waiting.Count == 0)
+            if (Source is not { } source || !HasSpace)
             {
-                SealOpen();
+                return 0; // an ACK (window) or the source signals
             }
 
-            Transmit(_waiting.Dequeue());
+            if (_rate.Credits <= 0)
+            {
+                _rate.TryConsume(); // arms the refill; CreditAvailable signals
+                return 0;
+            }
+
+            int packetBytes = RegionWire.DataHeaderSize + MaxPayload;
+            int written = source.WritePayload(slot[RegionWire.DataHeaderSize..packetBytes]);
+            if (written <= 0)
+            {
+                return 0;
+            }
+
+            _rate.TryConsume();
+            ulong next = ++LastSequence;
+            int length = RegionWire.WriteHeader(slot, new DataHeader(_node, _view.Region.Value, _view.ViewNumber, Math.Min(_viewStart, next), next), written);
+            ref var outgoing = ref _window[next % (ulong)_window.Length];
+            if (outgoing.Datagram is null || outgoing.Datagram.Length < length)
+            {
+                outgoing.Datagram = new byte[packetBytes]; // once per window slot; reused for every later packet
+            }
+
+            slot[..length].CopyTo(outgoing.Datagram);
+            outgoing.Length = length;
+            outgoing.View = _view.ViewNumber;
+            outgoing.SentAt = _scheduler.Now;
+            outgoing.RepairQueued = false;
+            Sent?.Invoke(next, slot[RegionWire.DataHeaderSize..length]);
+            if (FirstDestination(next, out to))
+            {
+                Transmitted?.Invoke(next);
+                return length;
+            }
+
+            // A region of this node alone without multicast: numbered and delivered locally, nothing to send.
         }
+
+        return 0;
     }
 
-    /// <summary>Raises <see cref="SpaceAvailable"/> if someone was refused and there is room now; not re-entered (a
-    /// refusal during the upcall is answered by the loop once that call returns).</summary>
-    private void NotifyIfRoom()
+    /// <summary>The region's multicast address or, without multicast, the first member of a unicast fan-out (the rest
+    /// follow on the next pulls). False when there is no one to send to.</summary>
+    private bool FirstDestination(ulong seq, out NetAddress to)
     {
-        if (_notifying)
+        if (_view.MulticastAddress is { } group)
         {
-            return;
+            to = group;
+            return true;
         }
 
-        _notifying = true;
-        try
+        _fanoutSeq = seq;
+        _fanoutNext = 0;
+        return NextFanout(out to);
+    }
+
+    /// <summary>The next member (not this node) the fanned-out packet still goes to; ends the fan-out after the last.</summary>
+    private bool NextFanout(out NetAddress to)
+    {
+        var members = _view.Members;
+        to = default;
+        bool found = false;
+        while (_fanoutNext < members.Length)
         {
-            while (_refused && CanSeal)
+            var member = members[_fanoutNext++];
+            if (member.Node.Value != _node)
             {
-                _refused = false;
-                SpaceAvailable?.Invoke();
+                to = member.Address;
+                found = true;
+                break;
             }
         }
-        finally
+
+        while (_fanoutNext < members.Length && members[_fanoutNext].Node.Value == _node)
         {
-            _notifying = false;
+            _fanoutNext++;
         }
+
+        if (_fanoutNext >= members.Length)
+        {
+            _fanoutSeq = 0;
+        }
+
+        return found;
     }
+
+    /// <summary>A resend or a fan-out copy: the kept datagram, as first sent, into the slot.</summary>
+    private int CopyOut(ulong seq, Span<byte> slot)
+    {
+        ref var outgoing = ref _window[seq % (ulong)_window.Length];
+        outgoing.Datagram.AsSpan(0, outgoing.Length).CopyTo(slot);
+        outgoing.SentAt = _scheduler.Now;
+        Transmitted?.Invoke(seq);
+        return outgoing.Length;
+    }
+
+    private bool IsBuffered(ulong seq) => seq > Acknowledged && seq <= LastSequence;
 
     /// <summary>Queues a resend of <paramref name="seq"/> (once, however often it is asked for before it goes out).</summary>
     private bool QueueRepair(ulong seq)
     {
-        if (!_buffer.ContainsKey(seq) || !_repairQueued.Add(seq))
+        if (!IsBuffered(seq))
         {
             return false;
         }
 
+        ref var outgoing = ref _window[seq % (ulong)_window.Length];
+        if (outgoing.RepairQueued)
+        {
+            return false;
+        }
+
+        outgoing.RepairQueued = true;
         _repairs.Enqueue(seq);
         return true;
     }
 
-    private void Transmit(ulong seq)
-    {
-        var outgoing = _buffer[seq];
-        int length = RegionWire.WriteData(_datagram, new DataHeader(_node, _view.Region.Value, outgoing.View, outgoing.ViewStart, seq), outgoing.Payload);
-        if (_view.MulticastAddress is { } group)
-        {
-            _data.TrySend(group, _datagram.AsSpan(0, length));
-        }
-        else
-        {
-            foreach (var member in _view.Members)
-            {
-                if (member.Node.Value != _node)
-                {
-                    _data.TrySend(member.Address, _datagram.AsSpan(0, length)); // no multicast: unicast fan-out
-                }
-            }
-        }
-
-        outgoing.SentAt = _scheduler.Now;
-        Transmitted?.Invoke(seq);
-    }
-
-    /// <summary>An ACK or a NAK from the region (reliable unicast payload).</summary>
+    /// <summary>An ACK or a NAK from the region (its control message, kind byte first).</summary>
     public void OnControl(NetAddress from, ReadOnlySpan<byte> message)
     {
         if (message.IsEmpty)
@@ -346,9 +329,8 @@ public sealed class RegionSender
 
         switch ((RegionControl)message[0])
         {
-            case RegionControl.Ack when RegionWire.TryReadAck(message, out uint region, out uint sender, out ulong stable, out ulong maxSeen, out double rate, out double loss)
-                                        && region == _view.Region.Value && sender == _node:
-                OnAck(stable, maxSeen, rate, loss);
+            case RegionControl.Ack when RegionWire.TryReadAck(message, out var ack) && ack.Region == _view.Region.Value && ack.Sender == _node:
+                OnAck(ack);
                 break;
             case RegionControl.Nak when RegionWire.TryReadRanges(message, _naks, out uint region, out uint sender, out int partition, out int partitions)
                                         && region == _view.Region.Value && sender == _node:
@@ -367,7 +349,7 @@ public sealed class RegionSender
                     }
                 }
 
-                SendWaiting();
+                Signal();
                 break;
             default:
                 Drops.Increment(DropReason.Malformed);
@@ -375,30 +357,46 @@ public sealed class RegionSender
         }
     }
 
-    private void OnAck(ulong stable, ulong maxSeen, double rate, double loss)
+    /// <summary>
+    /// The region's collective ACK. It releases packets only up to the first one numbered in a later region view than
+    /// the round that computed it: a round of an older view vouches for its own members, not for a node that joined
+    /// since (a sender may install the newer view, and number packets under it, before the ring does; releasing those
+    /// on the old ring's word would let the region purge packets the newcomer never got).
+    /// </summary>
+    private void OnAck(in RegionAck ack)
     {
-        if (maxSeen > LastSequence)
+        if (ack.MaxSeen > LastSequence)
         {
             Drops.Increment(DropReason.Malformed); // reports packets never sent
             return;
         }
 
+        ulong stable = ack.Stable;
         for (ulong seq = Acknowledged + 1; seq <= stable; seq++)
         {
-            _buffer.Remove(seq);
+            if (_window[seq % (ulong)_window.Length].View > ack.View)
+            {
+                stable = seq - 1;
+                break;
+            }
         }
 
         if (stable > Acknowledged)
         {
             ulong before = Acknowledged;
+            for (ulong seq = before + 1; seq <= stable; seq++)
+            {
+                _window[seq % (ulong)_window.Length].RepairQueued = false;
+            }
+
             Acknowledged = stable;
             _lastProgress = _scheduler.Now;
             AcknowledgedAdvanced?.Invoke(before, stable);
         }
 
-        _regionMaxSeen = Math.Max(_regionMaxSeen, maxSeen);
-        _rate.OnReceiverRate(rate, loss);
-        SendWaiting(); // an open packet may have been waiting for window space; whoever was refused resumes
+        _regionMaxSeen = Math.Max(_regionMaxSeen, ack.MaxSeen);
+        _rate.OnReceiverRate(ack.Rate, ack.Loss);
+        Signal(); // the window may have room again
     }
 
     /// <summary>
@@ -414,24 +412,25 @@ public sealed class RegionSender
         int budget = 256;
         for (ulong seq = Acknowledged + 1; seq <= LastSequence && budget > 0; seq++)
         {
-            if (_buffer.TryGetValue(seq, out var outgoing) && outgoing.SentAt != TimeSpan.MinValue && now - outgoing.SentAt >= overdue
-                && (seq > _regionMaxSeen || stalled) && QueueRepair(seq))
+            if (now - _window[seq % (ulong)_window.Length].SentAt >= overdue && (seq > _regionMaxSeen || stalled) && QueueRepair(seq))
             {
                 RetransmittedOnTimeout++;
                 budget--;
             }
         }
 
-        SendWaiting();
+        Signal();
         _scheduler.ScheduleAfter(_retransmitAlarm, _options.TokenInterval);
     }
 
-    /// <summary>A numbered packet, with the view it was numbered in and that view's first seq.</summary>
-    private sealed class Outgoing(byte[] payload, uint view, ulong viewStart)
+    /// <summary>A numbered packet kept for retransmission: the whole datagram as first sent (its header names the view it
+    /// was numbered in and that view's first seq). The buffer belongs to the window slot and is reused.</summary>
+    private struct Outgoing
     {
-        public byte[] Payload { get; } = payload;
-        public uint View { get; } = view;
-        public ulong ViewStart { get; } = viewStart;
-        public TimeSpan SentAt { get; set; }
+        public byte[]? Datagram;
+        public int Length;
+        public uint View;
+        public TimeSpan SentAt;
+        public bool RepairQueued;
     }
 }

@@ -19,6 +19,9 @@ internal enum RegionControl : byte
 /// <c>u8 kind | u32 region | ...</c>: Pull and Nak carry <c>u32 sender | u16 partition | u16 partitions | NakSet</c>
 /// (indices k of packets seq = k·partitions + partition); Ack carries <c>u32 sender | u64 stable | u64 maxSeen | f64 rate | f64 loss</c>.
 /// </summary>
+/// <summary>A collective ACK (see <see cref="RegionWire.WriteAck"/>).</summary>
+internal readonly record struct RegionAck(uint Region, uint Sender, uint View, ulong Stable, ulong MaxSeen, double Rate, double Loss);
+
 /// <summary>The fixed part of a QSM data packet.</summary>
 internal readonly record struct DataHeader(uint Sender, uint Region, uint View, ulong ViewStart, ulong Seq);
 
@@ -41,18 +44,24 @@ internal static class RegionWire
     /// that joined mid-stream starts there (docs/qsm.md, "Joining mid-stream").</summary>
     public static int WriteData(Span<byte> datagram, in DataHeader header, ReadOnlySpan<byte> payload)
     {
-        int length = DataHeaderSize + payload.Length;
+        payload.CopyTo(datagram[DataHeaderSize..]);
+        return WriteHeader(datagram, header, payload.Length);
+    }
+
+    /// <summary>Writes a data packet's headers in front of a payload already in place at
+    /// <c>datagram[DataHeaderSize..]</c> (the copy-free send path); returns the datagram's length.</summary>
+    public static int WriteHeader(Span<byte> datagram, in DataHeader header, int payloadLength)
+    {
+        int length = DataHeaderSize + payloadLength;
         new PacketHeader(DataType, header.Sender, (ushort)length).Write(datagram);
         var body = datagram[PacketHeader.Size..];
         BinaryPrimitives.WriteUInt32LittleEndian(body, header.Region);
         BinaryPrimitives.WriteUInt32LittleEndian(body[4..], header.View);
         BinaryPrimitives.WriteUInt64LittleEndian(body[8..], header.ViewStart);
         BinaryPrimitives.WriteUInt64LittleEndian(body[16..], header.Seq);
-        payload.CopyTo(datagram[DataHeaderSize..]);
         return length;
     }
 
-    /// <summary>Reads a data packet's fixed part after the common header (which the dispatcher has parsed).</summary>
     public static bool TryReadData(scoped in PacketHeader common, ReadOnlySpan<byte> datagram, out DataHeader header, out ReadOnlySpan<byte> payload)
     {
         header = default;
@@ -107,34 +116,40 @@ internal static class RegionWire
         return partitions > 0 && partition < partitions && into.TryRead(message[13..]) > 0;
     }
 
-    public static int WriteAck(Span<byte> message, uint region, uint sender, ulong stable, ulong maxSeen, double rate, double loss)
+    /// <summary>The collective ACK: <c>u8 kind | u32 region | u32 sender | u32 view | u64 stable | u64 maxSeen | f64 rate |
+    /// f64 loss</c> (45 bytes). <c>view</c> is the region view of the token round that computed it: stability holds
+    /// among that view's members only.</summary>
+    public static int WriteAck(Span<byte> message, in RegionAck ack)
     {
         message[0] = (byte)RegionControl.Ack;
-        BinaryPrimitives.WriteUInt32LittleEndian(message[1..], region);
-        BinaryPrimitives.WriteUInt32LittleEndian(message[5..], sender);
-        BinaryPrimitives.WriteUInt64LittleEndian(message[9..], stable);
-        BinaryPrimitives.WriteUInt64LittleEndian(message[17..], maxSeen);
-        BinaryPrimitives.WriteDoubleLittleEndian(message[25..], rate);
-        BinaryPrimitives.WriteDoubleLittleEndian(message[33..], loss);
-        return 41;
+        BinaryPrimitives.WriteUInt32LittleEndian(message[1..], ack.Region);
+        BinaryPrimitives.WriteUInt32LittleEndian(message[5..], ack.Sender);
+        BinaryPrimitives.WriteUInt32LittleEndian(message[9..], ack.View);
+        BinaryPrimitives.WriteUInt64LittleEndian(message[13..], ack.Stable);
+        BinaryPrimitives.WriteUInt64LittleEndian(message[21..], ack.MaxSeen);
+        BinaryPrimitives.WriteDoubleLittleEndian(message[29..], ack.Rate);
+        BinaryPrimitives.WriteDoubleLittleEndian(message[37..], ack.Loss);
+        return AckSize;
     }
 
-    public static bool TryReadAck(ReadOnlySpan<byte> message, out uint region, out uint sender, out ulong stable, out ulong maxSeen, out double rate, out double loss)
+    public const int AckSize = 45;
+
+    public static bool TryReadAck(ReadOnlySpan<byte> message, out RegionAck ack)
     {
-        region = sender = 0;
-        stable = maxSeen = 0;
-        rate = loss = 0;
-        if (message.Length != 41)
+        ack = default;
+        if (message.Length != AckSize)
         {
             return false;
         }
 
-        region = BinaryPrimitives.ReadUInt32LittleEndian(message[1..]);
-        sender = BinaryPrimitives.ReadUInt32LittleEndian(message[5..]);
-        stable = BinaryPrimitives.ReadUInt64LittleEndian(message[9..]);
-        maxSeen = BinaryPrimitives.ReadUInt64LittleEndian(message[17..]);
-        rate = BinaryPrimitives.ReadDoubleLittleEndian(message[25..]);
-        loss = BinaryPrimitives.ReadDoubleLittleEndian(message[33..]);
-        return double.IsFinite(rate) && rate >= 0 && loss >= 0 && loss <= 1 && stable <= maxSeen;
+        ack = new RegionAck(
+            BinaryPrimitives.ReadUInt32LittleEndian(message[1..]),
+            BinaryPrimitives.ReadUInt32LittleEndian(message[5..]),
+            BinaryPrimitives.ReadUInt32LittleEndian(message[9..]),
+            BinaryPrimitives.ReadUInt64LittleEndian(message[13..]),
+            BinaryPrimitives.ReadUInt64LittleEndian(message[21..]),
+            BinaryPrimitives.ReadDoubleLittleEndian(message[29..]),
+            BinaryPrimitives.ReadDoubleLittleEndian(message[37..]));
+        return double.IsFinite(ack.Rate) && ack.Rate >= 0 && ack.Loss >= 0 && ack.Loss <= 1 && ack.Stable <= ack.MaxSeen && ack.View > 0;
     }
 }

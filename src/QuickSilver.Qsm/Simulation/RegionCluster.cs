@@ -79,30 +79,36 @@ public sealed class RegionCluster
 
     public IEnumerable<RegionClusterNode> LiveMembers => Nodes.Where(n => n.IsMember && n.Sim.IsUp);
 
-    /// <summary>Each sender sends <paramref name="count"/> numbered messages (or without end) as fast as its window and rate allow.</summary>
+    /// <summary>Each sender sends <paramref name="count"/> numbered messages (or without end) as fast as its window and
+    /// rate allow: one message per packet, pulled by the sender when it can send.</summary>
     public void SendFromAll(long count = long.MaxValue)
     {
         foreach (var sender in Senders)
         {
             var s = sender;
-            long next = 1;
-            var payload = new byte[Settings.PayloadBytes];
-            void Pump()
+            s.Sim.TryPost(_ =>
             {
-                while (next <= count && s.Sim.IsUp)
-                {
-                    BitConverter.TryWriteBytes(payload, (int)next);
-                    if (!s.Sender!.TrySend(payload))
-                    {
-                        return;
-                    }
+                s.Sender!.Source = new NumberedSource(count, Settings.PayloadBytes);
+                s.Sender.Signal();
+            }, null);
+        }
+    }
 
-                    next++;
-                }
+    /// <summary>Payloads numbered 1..count (4-byte little-endian, padded to the payload size).</summary>
+    private sealed class NumberedSource(long count, int size) : IRegionPacketSource
+    {
+        private long _next = 1;
+
+        public int WritePayload(Span<byte> payload)
+        {
+            if (_next > count)
+            {
+                return 0;
             }
 
-            s.Sender!.SpaceAvailable += Pump;
-            s.Sim.TryPost(_ => Pump(), null);
+            BitConverter.TryWriteBytes(payload, (int)_next++);
+            payload[sizeof(int)..size].Clear();
+            return size;
         }
     }
 

@@ -23,7 +23,7 @@ public sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControlTr
     private readonly List<Channel> _open = new();
     private readonly Alarm _paceAlarm;
     private IDatagramTransport _transport = null!;
-    private byte[] _datagram = [];
+    private int _maxDatagram;
     private RateLimitedLog? _log;
     private uint _conversations;
     private double _tokens;
@@ -54,8 +54,8 @@ public sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControlTr
         _transport = context.Transport;
         Scheduler = context.Scheduler;
         _log = context.Log;
-        _datagram = new byte[PacketHeader.Size + ReliableWire.DataHeaderSize + _options.MaxSegmentBytes];
-        if (_datagram.Length > _transport.MaxDatagramSize)
+        _maxDatagram = PacketHeader.Size + ReliableWire.DataHeaderSize + _options.MaxSegmentBytes;
+        if (_maxDatagram > _transport.MaxDatagramSize)
         {
             throw new ArgumentException(
                 $"ReliableUnicastOptions.MaxSegmentBytes ({_options.MaxSegmentBytes}) plus {PacketHeader.Size + ReliableWire.DataHeaderSize} bytes of headers exceeds the transport's MaxDatagramSize ({_transport.MaxDatagramSize}).",
@@ -277,7 +277,7 @@ public sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControlTr
             if (!_transmitQueue[i].TransmitNew())
             {
                 // Out of rate-limit tokens: come back when one full datagram's worth has refilled.
-                var wait = TimeSpan.FromSeconds((double)_datagram.Length / _options.RateLimitBytesPerSecond);
+                var wait = TimeSpan.FromSeconds((double)_maxDatagram / _options.RateLimitBytesPerSecond);
                 Scheduler.ScheduleAfter(_paceAlarm, wait);
                 return;
             }
@@ -295,8 +295,14 @@ public sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControlTr
             return false;
         }
 
-        ReliableWire.WriteData(_datagram, last ? ReliableWire.DataType : ReliableWire.FragmentType, SenderId, connection.LocalEpoch, connection.PeerEpoch, seq, payload);
-        _transport.TrySend(connection.Peer, _datagram.AsSpan(0, length));
+        // Written in place into the transport's send slot. A full send queue loses this transmission (counted by the
+        // transport); the retransmission timer sends it again.
+        if (_transport.TryClaim(out var slot))
+        {
+            ReliableWire.WriteData(slot, last ? ReliableWire.DataType : ReliableWire.FragmentType, SenderId, connection.LocalEpoch, connection.PeerEpoch, seq, payload);
+            _transport.Commit(connection.Peer, length);
+        }
+
         return true;
     }
 
@@ -307,9 +313,11 @@ public sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControlTr
             return;
         }
 
-        Span<byte> ack = stackalloc byte[PacketHeader.Size + ReliableWire.AckBodySize];
-        int length = ReliableWire.WriteAck(ack, SenderId, connection.LocalEpoch, connection.PeerEpoch, next, sack);
-        _transport.TrySend(connection.Peer, ack[..length]);
+        if (_transport.TryClaim(out var slot))
+        {
+            int length = ReliableWire.WriteAck(slot, SenderId, connection.LocalEpoch, connection.PeerEpoch, next, sack);
+            _transport.Commit(connection.Peer, length);
+        }
     }
 
     private bool TakeTokens(int bytes)

@@ -7,6 +7,7 @@ namespace QuickSilver.Transport.Simulation;
 /// </summary>
 internal sealed class SimLink
 {
+    private readonly Queue<TimeSpan> _queued = new(); // when each accepted datagram finishes serializing
     private bool _bad;
 
     public SimLink(LinkOptions options) => Options = options;
@@ -19,19 +20,26 @@ internal sealed class SimLink
     public TimeSpan SerializationTime(int bytes) => TimeSpan.FromTicks(Math.Max(1, (long)bytes * 8 * TimeSpan.TicksPerSecond / Options.BandwidthBitsPerSecond));
 
     /// <summary>
-    /// Reserves the link for a datagram that reaches it at <paramref name="arrival"/>. Returns the time it has been
-    /// fully serialized, or null when the queue ahead of it is full.
+    /// Reserves the link for a datagram that reaches it at <paramref name="arrival"/> (arrivals come in time order).
+    /// Returns the time it has been fully serialized, or null when <see cref="LinkOptions.QueueLimitPackets"/>
+    /// datagrams are already waiting or being sent: the queue counts datagrams, whatever their sizes, as an interface
+    /// queue does.
     /// </summary>
     public TimeSpan? Reserve(TimeSpan arrival, int bytes)
     {
-        var tx = SerializationTime(bytes);
-        var start = BusyUntil > arrival ? BusyUntil : arrival;
-        if ((start - arrival).Ticks / tx.Ticks >= Options.QueueLimitPackets)
+        while (_queued.Count > 0 && _queued.Peek() <= arrival)
+        {
+            _queued.Dequeue();
+        }
+
+        if (_queued.Count >= Options.QueueLimitPackets)
         {
             return null;
         }
 
-        BusyUntil = start + tx;
+        var start = BusyUntil > arrival ? BusyUntil : arrival;
+        BusyUntil = start + SerializationTime(bytes);
+        _queued.Enqueue(BusyUntil);
         return BusyUntil;
     }
 

@@ -18,9 +18,11 @@ public sealed class SimNetwork
     private readonly Dictionary<uint, SimNode> _nodesByIp = new();
     private readonly Dictionary<NetAddress, List<SimTransport>> _groups = new();
     private readonly Stack<Alarm> _alarmPool = new();
+    private readonly Stack<Alarm> _hopPool = new();
     private readonly Stack<SimPacket> _packetPool = new();
     private readonly Action<Alarm> _onDelivery;
     private readonly Action<Alarm> _onPosted;
+    private readonly Action<Alarm> _onSwitch;
     private readonly LinkOptions _defaultLink;
     private ulong _trace = 14695981039346656037UL;
 
@@ -32,6 +34,7 @@ public sealed class SimNetwork
         _defaultLink.Validate();
         _onDelivery = OnDelivery;
         _onPosted = OnPosted;
+        _onSwitch = OnSwitch;
     }
 
     public int Seed { get; }
@@ -190,28 +193,47 @@ public sealed class SimNetwork
         }
     }
 
-    /// <summary>Sends one datagram from <paramref name="source"/>: reserves the sender's uplink once, then each
-    /// receiver's downlink, applying partitions, loss, reordering and duplication per receiver.</summary>
+    /// <summary>Sends one datagram from <paramref name="source"/>: reserves the sender's uplink now, and when the
+    /// datagram reaches the switch (an event at that virtual time) each receiver's downlink, applying partitions, loss,
+    /// reordering and duplication per receiver. Downlinks are reserved in the order datagrams reach the switch, so a
+    /// sender whose uplink is backlogged does not book a receiver's downlink ahead of datagrams that arrive earlier from
+    /// other senders.</summary>
     internal void Send(SimTransport source, NetAddress to, ReadOnlySpan<byte> datagram)
     {
         var node = source.Node;
-        var packet = RentPacket(datagram, source.LocalAddress);
         var upDone = node.Uplink.Reserve(Now, datagram.Length);
         if (upDone is null)
         {
             Drops.Increment(DropReason.LinkQueueFull);
-            Release(packet);
             return;
         }
 
         if (node.Uplink.Loses(Random))
         {
             Drops.Increment(DropReason.LinkLoss);
-            Release(packet);
             return;
         }
 
-        var atSwitch = upDone.Value + node.Uplink.Options.Latency;
+        var packet = RentPacket(datagram, source.LocalAddress);
+        var alarm = _hopPool.Count > 0 ? _hopPool.Pop() : new Alarm(_onSwitch) { State = new SimHop() };
+        var hop = (SimHop)alarm.State!;
+        hop.Packet = packet; // the sender's reference moves to the hop
+        hop.Source = source;
+        hop.To = to;
+        ScheduleEvent(alarm, upDone.Value + node.Uplink.Options.Latency);
+    }
+
+    /// <summary>A datagram reaches the switch: on to the receivers' downlinks.</summary>
+    private void OnSwitch(Alarm alarm)
+    {
+        var hop = (SimHop)alarm.State!;
+        var packet = hop.Packet!;
+        var source = hop.Source!;
+        var to = hop.To;
+        hop.Packet = null;
+        hop.Source = null;
+        _hopPool.Push(alarm);
+        var node = source.Node;
         if (to.IsMulticast)
         {
             if (_groups.TryGetValue(to, out var members))
@@ -220,14 +242,14 @@ public sealed class SimNetwork
                 {
                     if (member != source)
                     {
-                        Forward(packet, node, member, atSwitch);
+                        Forward(packet, node, member, Now);
                     }
                 }
             }
         }
         else if (_nodesByIp.TryGetValue(to.Ip, out var target) && target.FindTransport(to.Port) is { } transport)
         {
-            Forward(packet, node, transport, atSwitch);
+            Forward(packet, node, transport, Now);
         }
         else
         {

@@ -21,3 +21,11 @@ internal sealed class SimDelivery
     public int TargetIncarnation;
     public bool ViaCpu;
 }
+
+/// <summary>A datagram on its way from a sender's uplink to the switch (pooled; carried in a pooled alarm's State).</summary>
+internal sealed class SimHop
+{
+    public SimPacket? Packet;
+    public SimTransport? Source;
+    public NetAddress To;
+}

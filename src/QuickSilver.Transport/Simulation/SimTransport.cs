@@ -11,6 +11,7 @@ internal sealed class SimTransport : IDatagramTransport
     private readonly FeedSet<IDatagramFeed> _feeds = new();
     private readonly HashSet<NetAddress> _groups = new();
     private readonly byte[] _pullBuffer;
+    private readonly byte[] _claimBuffer;
     private IDatagramHandler? _handler;
 
     public SimTransport(SimNetwork network, SimNode node, NetAddress address, int maxDatagramSize)
@@ -20,6 +21,7 @@ internal sealed class SimTransport : IDatagramTransport
         LocalAddress = address;
         MaxDatagramSize = maxDatagramSize;
         _pullBuffer = new byte[maxDatagramSize];
+        _claimBuffer = new byte[maxDatagramSize];
         _feeds.BecameActive += () => Node.WantsToSend(this);
     }
 
@@ -43,6 +45,20 @@ internal sealed class SimTransport : IDatagramTransport
 
         _network.Send(this, to, datagram);
         return true;
+    }
+
+    public bool TryClaim(out Span<byte> slot)
+    {
+        ObjectDisposedException.ThrowIf(IsClosed, this);
+        slot = _claimBuffer;
+        return true; // the simulated uplink queues (and may drop, counted) instead of refusing
+    }
+
+    public void Commit(NetAddress to, int length)
+    {
+        ArgumentOutOfRangeException.ThrowIfNegative(length);
+        ArgumentOutOfRangeException.ThrowIfGreaterThan(length, MaxDatagramSize);
+        _network.Send(this, to, _claimBuffer.AsSpan(0, length));
     }
 
     public IFeedChannel RegisterFeed(IDatagramFeed feed)

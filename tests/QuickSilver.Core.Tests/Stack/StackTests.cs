@@ -26,6 +26,16 @@ public sealed class StackTests
 
         public bool TrySend(NetAddress to, ReadOnlySpan<byte> datagram) => true;
 
+        public bool TryClaim(out Span<byte> slot)
+        {
+            slot = new byte[MaxDatagramSize];
+            return true;
+        }
+
+        public void Commit(NetAddress to, int length)
+        {
+        }
+
         public IFeedChannel RegisterFeed(IDatagramFeed feed) => throw new NotSupportedException();
 
         public void JoinGroup(NetAddress group)

@@ -168,7 +168,7 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
         all[0].PublishNumbered("prices", Messages, perSecond: 3_000);
         bool done = cluster.Network.RunUntil(() => all.All(n => n.Groups["prices"].CountFrom(all[0].Id) >= Messages), TimeSpan.FromMinutes(2));
         Report(cluster, seed);
-        Assert.True(done, $"seed {seed}: {Check(all, [all[0]], Messages)}");
+        Assert.True(done, $"seed {seed}: {Check(all, [all[0]], Messages)}\n{string.Join("\n", all.Select(n => n.Stack!.Describe()))}");
         Assert.Null(Check(all, [all[0]], Messages));
     }
 

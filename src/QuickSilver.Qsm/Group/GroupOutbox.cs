@@ -1,0 +1,140 @@
+namespace QuickSilver.Qsm.Group;
+
+/// <summary>
+/// A group's messages taken from the application (published, or pulled from its feed) and numbered, until every region
+/// of the group's view has written them into a packet (§2.2: "one regional request per region"). Each region has its
+/// own cursor, so a region with credit does not wait for one without; a message leaves the outbox when the slowest
+/// region has written it. Bounded: when it is full no more is taken from the application (back-pressure to the
+/// publisher), which bounds how far one region runs ahead of another. Holds references only: the bytes are copied once,
+/// from here straight into a send slot. Core thread only.
+/// </summary>
+internal sealed class GroupOutbox(int capacity)
+{
+    private readonly Item[] _items = new Item[capacity];
+    private (uint Region, long Cursor)[] _cursors = [];
+    private long _head;
+    private long _tail;
+
+    /// <summary>Messages taken and not yet written by every region.</summary>
+    public int Count => (int)(_tail - _head);
+
+    public bool IsFull => Count == _items.Length;
+
+    /// <summary>Called when a message has been written by every region (frees its publish-buffer slot if it was published).</summary>
+    public Action<bool>? Released { get; set; }
+
+    /// <summary>Sets the regions messages must go to (a new group view). A region already there keeps its cursor; a new one
+    /// starts with the next message taken (what was taken before went to the regions of the view it was taken in);
+    /// a region no longer there stops holding messages back.</summary>
+    public void SetRegions(IReadOnlyList<uint> regions)
+    {
+        var cursors = new (uint, long)[regions.Count];
+        for (int i = 0; i < regions.Count; i++)
+        {
+            long cursor = _tail;
+            foreach (var (region, existing) in _cursors)
+            {
+                if (region == regions[i])
+                {
+                    cursor = existing;
+                }
+            }
+
+            cursors[i] = (regions[i], cursor);
+        }
+
+        _cursors = cursors;
+        Release();
+    }
+
+    /// <summary>Appends a numbered message; the caller checked <see cref="IsFull"/>.</summary>
+    public void Add(ReadOnlyMemory<byte> message, ulong sequence, bool published)
+    {
+        if (IsFull)
+        {
+            throw new InvalidOperationException("The group outbox is full.");
+        }
+
+        _items[_tail % _items.Length] = new Item(message, sequence, published);
+        _tail++;
+    }
+
+    /// <summary>The next message <paramref name="region"/> has not written yet; false when it has written all.</summary>
+    public bool TryPeek(uint region, out ReadOnlyMemory<byte> message, out ulong sequence)
+    {
+        int index = IndexOf(region);
+        if (index < 0 || _cursors[index].Cursor == _tail)
+        {
+            message = default;
+            sequence = 0;
+            return false;
+        }
+
+        ref var item = ref _items[_cursors[index].Cursor % _items.Length];
+        message = item.Message;
+        sequence = item.Sequence;
+        return true;
+    }
+
+    /// <summary><paramref name="region"/> wrote its next message.</summary>
+    public void Advance(uint region)
+    {
+        int index = IndexOf(region);
+        _cursors[index].Cursor++;
+        Release();
+    }
+
+    /// <summary>Drops every message (the group was left); returns how many were published ones never fully sent.</summary>
+    public int Clear()
+    {
+        int published = 0;
+        for (long i = _head; i < _tail; i++)
+        {
+            ref var item = ref _items[i % _items.Length];
+            published += item.Published ? 1 : 0;
+            item = default;
+        }
+
+        _head = _tail;
+        _cursors = [];
+        return published;
+    }
+
+    private int IndexOf(uint region)
+    {
+        for (int i = 0; i < _cursors.Length; i++)
+        {
+            if (_cursors[i].Region == region)
+            {
+                return i;
+            }
+        }
+
+        return -1;
+    }
+
+    private void Release()
+    {
+        if (_cursors.Length == 0)
+        {
+            return; // no view yet: messages wait for its regions
+        }
+
+        long slowest = long.MaxValue;
+        foreach (var (_, cursor) in _cursors)
+        {
+            slowest = Math.Min(slowest, cursor);
+        }
+
+        while (_head < slowest)
+        {
+            ref var item = ref _items[_head % _items.Length];
+            bool published = item.Published;
+            item = default;
+            _head++;
+            Released?.Invoke(published);
+        }
+    }
+
+    private record struct Item(ReadOnlyMemory<byte> Message, ulong Sequence, bool Published);
+}
