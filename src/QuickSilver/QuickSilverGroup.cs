@@ -1,4 +1,6 @@
+using System.Runtime.InteropServices;
 using System.Threading.Channels;
+using QuickSilver.Core.Downcalls;
 using QuickSilver.Core.Feeds;
 using QuickSilver.Membership;
 using QuickSilver.Qsm.Group;
@@ -21,6 +23,8 @@ public sealed class QuickSilverGroup : IGroupOwner
 {
     private readonly QuickSilverNode _node;
     private readonly SemaphoreSlim _space;
+    private readonly BoundedMpscQueue<ReadOnlyMemory<byte>> _published;
+    private int _wakePosted;
     private readonly Channel<GroupMessage> _messages = Channel.CreateUnbounded<GroupMessage>(new UnboundedChannelOptions { SingleWriter = true });
     private readonly TaskCompletionSource _ready = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private long _delivered;
@@ -32,6 +36,7 @@ public sealed class QuickSilverGroup : IGroupOwner
         _node = node;
         Name = name;
         _space = new SemaphoreSlim(buffer, buffer);
+        _published = new BoundedMpscQueue<ReadOnlyMemory<byte>>(buffer); // never fuller than the semaphore allows
     }
 
     public string Name { get; }
@@ -64,7 +69,7 @@ public sealed class QuickSilverGroup : IGroupOwner
             return false;
         }
 
-        Post(message.ToArray());
+        Post(message);
         return true;
     }
 
@@ -73,7 +78,7 @@ public sealed class QuickSilverGroup : IGroupOwner
     {
         Check(message.Length, nameof(message));
         await _space.WaitAsync(cancellationToken).ConfigureAwait(false);
-        Post(message.ToArray());
+        Post(message.Span);
     }
 
     /// <summary>
@@ -116,17 +121,48 @@ public sealed class QuickSilverGroup : IGroupOwner
         }
     }
 
-    private void Post(byte[] message)
+    /// <summary>Copies the message into a pooled buffer, queues it for the core, and wakes the core once per burst
+    /// (no allocation per message in steady state: the buffer returns to the pool when every region has sent it).</summary>
+    private void Post(ReadOnlySpan<byte> message)
     {
-        if (!_node.Post(this, message))
+        var buffer = _node.PublishPool.Rent(Math.Max(1, message.Length));
+        message.CopyTo(buffer);
+        if (!_published.TryEnqueue(new ReadOnlyMemory<byte>(buffer, 0, message.Length)))
         {
+            _node.PublishPool.Return(buffer);
             _space.Release();
+            throw new InvalidOperationException("The publish queue is full although the publish buffer had room (a bug).");
+        }
+
+        if (Interlocked.CompareExchange(ref _wakePosted, 1, 0) == 0 && !_node.PostPublished(this))
+        {
             throw new InvalidOperationException("The node has stopped.");
         }
     }
 
+    /// <summary>On the core thread, after a wake-up: let the group layer pull what was published. Reset before the pull,
+    /// so a message queued after it posts a new wake-up.</summary>
+    internal void OnPublishedWake()
+    {
+        Volatile.Write(ref _wakePosted, 0);
+        if (State is { } state)
+        {
+            _node.Groups.SignalPublished(state);
+        }
+    }
+
     // Core-thread callbacks from the group layer.
-    void IGroupOwner.OnSent() => _space.Release();
+    bool IGroupOwner.TryTakePublished(out ReadOnlyMemory<byte> message) => _published.TryDequeue(out message);
+
+    void IGroupOwner.OnSent(ReadOnlyMemory<byte> message)
+    {
+        if (MemoryMarshal.TryGetArray(message, out var segment) && segment.Array is { Length: > 0 } array)
+        {
+            _node.PublishPool.Return(array);
+        }
+
+        _space.Release();
+    }
 
     void IGroupOwner.OnViewInstalled(GroupView view)
     {
@@ -153,6 +189,12 @@ public sealed class QuickSilverGroup : IGroupOwner
         {
             _space.Release(discarded);
         }
+
+        while (_published.TryDequeue(out var unsent))
+        {
+            ((IGroupOwner)this).OnSent(unsent); // never sent: the buffer goes back and the slot frees
+        }
+
         _messages.Writer.TryComplete();
     }
 

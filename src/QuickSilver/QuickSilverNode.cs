@@ -20,7 +20,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
     private readonly ProtocolStack _stack;
     private readonly GroupLayer _groups;
     private readonly QuickSilverNodeOptions _options;
-    private readonly Action<object?> _enqueue;
+    private static readonly Action<object?> PublishedWake = static group => ((QuickSilverGroup)group!).OnPublishedWake();
 
     private QuickSilverNode(QuickSilverCore core, ProtocolStack stack, QuickSilverNodeOptions options, GmsServer? gms, QsmCounters counters)
     {
@@ -30,14 +30,6 @@ public sealed class QuickSilverNode : IAsyncDisposable
         _options = options;
         EmbeddedGms = gms;
         Counters = counters;
-        _enqueue = state =>
-        {
-            var (group, message) = ((QuickSilverGroup, byte[]))state!;
-            if (group.State is { } nodeGroup)
-            {
-                _groups.Enqueue(nodeGroup, message);
-            }
-        };
     }
 
     /// <summary>This node's unicast address.</summary>
@@ -52,6 +44,10 @@ public sealed class QuickSilverNode : IAsyncDisposable
     public QuickSilverCore Core => _core;
 
     internal int MaxMessageBytes { get; private set; }
+
+    /// <summary>Buffers for published messages, from the publishing thread until every region has sent them (a pool of
+    /// the node's own, sized to the publish buffer, so bursts in flight do not outgrow it and allocate).</summary>
+    internal System.Buffers.ArrayPool<byte> PublishPool { get; private set; } = System.Buffers.ArrayPool<byte>.Shared;
 
     /// <summary>The node's protocol stack (transport → reliable unicast → membership → region → group). Core thread only.</summary>
     internal ProtocolStack Stack => _stack;
@@ -104,6 +100,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
             }).ConfigureAwait(false);
             var node = new QuickSilverNode(core, stack, options, gms, counters);
             node.MaxMessageBytes = await core.InvokeAsync(() => node._groups.MaxMessageBytes).ConfigureAwait(false);
+            node.PublishPool = System.Buffers.ArrayPool<byte>.Create(Math.Max(16, node.MaxMessageBytes), options.PublishBuffer);
             var membership = stack.Get<MembershipLayer>();
             while (true)
             {
@@ -200,10 +197,12 @@ public sealed class QuickSilverNode : IAsyncDisposable
         }
     }
 
-    internal bool Post(QuickSilverGroup group, byte[] message)
+    /// <summary>Wakes the core to take what <paramref name="group"/> published (one downcall per burst, no allocation).
+    /// False when the core has stopped.</summary>
+    internal bool PostPublished(QuickSilverGroup group)
     {
         var spin = default(SpinWait);
-        while (!_core.TryPost(_enqueue, (group, message)))
+        while (!_core.TryPost(PublishedWake, group))
         {
             if (_core.Completion.IsCompleted)
             {

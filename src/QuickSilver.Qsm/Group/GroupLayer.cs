@@ -87,7 +87,7 @@ public sealed class GroupLayer : IProtocolLayer
             }
 
             _gms.Leave(name);
-            group.Owner.OnLeft(group.DiscardPending());
+            group.Owner.OnLeft(group.DiscardPending()); // the published messages it never sent (their slots free)
             return true;
         }
 
@@ -105,6 +105,9 @@ public sealed class GroupLayer : IProtocolLayer
         group.FeedActive = true;
         SignalRegions(group);
     }
+
+    /// <summary>The application published into the group's owner queue: its regions pull when they can.</summary>
+    internal void SignalPublished(NodeGroup group) => SignalRegions(group);
 
     /// <summary>The group has something to send: its regions' senders pull when they can.</summary>
     private void SignalRegions(NodeGroup group)

@@ -20,8 +20,9 @@ internal sealed class GroupOutbox(int capacity)
 
     public bool IsFull => Count == _items.Length;
 
-    /// <summary>Called when a message has been written by every region (frees its publish-buffer slot if it was published).</summary>
-    public Action<bool>? Released { get; set; }
+    /// <summary>Called when a message has been written by every region (with whether it was published: its
+    /// publish-buffer slot and buffer are then the owner's again).</summary>
+    public Action<ReadOnlyMemory<byte>, bool>? Released { get; set; }
 
     /// <summary>Sets the regions messages must go to (a new group view). A region already there keeps its cursor; a new one
     /// starts with the next message taken (what was taken before went to the regions of the view it was taken in);
@@ -84,14 +85,20 @@ internal sealed class GroupOutbox(int capacity)
         Release();
     }
 
-    /// <summary>Drops every message (the group was left); returns how many were published ones never fully sent.</summary>
-    public int Clear()
+    /// <summary>Drops every message (the group was left); returns how many were published ones never fully sent, after
+    /// handing each of their buffers to <paramref name="discard"/>.</summary>
+    public int Clear(Action<ReadOnlyMemory<byte>>? discard = null)
     {
         int published = 0;
         for (long i = _head; i < _tail; i++)
         {
             ref var item = ref _items[i % _items.Length];
-            published += item.Published ? 1 : 0;
+            if (item.Published)
+            {
+                published++;
+                discard?.Invoke(item.Message);
+            }
+
             item = default;
         }
 
@@ -129,10 +136,10 @@ internal sealed class GroupOutbox(int capacity)
         while (_head < slowest)
         {
             ref var item = ref _items[_head % _items.Length];
-            bool published = item.Published;
+            var (message, published) = (item.Message, item.Published);
             item = default;
             _head++;
-            Released?.Invoke(published);
+            Released?.Invoke(message, published);
         }
     }
 

@@ -11,8 +11,12 @@ internal interface IGroupOwner
 
     void Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload);
 
-    /// <summary>One published message left for the regions (a publish-buffer slot frees).</summary>
-    void OnSent();
+    /// <summary>Takes the next message the application published (from its thread, through the owner's queue), or false.</summary>
+    bool TryTakePublished(out ReadOnlyMemory<byte> message);
+
+    /// <summary>A published message has been written into a packet by every region of its view: its publish-buffer slot
+    /// frees and its buffer may be reused.</summary>
+    void OnSent(ReadOnlyMemory<byte> message);
 
     /// <summary>The group was left; <paramref name="discarded"/> published messages were never sent.</summary>
     void OnLeft(int discarded);
@@ -31,13 +35,15 @@ internal sealed class NodeGroup
     {
         Name = name;
         Owner = owner;
-        Outbox = new GroupOutbox(OutboxCapacity) { Released = published => { if (published) { owner.OnSent(); } } };
+        Outbox = new GroupOutbox(OutboxCapacity) { Released = (message, published) => { if (published) { owner.OnSent(message); } } };
     }
 
     public string Name { get; }
     public IGroupOwner Owner { get; }
     public GroupView? View { get; set; }
     public ulong NextSequence { get; set; }
+    /// <summary>Messages published on the core thread (the simulation's publishers); application threads publish
+    /// through the owner (<see cref="IGroupOwner.TryTakePublished"/>).</summary>
     public Queue<byte[]> Pending { get; } = new();
     public GroupOutbox Outbox { get; }
 
@@ -57,7 +63,13 @@ internal sealed class NodeGroup
             return false;
         }
 
-        if (Pending.TryDequeue(out var published))
+        if (Pending.TryDequeue(out var pending))
+        {
+            Outbox.Add(pending, ++NextSequence, published: true);
+            return true;
+        }
+
+        if (Owner.TryTakePublished(out var published))
         {
             Outbox.Add(published, ++NextSequence, published: true);
             return true;
@@ -84,10 +96,13 @@ internal sealed class NodeGroup
         return false;
     }
 
-    /// <summary>Drops what was published and not fully sent (the group was left); returns how many.</summary>
+    /// <summary>Drops what waits to be sent (the group was left). Published messages in the outbox go back to the owner
+    /// (<see cref="IGroupOwner.OnSent"/>: their slots free); messages still in the owner's queue are the owner's to
+    /// discard. Returns how many core-side <see cref="Pending"/> messages were dropped.</summary>
     public int DiscardPending()
     {
-        int discarded = Pending.Count + Outbox.Clear();
+        int discarded = Pending.Count;
+        Outbox.Clear(Owner.OnSent);
         Pending.Clear();
         return discarded;
     }

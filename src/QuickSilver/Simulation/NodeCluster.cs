@@ -274,7 +274,13 @@ internal sealed class RecordingGroup(string name) : IGroupOwner
         list.Add(BitConverter.ToInt32(payload));
     }
 
-    public void OnSent()
+    public bool TryTakePublished(out ReadOnlyMemory<byte> message)
+    {
+        message = default;
+        return false; // the simulation publishes on the core thread (GroupLayer.Enqueue) or through a feed
+    }
+
+    public void OnSent(ReadOnlyMemory<byte> message)
     {
     }
 
