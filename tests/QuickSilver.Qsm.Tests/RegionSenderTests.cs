@@ -1,0 +1,193 @@
+using QuickSilver.Core.Alarms;
+using QuickSilver.Core.Feeds;
+using QuickSilver.Core.Io;
+using QuickSilver.Membership;
+using QuickSilver.Qsm.Recovery;
+using QuickSilver.Qsm.Region;
+
+namespace QuickSilver.Qsm.Tests;
+
+/// <summary>The region sender's copy-free, pull-driven send path, driven by hand through a transport double.</summary>
+public sealed class RegionSenderTests
+{
+    private static readonly NetAddress Group = new(0xEF0A0001, 6000);
+
+    /// <summary>A transport whose only send path is its feed, pulled when the test says (a ring of <c>slots</c>).</summary>
+    private sealed class PulledTransport : IDatagramTransport, IFeedChannel
+    {
+        private readonly byte[] _slot = new byte[1500];
+        private IDatagramFeed? _feed;
+
+        public bool IsActive { get; private set; }
+
+        public List<(NetAddress To, ulong Seq, int Length)> Sent { get; } = new();
+
+        public NetAddress LocalAddress => NetAddress.Loopback(4000);
+
+        public int MaxDatagramSize => 1500;
+
+        public void SetHandler(IDatagramHandler handler)
+        {
+        }
+
+        public bool TrySend(NetAddress to, ReadOnlySpan<byte> datagram) => throw new InvalidOperationException("the sender must only be pulled");
+
+        public bool TryClaim(out Span<byte> slot) => throw new InvalidOperationException("the sender must only be pulled");
+
+        public void Commit(NetAddress to, int length) => throw new InvalidOperationException();
+
+        public IFeedChannel RegisterFeed(IDatagramFeed feed)
+        {
+            _feed = feed;
+            IsActive = true;
+            return this;
+        }
+
+        public void JoinGroup(NetAddress group)
+        {
+        }
+
+        public void LeaveGroup(NetAddress group)
+        {
+        }
+
+        public void Signal() => IsActive = true;
+
+        public void Dispose() => _feed = null;
+
+        /// <summary>Pulls while the feed is active and the ring has room; returns datagrams taken.</summary>
+        public int Pull(int room, bool record = true)
+        {
+            int taken = 0;
+            while (taken < room && IsActive && _feed is { } feed)
+            {
+                int length = feed.Pull(_slot, out var to);
+                if (length <= 0)
+                {
+                    IsActive = false;
+                    break;
+                }
+
+                if (record)
+                {
+                    Sent.Add((to, BitConverter.ToUInt64(_slot, RegionWire.DataHeaderSize - 8), length));
+                }
+
+                taken++;
+            }
+
+            return taken;
+        }
+    }
+
+    /// <summary>Writes records of a fixed size, as many as fit, forever.</summary>
+    private sealed class RecordSource(int recordBytes) : IRegionPacketSource
+    {
+        public long Records;
+
+        public int WritePayload(Span<byte> payload)
+        {
+            int written = 0;
+            while (written + recordBytes <= payload.Length)
+            {
+                payload.Slice(written, recordBytes).Fill((byte)Records);
+                written += recordBytes;
+                Records++;
+            }
+
+            return written;
+        }
+    }
+
+    private static (RegionSender Sender, PulledTransport Transport, RecordSource Source, VirtualScheduler Time) Make(int window = 64)
+    {
+        var view = new RegionView(new RegionId(1), 1, [new ViewMember(new NodeId(1), NetAddress.Loopback(4000)), new ViewMember(new NodeId(2), NetAddress.Loopback(4001))], Group);
+        var time = new VirtualScheduler();
+        var transport = new PulledTransport();
+        var sender = new RegionSender(1, view, transport, time, new RegionOptions { SenderWindow = window },
+            new RateControl.RateControlOptions { MinRate = 1_000_000, Credits = 1_000_000, CreditsHigh = 1_000_000 });
+        var source = new RecordSource(100);
+        sender.Source = source;
+        return (sender, transport, source, time);
+    }
+
+    private static void Ack(RegionSender sender, ulong stable)
+    {
+        var message = new byte[RegionWire.AckSize];
+        RegionWire.WriteAck(message, new RegionAck(1, 1, 1, stable, stable, 1_000_000, 0));
+        sender.OnControl(NetAddress.Loopback(4001), message);
+    }
+
+    [Fact]
+    public void A_full_ring_stops_the_pulls_and_nothing_is_numbered_that_cannot_leave()
+    {
+        var (sender, transport, source, _) = Make();
+        Assert.Equal(3, transport.Pull(room: 3)); // the ring has three free slots
+        Assert.Equal(3UL, sender.LastSequence);   // exactly what left: nothing numbered and held back
+        long records = source.Records;
+        Assert.Equal(0, transport.Pull(room: 0));
+        Assert.Equal(3UL, sender.LastSequence);
+        Assert.Equal(records, source.Records);     // and nothing taken from the source while the ring was full
+        Assert.Equal(5, transport.Pull(room: 5));
+        Assert.Equal([1UL, 2, 3, 4, 5, 6, 7, 8], transport.Sent.Select(s => s.Seq));
+        Assert.All(transport.Sent, s => Assert.Equal(Group, s.To));
+    }
+
+    [Fact]
+    public void The_window_stops_the_pulls_until_the_region_acknowledges()
+    {
+        var (sender, transport, _, _) = Make(window: 16);
+        Assert.Equal(16, transport.Pull(room: 100));
+        Assert.False(transport.IsActive); // the feed said "nothing now"
+        Ack(sender, 10);
+        Assert.True(transport.IsActive);  // the ACK signalled it
+        Assert.Equal(10, transport.Pull(room: 100));
+        Assert.Equal(26UL, sender.LastSequence);
+    }
+
+    [Fact]
+    public void A_NAK_resends_the_kept_copy_byte_for_byte()
+    {
+        var (sender, transport, _, _) = Make();
+        transport.Pull(room: 4);
+        var nak = new byte[64];
+        var ranges = new NakSet(8);
+        ranges.Add(2);
+        int length = RegionWire.WriteRanges(nak, RegionControl.Nak, 1, 1, partition: 0, partitions: 1, ranges);
+        sender.OnControl(NetAddress.Loopback(4001), nak.AsSpan(0, length));
+        Assert.Equal(1, transport.Pull(room: 1));
+        Assert.Equal(2UL, transport.Sent[^1].Seq);
+        Assert.Equal(transport.Sent[1].Length, transport.Sent[^1].Length);
+        Assert.Equal(1, sender.RetransmittedOnNak);
+    }
+
+    [Theory]
+    [InlineData(100)]
+    [InlineData(1000)]
+    public void Steady_state_sending_allocates_nothing_per_packet(int recordBytes)
+    {
+        var (sender, transport, _, _) = Make(window: 256);
+        sender.Source = new RecordSource(recordBytes);
+        void Cycle()
+        {
+            transport.Pull(room: 100, record: false);
+            Ack(sender, sender.LastSequence);
+        }
+
+        for (int i = 0; i < 20; i++)
+        {
+            Cycle(); // warm-up: the window's slots get their buffers
+        }
+
+        long before = GC.GetAllocatedBytesForCurrentThread();
+        ulong first = sender.LastSequence;
+        for (int i = 0; i < 100; i++)
+        {
+            Cycle();
+        }
+
+        long perPacket = (GC.GetAllocatedBytesForCurrentThread() - before - (100 * (RegionWire.AckSize + 24))) / (long)(sender.LastSequence - first);
+        Assert.Equal(10_000UL, sender.LastSequence - first);
+        Assert.True(perPacket <= 0, $"{perPacket} bytes allocated per packet (beyond the test's own ACK buffers)");
+    }
+}
