@@ -69,7 +69,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
             GmsServer? gms = null;
             if (options.EmbeddedGms)
             {
-                var gmsEndpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Gms, MaxDatagramSize = options.MaxDatagramSize });
+                var gmsEndpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Gms, MaxDatagramSize = options.DatagramSize });
                 var gmsOptions = options.GmsServer;
                 if (gmsOptions.UseMulticast && !await MulticastWorksAsync(core, gmsEndpoint, gmsOptions.MulticastPoolStart).ConfigureAwait(false))
                 {
@@ -82,7 +82,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
                     .Get<GmsServerLayer>().Server).ConfigureAwait(false);
             }
 
-            var endpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Bind, MaxDatagramSize = options.MaxDatagramSize, InjectedLossRate = options.InjectedLossRate });
+            var endpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Bind, MaxDatagramSize = options.DatagramSize, InjectedLossRate = options.InjectedLossRate });
             var counters = new QsmCounters(endpoint.LocalAddress.ToString());
             var stack = await core.InvokeAsync(() =>
             {

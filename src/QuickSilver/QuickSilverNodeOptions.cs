@@ -21,9 +21,20 @@ public sealed record QuickSilverNodeOptions
     public IoBackendKind Backend { get; init; } = IoBackendKind.Auto;
 
     /// <summary>Largest datagram of the node's endpoint (data packets and control segments; a larger control message,
-    /// such as a big view or token, travels as several segments). The 16 KiB default suits loopback (MTU 64 KiB) and
-    /// packs more messages per packet; use 1,472 on an Ethernet LAN to avoid IP fragmentation.</summary>
-    public int MaxDatagramSize { get; init; } = 16 * 1024;
+    /// such as a big view or token, travels as several segments). Null (the default) fits the interface:
+    /// <see cref="LoopbackDatagramSize"/> (16 KiB) when <see cref="Bind"/> is a loopback address (loopback's MTU is 64 KiB,
+    /// and more messages per packet is faster), otherwise <see cref="EthernetDatagramSize"/> (1,472 bytes: a 1,500-byte
+    /// Ethernet MTU less the IPv4 and UDP headers). A datagram larger than the path MTU is cut into IP fragments, and
+    /// losing any one fragment loses the whole datagram, so on a real network a datagram should fit one frame
+    /// (docs/architecture.md).</summary>
+    public int? MaxDatagramSize { get; init; }
+
+    public const int LoopbackDatagramSize = 16 * 1024;
+
+    public const int EthernetDatagramSize = 1472;
+
+    /// <summary>The datagram size in force: <see cref="MaxDatagramSize"/>, or the interface's default.</summary>
+    public int DatagramSize => MaxDatagramSize ?? (Bind.IsLoopback ? LoopbackDatagramSize : EthernetDatagramSize);
 
     /// <summary>Messages a group may hold for sending before <see cref="QuickSilverGroup.TryPublish"/> refuses.</summary>
     public int PublishBuffer { get; init; } = 10_000;
@@ -55,7 +66,11 @@ public sealed record QuickSilverNodeOptions
             throw new ArgumentException($"QuickSilverNodeOptions.Bind must be a unicast address, got {Bind}.", nameof(Bind));
         }
 
-        OptionChecks.InRange(MaxDatagramSize, 1024, 65507, $"QuickSilverNodeOptions.{nameof(MaxDatagramSize)}");
+        if (MaxDatagramSize is { } size)
+        {
+            OptionChecks.InRange(size, 1024, 65507, $"QuickSilverNodeOptions.{nameof(MaxDatagramSize)}");
+        }
+
         OptionChecks.InRange(InjectedLossRate, 0, 1, $"QuickSilverNodeOptions.{nameof(InjectedLossRate)}");
         OptionChecks.InRange(PublishBuffer, 1, 1 << 24, $"QuickSilverNodeOptions.{nameof(PublishBuffer)}");
         ArgumentNullException.ThrowIfNull(Region, nameof(Region));

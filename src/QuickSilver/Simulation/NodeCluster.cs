@@ -41,7 +41,7 @@ internal sealed class NodeCluster
             MaxDatagramSize = maxDatagramSize,
         };
         var gmsNode = Network.AddNode();
-        var gmsEndpoint = gmsNode.Open(47001, _options.MaxDatagramSize);
+        var gmsEndpoint = gmsNode.Open(47001, _options.DatagramSize);
         GmsEndpoint = gmsEndpoint.LocalAddress;
         gmsNode.TryPost(_ => Gms = QsmStack.BuildGms(gmsEndpoint, gmsNode, 7, 7, GmsOptions).Get<GmsServerLayer>().Server, null);
         Network.RunFor(TimeSpan.FromMilliseconds(1));
@@ -127,7 +127,7 @@ internal sealed class NodeCluster
         {
             _cluster = cluster;
             Sim = sim;
-            Endpoint = sim.Open(Port, cluster._options.MaxDatagramSize);
+            Endpoint = sim.Open(Port, cluster._options.DatagramSize);
             var options = cluster._options;
             sim.TryPost(_ =>
             {
