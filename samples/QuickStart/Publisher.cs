@@ -78,12 +78,8 @@ internal static class Publisher
     {
         while (true)
         {
-            var (count, number) = await node.Core.InvokeAsync(() =>
-            {
-                var state = node.EmbeddedGms!.State;
-                var view = state.FindGroup(group.Name);
-                return view is null ? (0, 0u) : (view.Regions.Sum(r => state.RegionViewOf(r.Region).Count), view.ViewNumber);
-            }).WaitAsync(cancellationToken);
+            var snapshot = await node.GetGmsSnapshotAsync().WaitAsync(cancellationToken);
+            var (count, number) = snapshot.GroupsByName.TryGetValue(group.Name, out var view) ? (view.Members, view.ViewNumber) : (0, 0u);
             if (count >= members && group.View?.ViewNumber >= number)
             {
                 return;

@@ -9,6 +9,13 @@ using QuickSilver.Qsm.Region;
 
 namespace QuickSilver;
 
+/// <summary>What an embedded GMS knows at one moment (<see cref="QuickSilverNode.GetGmsSnapshotAsync"/>). Nodes counts
+/// every registered node, this one included.</summary>
+public sealed record GmsSnapshot(int Nodes, int Groups, int Regions, IReadOnlyDictionary<string, GmsGroupSnapshot> GroupsByName);
+
+/// <summary>One group as the GMS sees it: its current view number, how many regions of overlap it spans, and its members.</summary>
+public sealed record GmsGroupSnapshot(uint ViewNumber, int Regions, int Members);
+
 /// <summary>
 /// A QuickSilver node: a core thread with one UDP endpoint, the GMS client (and, if asked, an embedded GMS), and the
 /// QSM protocol stack. Join groups with <see cref="JoinGroupAsync"/>; dispose to leave the system (the GMS is told at
@@ -38,10 +45,30 @@ public sealed class QuickSilverNode : IAsyncDisposable
     /// <summary>The id the GMS assigned.</summary>
     public uint Id { get; private set; }
 
-    /// <summary>The embedded GMS, when this node runs one.</summary>
-    public GmsServer? EmbeddedGms { get; }
+    /// <summary>The embedded GMS, when this node runs one (core thread only).</summary>
+    internal GmsServer? EmbeddedGms { get; }
 
-    public QuickSilverCore Core => _core;
+    internal QuickSilverCore Core => _core;
+
+    /// <summary>What this node's embedded GMS knows now: node, group and region counts, and per group its view number
+    /// and member count. Throws <see cref="InvalidOperationException"/> on a node without an embedded GMS.</summary>
+    public Task<GmsSnapshot> GetGmsSnapshotAsync()
+    {
+        if (EmbeddedGms is not { } gms)
+        {
+            throw new InvalidOperationException("This node does not run the GMS (QuickSilverNodeOptions.EmbeddedGms is false).");
+        }
+
+        return _core.InvokeAsync(() =>
+        {
+            var state = gms.State;
+            var groups = state.GroupViews.ToDictionary(
+                v => v.Name,
+                v => new GmsGroupSnapshot(v.ViewNumber, v.Regions.Length, v.Regions.Sum(r => state.RegionViewOf(r.Region).Count)),
+                StringComparer.Ordinal);
+            return new GmsSnapshot(state.NodeCount, state.GroupCount, state.RegionCount, groups);
+        });
+    }
 
     internal int MaxMessageBytes { get; private set; }
 

@@ -24,6 +24,32 @@ public sealed class NodeTests
     private static NetAddress FreeGmsAddress() => NetAddress.Loopback((ushort)Random.Shared.Next(30000, 60000));
 
     [Fact]
+    public async Task The_embedded_GMS_answers_a_public_snapshot_and_a_node_without_one_refuses()
+    {
+        var gms = FreeGmsAddress();
+        await using var a = await QuickSilverNode.StartAsync(Options(gms, embedded: true));
+        await using var b = await QuickSilverNode.StartAsync(Options(gms, embedded: false));
+        await a.JoinGroupAsync("prices/all");
+        await b.JoinGroupAsync("prices/all");
+        await b.JoinGroupAsync("prices/tech");
+        GmsSnapshot snapshot;
+        var deadline = DateTime.UtcNow + TimeSpan.FromSeconds(30);
+        do
+        {
+            snapshot = await a.GetGmsSnapshotAsync();
+            await Task.Delay(20);
+        }
+        while ((snapshot.Groups < 2 || snapshot.GroupsByName["prices/all"].Members < 2) && DateTime.UtcNow < deadline);
+
+        Assert.Equal(2, snapshot.Nodes);
+        Assert.Equal(2, snapshot.Groups);
+        Assert.Equal(2, snapshot.Regions); // {all} and {all, tech}
+        Assert.Equal((2, 2), (snapshot.GroupsByName["prices/all"].Regions, snapshot.GroupsByName["prices/all"].Members));
+        Assert.Equal(1, snapshot.GroupsByName["prices/tech"].Members);
+        await Assert.ThrowsAsync<InvalidOperationException>(() => b.GetGmsSnapshotAsync());
+    }
+
+    [Fact]
     public async Task Every_member_of_overlapping_groups_gets_every_message_in_order()
     {
         const int Messages = 20_000;

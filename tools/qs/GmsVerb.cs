@@ -42,11 +42,8 @@ internal static class GmsVerb
             while (!stop.IsCancellationRequested)
             {
                 await Task.Delay(TimeSpan.FromSeconds(5), stop.Token).ContinueWith(_ => { }, TaskScheduler.Default);
-                var (nodes, groups, regions) = await node.Core.InvokeAsync(() =>
-                {
-                    var state = node.EmbeddedGms!.State;
-                    return (state.NodeCount, state.GroupCount, state.RegionCount);
-                });
+                var snapshot = await node.GetGmsSnapshotAsync();
+                var (nodes, groups, regions) = (snapshot.Nodes, snapshot.Groups, snapshot.Regions);
                 Console.WriteLine($"gms: {nodes - 1} nodes, {groups} groups, {regions} regions");
             }
 
