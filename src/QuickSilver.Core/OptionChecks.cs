@@ -1,7 +1,7 @@
 namespace QuickSilver.Core;
 
 /// <summary>Start-up validation helpers: every failure names the option.</summary>
-public static class OptionChecks
+internal static class OptionChecks
 {
     public static void Positive(TimeSpan value, string option)
     {

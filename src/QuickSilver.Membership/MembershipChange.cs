@@ -6,7 +6,7 @@ namespace QuickSilver.Membership;
 /// The result of applying one batch: the views that are new, the regions and groups that ended, and for each
 /// affected live node the incremental update it must receive (only what concerns it).
 /// </summary>
-public sealed record MembershipChange(
+internal sealed record MembershipChange(
     ImmutableArray<RegionView> NewRegionViews,
     ImmutableArray<GroupView> NewGroupViews,
     ImmutableArray<RegionId> EndedRegions,
@@ -20,4 +20,4 @@ public sealed record MembershipChange(
 /// What one node learns from one batch: new views of the groups it is in, new views of the regions those groups map
 /// to (including its own region), and the groups it no longer belongs to.
 /// </summary>
-public sealed record NodeUpdate(NodeId Node, ImmutableArray<GroupView> GroupViews, ImmutableArray<RegionView> RegionViews, ImmutableArray<GroupId> LeftGroups);
+internal sealed record NodeUpdate(NodeId Node, ImmutableArray<GroupView> GroupViews, ImmutableArray<RegionView> RegionViews, ImmutableArray<GroupId> LeftGroups);

@@ -1,13 +1,13 @@
 namespace QuickSilver.Membership;
 
 /// <summary>What the GMS batches (QSM §2.1): client joins and leaves, and failures from the failure detector.</summary>
-public abstract record MembershipRequest(NodeId Node);
+internal abstract record MembershipRequest(NodeId Node);
 
 /// <summary>The node joins the group named <paramref name="GroupName"/> (created on first join).</summary>
-public sealed record JoinRequest(NodeId Node, string GroupName) : MembershipRequest(Node);
+internal sealed record JoinRequest(NodeId Node, string GroupName) : MembershipRequest(Node);
 
 /// <summary>The node leaves the group (a no-op if it is not a member).</summary>
-public sealed record LeaveRequest(NodeId Node, string GroupName) : MembershipRequest(Node);
+internal sealed record LeaveRequest(NodeId Node, string GroupName) : MembershipRequest(Node);
 
 /// <summary>The node crashed or left the system: it is removed from every group and region.</summary>
-public sealed record NodeDownRequest(NodeId Node) : MembershipRequest(Node);
+internal sealed record NodeDownRequest(NodeId Node) : MembershipRequest(Node);

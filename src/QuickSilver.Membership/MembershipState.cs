@@ -10,7 +10,7 @@ namespace QuickSilver.Membership;
 /// regions whose membership changed), so a node joining or crashing out of 10,000 groups is one pass over those groups.
 /// Single-threaded and I/O-free.
 /// </summary>
-public sealed class MembershipState
+internal sealed class MembershipState
 {
     private readonly Dictionary<NodeId, NodeState> _nodes = new();
     private readonly Dictionary<string, GroupState> _groupsByName = new(StringComparer.Ordinal);

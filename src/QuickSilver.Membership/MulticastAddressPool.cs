@@ -8,7 +8,7 @@ namespace QuickSilver.Membership;
 /// <c>First</c>, all on one port. The lowest free address is handed out first and an address is reused once its
 /// region goes away. When the pool is empty a region gets no address and falls back to unicast fan-out.
 /// </summary>
-public sealed class MulticastAddressPool
+internal sealed class MulticastAddressPool
 {
     private readonly SortedSet<uint> _free = new();
 

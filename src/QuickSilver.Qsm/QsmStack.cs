@@ -12,7 +12,7 @@ using Serilog;
 namespace QuickSilver.Qsm;
 
 /// <summary>What a QSM node stack is made of: its incarnation, where its GMS is, and the options of each layer.</summary>
-public sealed record QsmStackOptions
+internal sealed record QsmStackOptions
 {
     /// <summary>This node's incarnation: non-zero, different after a restart (random in production, seeded in simulation).</summary>
     public uint Epoch { get; init; } = 1;
@@ -41,7 +41,7 @@ public sealed record QsmStackOptions
 /// The real node (QuickSilverNode), the whole-stack simulation (NodeCluster), the region simulation (RegionCluster)
 /// and the embedded or standalone GMS all call these. Call on the core thread that owns the transport.
 /// </summary>
-public static class QsmStack
+internal static class QsmStack
 {
     /// <summary>A node: reliable unicast, the GMS client, the region layer and the group layer.</summary>
     public static ProtocolStack BuildNode(IDatagramTransport transport, IAlarmScheduler scheduler, QsmStackOptions options, RateLimitedLog? log = null)

@@ -28,7 +28,7 @@ namespace QuickSilver.Core.Alarms;
 /// splays that keep the paths short.
 /// </para>
 /// </remarks>
-public sealed class AlarmQueue
+internal sealed class AlarmQueue
 {
     private Alarm? _root;
     private Alarm? _min; // the leftmost node; null exactly when the queue is empty

@@ -23,7 +23,7 @@ namespace QuickSilver.Core.Downcalls;
 /// That is what keeps per-producer FIFO order and the consumer wait-free.
 /// </para>
 /// </remarks>
-public sealed class BoundedMpscQueue<T>
+internal sealed class BoundedMpscQueue<T>
 {
     /// <summary>The largest capacity accepted (2^30 slots).</summary>
     public const int MaxCapacity = 1 << 30;

@@ -1,7 +1,7 @@
 namespace QuickSilver.Core.Downcalls;
 
 /// <summary>A request carried from an application thread into the core: a cached delegate and its argument.</summary>
-public readonly record struct Downcall(Action<object?> Action, object? State)
+internal readonly record struct Downcall(Action<object?> Action, object? State)
 {
     public void Invoke() => Action(State);
 }

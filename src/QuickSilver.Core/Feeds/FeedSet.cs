@@ -7,7 +7,7 @@ namespace QuickSilver.Core.Feeds;
 /// becomes active joins just behind the cursor (served last in the current round), and one that leaves does not
 /// disturb the others' order, so service is strictly round robin. Core thread only; no allocation after registration.
 /// </summary>
-public sealed class FeedSet<TFeed> where TFeed : class
+internal sealed class FeedSet<TFeed> where TFeed : class
 {
     private Entry? _cursor;
     private int _activeCount;

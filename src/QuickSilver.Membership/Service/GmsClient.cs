@@ -7,7 +7,7 @@ using QuickSilver.Core.Stack;
 namespace QuickSilver.Membership.Service;
 
 /// <summary>Options of a node's GMS client.</summary>
-public sealed record GmsClientOptions
+internal sealed record GmsClientOptions
 {
     /// <summary>How often an unanswered Hello is repeated (at start, and after losing the GMS).</summary>
     public TimeSpan RetryInterval { get; init; } = TimeSpan.FromSeconds(1);
@@ -27,7 +27,7 @@ public sealed record GmsClientOptions
 /// it no longer knows the node) it keeps its last views, registers again, and re-joins every group it wants to be in.
 /// I/O-free; core thread only.
 /// </summary>
-public sealed class GmsClient
+internal sealed class GmsClient
 {
     private readonly IAlarmScheduler _scheduler;
     private readonly IControlChannel _channel;

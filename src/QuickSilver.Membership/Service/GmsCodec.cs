@@ -5,10 +5,11 @@ using QuickSilver.Core.Io;
 namespace QuickSilver.Membership.Service;
 
 /// <summary>Encodes and decodes GMS messages. Decoding never throws: malformed input yields null.</summary>
-public static class GmsCodec
+internal static class GmsCodec
 {
     private static readonly MessagePackSerializerOptions Options =
-        MessagePackSerializerOptions.Standard.WithSecurity(MessagePackSecurity.UntrustedData);
+        MessagePackSerializerOptions.Standard.WithResolver(MessagePack.Resolvers.StandardResolverAllowPrivate.Instance) // the GMS messages are internal types
+            .WithSecurity(MessagePackSecurity.UntrustedData);
 
     public static byte[] Encode(GmsMessage message) => MessagePackSerializer.Serialize(message, Options);
 

@@ -7,7 +7,7 @@ namespace QuickSilver.Membership.Service;
 /// element is the <see cref="GmsMessageKind"/>; views travel as plain arrays of numbers so the wire does not depend on
 /// .NET collection types.
 /// </summary>
-public enum GmsMessageKind : byte
+internal enum GmsMessageKind : byte
 {
     Hello = 1,
     Welcome = 2,
@@ -19,7 +19,7 @@ public enum GmsMessageKind : byte
 }
 
 [MessagePackObject]
-public sealed class GmsMessage
+internal sealed class GmsMessage
 {
     [Key(0)] public GmsMessageKind Kind { get; set; }
 
@@ -40,7 +40,7 @@ public sealed class GmsMessage
 }
 
 [MessagePackObject]
-public sealed class WireUpdate
+internal sealed class WireUpdate
 {
     [Key(0)] public WireGroupView[] Groups { get; set; } = [];
     [Key(1)] public WireRegionView[] Regions { get; set; } = [];
@@ -48,7 +48,7 @@ public sealed class WireUpdate
 }
 
 [MessagePackObject]
-public sealed class WireGroupView
+internal sealed class WireGroupView
 {
     [Key(0)] public uint Group { get; set; }
     [Key(1)] public string Name { get; set; } = "";
@@ -59,7 +59,7 @@ public sealed class WireGroupView
 }
 
 [MessagePackObject]
-public sealed class WireRegionView
+internal sealed class WireRegionView
 {
     [Key(0)] public uint Region { get; set; }
     [Key(1)] public uint ViewNumber { get; set; }

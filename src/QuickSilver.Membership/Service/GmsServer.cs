@@ -13,7 +13,7 @@ namespace QuickSilver.Membership.Service;
 /// message) for <see cref="GmsOptions.FailureTimeout"/>, or whose channel reports it failed, is declared dead and
 /// removed from every view. Runs embedded in a node's core or standalone. Core thread only.
 /// </summary>
-public sealed class GmsServer
+internal sealed class GmsServer
 {
     private readonly IAlarmScheduler _scheduler;
     private readonly IControlChannel _channel;

@@ -5,7 +5,7 @@ using Serilog;
 namespace QuickSilver.Membership.Service;
 
 /// <summary>The reliable control channel ids the membership service owns (docs/wire-format.md).</summary>
-public static class MembershipChannels
+internal static class MembershipChannels
 {
     /// <summary>GMS ⇄ node messages (MessagePack <see cref="GmsMessage"/>).</summary>
     public const byte Gms = 1;
@@ -16,7 +16,7 @@ public static class MembershipChannels
 /// starts registering as soon as it is attached and says goodbye when the stack stops. Layers above it read the node's
 /// id and views from <see cref="Client"/> and subscribe to <see cref="GmsClient.ViewsChanged"/>.
 /// </summary>
-public sealed class MembershipLayer(NetAddress gms, ulong incarnation, GmsClientOptions? options = null) : IProtocolLayer
+internal sealed class MembershipLayer(NetAddress gms, ulong incarnation, GmsClientOptions? options = null) : IProtocolLayer
 {
     private GmsClient? _client;
 
@@ -39,7 +39,7 @@ public sealed class MembershipLayer(NetAddress gms, ulong incarnation, GmsClient
 
 /// <summary>The GMS server as a stack layer, on control channel <see cref="MembershipChannels.Gms"/> (embedded in a
 /// node's process, standalone in <c>qs gms</c>, or on a simulated node).</summary>
-public sealed class GmsServerLayer(ulong epoch, GmsOptions? options = null, ILogger? logger = null) : IProtocolLayer
+internal sealed class GmsServerLayer(ulong epoch, GmsOptions? options = null, ILogger? logger = null) : IProtocolLayer
 {
     private GmsServer? _server;
 

@@ -18,7 +18,7 @@ namespace QuickSilver.Qsm.Group;
 /// their records straight into the send slot. A message bound for several regions waits in its group's
 /// <see cref="GroupOutbox"/> until each region's feed has written it.</para>
 /// </summary>
-public sealed class GroupLayer : IProtocolLayer
+internal sealed class GroupLayer : IProtocolLayer
 {
     private readonly Dictionary<string, NodeGroup> _groupsByName = new(StringComparer.Ordinal);
     private readonly Dictionary<uint, NodeGroup> _groupsById = new();

@@ -16,7 +16,7 @@ namespace QuickSilver.Qsm.RateControl;
 /// I/O-free: time and timers come from the <see cref="IAlarmScheduler"/>. When credit returns after running out,
 /// <see cref="CreditAvailable"/> fires so the owner can re-activate its feed.
 /// </summary>
-public sealed class RateController
+internal sealed class RateController
 {
     private readonly IAlarmScheduler _scheduler;
     private readonly RateControlOptions _options;

@@ -5,7 +5,7 @@ namespace QuickSilver.Qsm.RateControl;
 /// rate of new, previously unseen packets; senders for μ'_snd, their actual sending rate. The owner calls
 /// <see cref="Count"/> per event and <see cref="CloseSample"/> every Δ (from an alarm). No allocation after construction.
 /// </summary>
-public sealed class RateEstimator
+internal sealed class RateEstimator
 {
     private readonly double[] _samples;
     private readonly double _intervalSeconds;

@@ -3,7 +3,7 @@ using System.Buffers.Binary;
 namespace QuickSilver.Qsm.Recovery;
 
 /// <summary>A closed range of sequence numbers [First, Last].</summary>
-public readonly record struct SeqRange(ulong First, ulong Last)
+internal readonly record struct SeqRange(ulong First, ulong Last)
 {
     public ulong Count => Last - First + 1;
 
@@ -16,7 +16,7 @@ public readonly record struct SeqRange(ulong First, ulong Last)
 /// highest, which are reported again in a later token round, so the bound limits token size, never correctness.
 /// Reusable: <see cref="Clear"/> keeps the storage. Not thread-safe.
 /// </summary>
-public sealed class NakSet
+internal sealed class NakSet
 {
     /// <summary>Encoded size of one range on the wire: two little-endian u64.</summary>
     public const int RangeBytes = 16;

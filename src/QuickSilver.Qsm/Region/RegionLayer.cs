@@ -20,7 +20,7 @@ internal delegate void RegionPacketObserver(NetAddress from, in DataHeader heade
 /// are this layer's own format, read once here). The layer above (the group layer, or a region simulation standing in
 /// for the GMS) tells it the node's id and installs region views. Core thread only.
 /// </summary>
-public sealed class RegionLayer(RegionOptions? options = null, RateControlOptions? rateOptions = null) : IProtocolLayer, IPacketHandler
+internal sealed class RegionLayer(RegionOptions? options = null, RateControlOptions? rateOptions = null) : IProtocolLayer, IPacketHandler
 {
     private readonly RegionOptions _options = Validated(options ?? new RegionOptions());
     private readonly RateControlOptions _rateOptions = Validated(rateOptions ?? new RateControlOptions());

@@ -9,7 +9,7 @@ using QuickSilver.Core.Stack;
 namespace QuickSilver.Qsm.Region;
 
 /// <summary>Receives a sender's packet, in order, exactly once; the payload is valid only during the call.</summary>
-public delegate void RegionDeliveryHandler(uint sender, ulong seq, ReadOnlySpan<byte> payload);
+internal delegate void RegionDeliveryHandler(uint sender, ulong seq, ReadOnlySpan<byte> payload);
 
 /// <summary>
 /// One node's part in a region (QSM §2.3): it receives the region's multicast, delivers each sender's packets in order,
@@ -18,7 +18,7 @@ public delegate void RegionDeliveryHandler(uint sender, ulong seq, ReadOnlySpan<
 /// tokens, pulls, NAKs and ACKs through its region control channel (<see cref="IControlChannel"/>), time through its <see cref="IAlarmScheduler"/>.
 /// Core thread only.
 /// </summary>
-public sealed class RegionMember
+internal sealed class RegionMember
 {
     private readonly uint _node;
     private readonly IDatagramTransport _data;

@@ -12,7 +12,7 @@ namespace QuickSilver.Qsm.Region;
 /// What a <see cref="RegionSender"/> pulls its packets' payloads from (the group layer's records, or a simulation's
 /// numbered payloads). Core thread only.
 /// </summary>
-public interface IRegionPacketSource
+internal interface IRegionPacketSource
 {
     /// <summary>Writes the next packet's payload into <paramref name="payload"/> (whose length is the most one packet
     /// carries) and returns how many bytes it wrote; 0 means "nothing now": the sender asks again only after
@@ -21,7 +21,7 @@ public interface IRegionPacketSource
 }
 
 /// <summary>A packet the sender numbered and sent for the first time; the span is valid only during the call.</summary>
-public delegate void PacketSentHandler(ulong seq, ReadOnlySpan<byte> payload);
+internal delegate void PacketSentHandler(ulong seq, ReadOnlySpan<byte> payload);
 
 /// <summary>
 /// A sender's side of a region (QSM §2.2–§2.4): numbers its packets for the region, multicasts them at the rate the
@@ -36,7 +36,7 @@ public delegate void PacketSentHandler(ulong seq, ReadOnlySpan<byte> payload);
 /// made only when rate control has a credit and the window has room, so nothing is taken from the source that cannot
 /// leave now.</para>
 /// </summary>
-public sealed class RegionSender : IDatagramFeed
+internal sealed class RegionSender : IDatagramFeed
 {
     private readonly uint _node;
     private readonly IDatagramTransport _data;

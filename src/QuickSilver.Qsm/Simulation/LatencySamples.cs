@@ -1,7 +1,7 @@
 namespace QuickSilver.Qsm.Simulation;
 
 /// <summary>Latency samples in virtual milliseconds, with the summary figures the runner reports.</summary>
-public sealed class LatencySamples
+internal sealed class LatencySamples
 {
     private readonly List<double> _ms = new();
     private bool _sorted = true;

@@ -10,7 +10,7 @@ namespace QuickSilver.Qsm.Simulation;
 /// seeded <see cref="SimNetwork"/>. The region view is installed directly, standing in for the GMS, so this exercises
 /// the regional protocol alone. <see cref="Timeline"/> records send, delivery and ACK times in virtual time.
 /// </summary>
-public sealed class RegionCluster
+internal sealed class RegionCluster
 {
     public const ushort Port = 5000;
     public static readonly NetAddress Group = new(0xEF0A0001, 6000);

@@ -12,7 +12,7 @@ namespace QuickSilver.Qsm.Simulation;
 /// <see cref="RegionSender"/> if it sends. It counts
 /// what it delivers per sender and checks the order as it goes (message numbers 1, 2, 3, … in the payload).
 /// </summary>
-public sealed class RegionClusterNode
+internal sealed class RegionClusterNode
 {
     private readonly Dictionary<uint, DeliveryLog> _delivered = new();
     private readonly RegionCluster _cluster;

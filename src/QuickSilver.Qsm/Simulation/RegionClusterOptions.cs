@@ -6,7 +6,7 @@ using QuickSilver.Transport.Simulation;
 namespace QuickSilver.Qsm.Simulation;
 
 /// <summary>How a <see cref="RegionCluster"/> is built: links, protocol options, the receive cost model and what to record.</summary>
-public sealed record RegionClusterOptions
+internal sealed record RegionClusterOptions
 {
     /// <summary>Every node's access link (bandwidth, latency, loss).</summary>
     public LinkOptions Link { get; init; } = new();

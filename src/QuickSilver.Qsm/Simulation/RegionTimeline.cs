@@ -8,7 +8,7 @@ namespace QuickSilver.Qsm.Simulation;
 /// packet − its first transmission. Only packets first transmitted inside [<see cref="MeasureFrom"/>,
 /// <see cref="MeasureUntil"/>) are sampled.
 /// </summary>
-public sealed class RegionTimeline
+internal sealed class RegionTimeline
 {
     private readonly Dictionary<uint, SendLog> _sends = new();
     private readonly Dictionary<(int Member, uint Sender), GrowableBits>? _originals;

@@ -5,7 +5,7 @@ namespace QuickSilver.Qsm.Simulation;
 
 /// <summary>A table of measured figures, its cells formatted in the invariant culture (NaN, nothing measured, is an
 /// empty cell), printed as Markdown; the figures runner writes it as CSV and plots it (benchmarks/QuickSilver.BenchmarkOutput).</summary>
-public sealed class ResultTable(string title, params string[] columns)
+internal sealed class ResultTable(string title, params string[] columns)
 {
     private readonly List<string[]> _rows = new();
 

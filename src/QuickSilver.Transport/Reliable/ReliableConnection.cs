@@ -12,7 +12,7 @@ namespace QuickSilver.Transport.Reliable;
 /// reassembled before delivery (docs/reliable-unicast.md). Buffers are rented from <see cref="ArrayPool{T}.Shared"/> and
 /// returned on acknowledgement or delivery. Core thread only.
 /// </summary>
-public sealed class ReliableConnection
+internal sealed class ReliableConnection
 {
     private readonly ReliableUnicast _owner;
     private readonly ReliableUnicastOptions _options;

@@ -14,7 +14,7 @@ namespace QuickSilver.Transport.Reliable;
 /// opened that channel; a message for a channel nobody opened is dropped and counted (UnknownType). I/O-free: it acts
 /// only through the context its stack hands it. Core thread only.
 /// </summary>
-public sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControlTransport
+internal sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControlTransport
 {
     private readonly ReliableUnicastOptions _options;
     private readonly Dictionary<NetAddress, ReliableConnection> _connections = new();

@@ -4,7 +4,7 @@ using QuickSilver.Core.Wire;
 namespace QuickSilver.Transport.Reliable;
 
 /// <summary>Options of the reliable unicast protocol (docs/reliable-unicast.md). Validated at start-up.</summary>
-public sealed record ReliableUnicastOptions
+internal sealed record ReliableUnicastOptions
 {
     /// <summary>Largest payload of one datagram (one segment); the datagram adds 28 bytes of headers. The default makes
     /// 1,412-byte datagrams, inside an Ethernet MTU.</summary>

@@ -12,7 +12,7 @@ namespace QuickSilver.Transport.Reliable;
 ///               (bit i set: seq next+1+i has arrived)
 /// </code>
 /// </summary>
-public static class ReliableWire
+internal static class ReliableWire
 {
     /// <summary>A data segment that ends its message.</summary>
     public const PacketType DataType = (PacketType)3;
