@@ -9,7 +9,11 @@ internal interface IGroupOwner
 {
     void OnViewInstalled(GroupView view);
 
-    void Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload);
+    /// <summary>Delivers one message (the payload is valid only during the call). False when the owner is now at its
+    /// bound (its reader is behind): the group layer then refuses packets that carry this group's records until the
+    /// owner calls <see cref="GroupLayer.ResumeDelivery"/> (through a downcall, never from inside this call), which it
+    /// must do once it has room again.</summary>
+    bool Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload);
 
     /// <summary>One published message left for the regions (a publish-buffer slot frees).</summary>
     void OnSent();
@@ -29,6 +33,9 @@ internal sealed class NodeGroup(string name, IGroupOwner owner)
     public GroupView? View { get; set; }
     public ulong NextSequence { get; set; }
     public Queue<byte[]> Pending { get; } = new();
+
+    /// <summary>The owner is full: packets carrying this group's records wait until it resumes delivery.</summary>
+    public bool DeliveryPaused { get; set; }
 
     /// <summary>The application's pull feed (the fast path), if registered.</summary>
     public IFeed<ReadOnlyMemory<byte>>? Feed { get; set; }
