@@ -32,9 +32,9 @@ internal static class QsReceiverRole
         {
             int index = g;
             joined[g].QueueMessages = false;
-            joined[g].OnMessage = m => // on the node's core thread
+            joined[g].OnMessage = (_, _, payload) => // on the node's core thread
             {
-                byte kind = m.Payload.Length > 0 ? m.Payload[0] : MessageKind.Data;
+                byte kind = payload.Length > 0 ? payload[0] : MessageKind.Data;
                 if (kind == MessageKind.Probe)
                 {
                     if (!seen[index])

@@ -22,7 +22,13 @@ internal static class RegionRun
         var cluster = new RegionCluster(Testbed.Seed, spec.Members, spec.Senders, new RegionClusterOptions
         {
             Link = Testbed.Link(spec.LossRate),
-            Region = new RegionOptions { ReplicationFactor = spec.ReplicationFactor, TokenInterval = tokenInterval, SenderWindow = spec.SenderWindow },
+            Region = new RegionOptions
+            {
+                ReplicationFactor = spec.ReplicationFactor,
+                TokenInterval = tokenInterval,
+                SenderWindow = spec.SenderWindow,
+                MaxHeldPackets = Math.Max(new RegionOptions().MaxHeldPackets, 4 * spec.SenderWindow), // the window plus the purge lag
+            },
             ProcessingCostPerPacket = Testbed.ProcessingCostPerPacket,
             ReceiveQueueLimit = Testbed.ReceiveQueueLimit,
             PayloadBytes = Testbed.PayloadBytes,

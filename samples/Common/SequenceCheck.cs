@@ -22,16 +22,17 @@ internal sealed class SequenceCheck
     /// <summary>Writes <paramref name="number"/> at the start of <paramref name="payload"/> (at least 8 bytes).</summary>
     public static void Stamp(Span<byte> payload, long number) => BinaryPrimitives.WriteInt64LittleEndian(payload, number);
 
-    public void Observe(GroupMessage message)
+    /// <summary>A <see cref="GroupMessageHandler"/>: checks one message (on the core thread; nothing is copied).</summary>
+    public void Observe(uint sender, ulong sequence, ReadOnlySpan<byte> payload)
     {
         Interlocked.Increment(ref _delivered);
-        long number = message.Payload.Length >= 8 ? BinaryPrimitives.ReadInt64LittleEndian(message.Payload) : -1;
-        long expected = _next.GetValueOrDefault(message.Sender, 1);
+        long number = payload.Length >= 8 ? BinaryPrimitives.ReadInt64LittleEndian(payload) : -1;
+        long expected = _next.GetValueOrDefault(sender, 1);
         if (number != expected)
         {
             Interlocked.Increment(ref _anomalies);
         }
 
-        _next[message.Sender] = Math.Max(expected, number + 1);
+        _next[sender] = Math.Max(expected, number + 1);
     }
 }

@@ -1,4 +1,5 @@
 using System.Runtime.InteropServices;
+using System.Runtime.CompilerServices;
 using System.Threading.Channels;
 using QuickSilver.Core.Downcalls;
 using QuickSilver.Core.Feeds;
@@ -7,14 +8,25 @@ using QuickSilver.Qsm.Group;
 
 namespace QuickSilver;
 
-/// <summary>A message delivered in a group: the sending node's id, its per-sender group sequence, and the payload.</summary>
+/// <summary>A message delivered in a group, as <see cref="QuickSilverGroup.ReadAllAsync"/> yields it: the sending node's
+/// id, its per-sender group sequence, and a copy of the payload the application owns.</summary>
 public sealed record GroupMessage(uint Sender, ulong Sequence, byte[] Payload);
+
+/// <summary>
+/// Receives a group message on the node's core thread, without a copy: <paramref name="payload"/> lies in the node's
+/// receive buffer and is valid only during the call (copy what must outlive it). Keep it short: the core thread runs
+/// the whole protocol. <paramref name="sender"/> is the sending node's id and <paramref name="sequence"/> its
+/// per-sender sequence number in the group (1, 2, 3, … in order).
+/// </summary>
+public delegate void GroupMessageHandler(uint sender, ulong sequence, ReadOnlySpan<byte> payload);
 
 /// <summary>
 /// A group (topic) this node has joined. Publishing is the push interface: <see cref="TryPublish"/> refuses and
 /// <see cref="PublishAsync"/> waits when the node's publish buffer for the group is full. Messages arrive through
-/// <see cref="ReadAllAsync"/> (for ordinary application code) or <see cref="OnMessage"/> (called on the core thread:
-/// keep it short). Thread-safe.
+/// <see cref="OnMessage"/> (called on the core thread with a span over the receive buffer: no copy, no allocation; keep
+/// it short) and, unless <see cref="QueueMessages"/> is off, through <see cref="ReadAllAsync"/> (for ordinary
+/// application code: a copy per message, queued up to <see cref="QuickSilverNodeOptions.ReceiveBuffer"/>; while the
+/// queue is full, delivery in the group pauses rather than drop or grow). Thread-safe.
 /// </summary>
 // SemaphoreSlim needs disposing only when its AvailableWaitHandle is used, which it never is here.
 #pragma warning disable CA1001
@@ -25,18 +37,34 @@ public sealed class QuickSilverGroup : IGroupOwner
     private readonly SemaphoreSlim _space;
     private readonly BoundedMpscQueue<ReadOnlyMemory<byte>> _published;
     private int _wakePosted;
-    private readonly Channel<GroupMessage> _messages = Channel.CreateUnbounded<GroupMessage>(new UnboundedChannelOptions { SingleWriter = true });
+    private readonly Channel<GroupMessage> _messages;
     private readonly TaskCompletionSource _ready = new(TaskCreationOptions.RunContinuationsAsynchronously);
+    private readonly int _receiveBuffer;
+    private readonly int _resumeAt;
     private long _delivered;
+    private int _queued;  // messages in _messages: raised by the core before it writes, lowered by a reader after it reads
+    private int _paused;  // 1 while the group layer holds this group's packets until a reader drains to _resumeAt
+    private long _pauses;
     private IFeed<ReadOnlyMemory<byte>>? _feed;
     private volatile bool _left;
+    private volatile bool _queueMessages = true;
 
-    internal QuickSilverGroup(QuickSilverNode node, string name, int buffer)
+    internal QuickSilverGroup(QuickSilverNode node, string name, QuickSilverNodeOptions options)
     {
         _node = node;
         Name = name;
-        _space = new SemaphoreSlim(buffer, buffer);
-        _published = new BoundedMpscQueue<ReadOnlyMemory<byte>>(buffer); // never fuller than the semaphore allows
+        _space = new SemaphoreSlim(options.PublishBuffer, options.PublishBuffer);
+        _published = new BoundedMpscQueue<ReadOnlyMemory<byte>>(options.PublishBuffer); // never fuller than the semaphore allows
+        _receiveBuffer = options.ReceiveBuffer;
+        _resumeAt = options.ReceiveBuffer / 2;
+
+        // The true capacity: the bound plus one packet's records, since a packet the group layer accepts is delivered
+        // whole. The group layer stops offering packets once the bound is reached, so a write never finds it full.
+        _messages = Channel.CreateBounded<GroupMessage>(new BoundedChannelOptions(options.ReceiveBuffer + node.Groups.MaxRecordsPerPacket)
+        {
+            SingleWriter = true,
+            FullMode = BoundedChannelFullMode.Wait,
+        });
     }
 
     public string Name { get; }
@@ -47,14 +75,35 @@ public sealed class QuickSilverGroup : IGroupOwner
     /// <summary>Messages delivered to this node in this group so far.</summary>
     public long Delivered => Interlocked.Read(ref _delivered);
 
-    /// <summary>Called on the core thread for every message, before it is queued for <see cref="ReadAllAsync"/>.</summary>
-    public Action<GroupMessage>? OnMessage { get; set; }
+    /// <summary>Called on the core thread for every message, before it is queued for <see cref="ReadAllAsync"/>, with a
+    /// span valid only during the call (see <see cref="GroupMessageHandler"/>). Allocates nothing; with
+    /// <see cref="QueueMessages"/> off it is the whole receive path.</summary>
+    public GroupMessageHandler? OnMessage { get; set; }
 
     /// <summary>Raised (on the core thread) when a new view of the group arrives.</summary>
     public event Action<GroupView>? ViewChanged;
 
-    /// <summary>Whether to queue messages for <see cref="ReadAllAsync"/>; turn off when only <see cref="OnMessage"/> is used.</summary>
-    public bool QueueMessages { get; set; } = true;
+    /// <summary>Whether to queue messages for <see cref="ReadAllAsync"/> (on by default); turn off when only
+    /// <see cref="OnMessage"/> is used: then nothing is copied or queued, and delivery never pauses for this group.</summary>
+    public bool QueueMessages
+    {
+        get => _queueMessages;
+        set
+        {
+            _queueMessages = value;
+            if (!value && Interlocked.CompareExchange(ref _paused, 0, 1) == 1)
+            {
+                PostResume(); // nobody may read the queue any more: do not leave delivery waiting for it
+            }
+        }
+    }
+
+    /// <summary>Messages waiting in the queue for <see cref="ReadAllAsync"/>.</summary>
+    public int QueuedMessages => Math.Max(0, Volatile.Read(ref _queued));
+
+    /// <summary>Times the queue reached <see cref="QuickSilverNodeOptions.ReceiveBuffer"/> and delivery in this group
+    /// paused until a reader had taken half of it.</summary>
+    public long DeliveryPauses => Interlocked.Read(ref _pauses);
 
     internal NodeGroup? State { get; set; }
 
@@ -101,9 +150,22 @@ public sealed class QuickSilverGroup : IGroupOwner
         return channel;
     }
 
-    /// <summary>The group's messages, in per-sender order, until the group is left or the node stops.</summary>
-    public IAsyncEnumerable<GroupMessage> ReadAllAsync(CancellationToken cancellationToken = default)
-        => _messages.Reader.ReadAllAsync(cancellationToken);
+    /// <summary>The group's messages, in per-sender order, until the group is left (one reader at a time is the usual use;
+    /// several share the messages). A reader that falls <see cref="QuickSilverNodeOptions.ReceiveBuffer"/> messages
+    /// behind pauses delivery in the group until it has taken half of them: nothing is lost, and the node reports the
+    /// lag to the region (docs/qsm.md, "Receive buffering").</summary>
+    public async IAsyncEnumerable<GroupMessage> ReadAllAsync([EnumeratorCancellation] CancellationToken cancellationToken = default)
+    {
+        var reader = _messages.Reader;
+        while (await reader.WaitToReadAsync(cancellationToken).ConfigureAwait(false))
+        {
+            while (reader.TryRead(out var message))
+            {
+                Taken();
+                yield return message;
+            }
+        }
+    }
 
     /// <summary>Leaves the group. Publishing afterwards throws <see cref="InvalidOperationException"/>.</summary>
     public Task LeaveAsync() => _node.LeaveAsync(this);
@@ -171,14 +233,79 @@ public sealed class QuickSilverGroup : IGroupOwner
         ViewChanged?.Invoke(view);
     }
 
-    void IGroupOwner.Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload)
+    bool IGroupOwner.Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload)
     {
         Interlocked.Increment(ref _delivered);
-        var message = new GroupMessage(sender, sequence, payload.ToArray());
-        OnMessage?.Invoke(message);
-        if (QueueMessages)
+        OnMessage?.Invoke(sender, sequence, payload);
+        if (!_queueMessages)
         {
-            _messages.Writer.TryWrite(message);
+            return true;
+        }
+
+        int queued = Interlocked.Increment(ref _queued);
+        if (!_messages.Writer.TryWrite(new GroupMessage(sender, sequence, payload.ToArray())))
+        {
+            // Only once the group was left (the queue is complete): while it is in use the group layer stops offering
+            // packets at the bound, and the channel's capacity has room for the rest of the packet that reached it.
+            System.Diagnostics.Debug.Assert(_left, "a group's receive queue was full although delivery is gated");
+            Interlocked.Decrement(ref _queued);
+            return true;
+        }
+
+        return queued < _receiveBuffer || !Pause();
+    }
+
+    /// <summary>Core thread, the queue at its bound: marks the group paused, unless a reader drained the queue meanwhile.
+    /// True: the group layer must hold the group's packets, and a reader will post the resume.</summary>
+    private bool Pause()
+    {
+        // Dekker-style with Taken(): each side writes its variable with a full fence, then reads the other's. Either this
+        // thread sees the reader's drain and takes the pause back, or the reader sees the pause and posts the resume.
+        if (Interlocked.Exchange(ref _paused, 1) == 1)
+        {
+            return true; // paused already (more records of the packet that filled the queue)
+        }
+
+        if (Volatile.Read(ref _queued) <= _resumeAt && Interlocked.CompareExchange(ref _paused, 0, 1) == 1)
+        {
+            return false;
+        }
+
+        Interlocked.Increment(ref _pauses);
+        return true;
+    }
+
+    /// <summary>A reader took a message: below the low-water mark, a paused group is resumed (once: the CAS).</summary>
+    private void Taken()
+    {
+        if (Interlocked.Decrement(ref _queued) <= _resumeAt && Volatile.Read(ref _paused) == 1
+            && Interlocked.CompareExchange(ref _paused, 0, 1) == 1)
+        {
+            PostResume();
+        }
+    }
+
+    /// <summary>The downcall that tells the group layer this group has room: the node re-offers its held packets.</summary>
+    private void PostResume()
+    {
+        var core = _node.Core;
+        var spin = default(SpinWait);
+        while (!core.TryPost(static state => ((QuickSilverGroup)state!).ResumeOnCore(), this))
+        {
+            if (core.Completion.IsCompleted)
+            {
+                return;
+            }
+
+            spin.SpinOnce();
+        }
+    }
+
+    private void ResumeOnCore()
+    {
+        if (State is { } state)
+        {
+            _node.Groups.ResumeDelivery(state);
         }
     }
 

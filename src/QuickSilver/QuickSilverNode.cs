@@ -176,7 +176,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
             throw new ArgumentException($"A group name may have at most {nameof(MaxGroupNameBytes)} = {MaxGroupNameBytes} UTF-8 bytes; '{name[..16]}…' has more.", nameof(name));
         }
 
-        var group = new QuickSilverGroup(this, name, _options.PublishBuffer);
+        var group = new QuickSilverGroup(this, name, _options);
         group.State = await _core.InvokeAsync(() => _groups.Join(name, group)).ConfigureAwait(false);
         await group.Ready.WaitAsync(cancellationToken).ConfigureAwait(false);
         return group;

@@ -39,6 +39,13 @@ public sealed record QuickSilverNodeOptions
     /// <summary>Messages a group may hold for sending before <see cref="QuickSilverGroup.TryPublish"/> refuses.</summary>
     public int PublishBuffer { get; init; } = 10_000;
 
+    /// <summary>Messages a group may hold for <see cref="QuickSilverGroup.ReadAllAsync"/> before delivery in it pauses: a
+    /// reader that falls this far behind makes the node stop delivering the packets that carry the group's messages (it
+    /// keeps them; nothing is dropped) until the reader has taken half of them; the node then reports less progress
+    /// to the region, which is how the sender feels a slow reader. One packet's messages may take the queue a little
+    /// beyond this bound. Not used by a group with <see cref="QuickSilverGroup.QueueMessages"/> off.</summary>
+    public int ReceiveBuffer { get; init; } = 65_536;
+
     /// <summary>Fraction of datagrams this node's endpoint drops on receipt on purpose (counted as InjectedLoss), to
     /// measure loss recovery over real sockets; passed to <see cref="UdpEndpointOptions.InjectedLossRate"/>. Not applied
     /// to an embedded GMS's endpoint. 0 (the default) in production.</summary>
@@ -73,6 +80,7 @@ public sealed record QuickSilverNodeOptions
 
         OptionChecks.InRange(InjectedLossRate, 0, 1, $"QuickSilverNodeOptions.{nameof(InjectedLossRate)}");
         OptionChecks.InRange(PublishBuffer, 1, 1 << 24, $"QuickSilverNodeOptions.{nameof(PublishBuffer)}");
+        OptionChecks.InRange(ReceiveBuffer, 2, 1 << 24, $"QuickSilverNodeOptions.{nameof(ReceiveBuffer)}");
         ArgumentNullException.ThrowIfNull(Region, nameof(Region));
         ArgumentNullException.ThrowIfNull(RateControl, nameof(RateControl));
         ArgumentNullException.ThrowIfNull(GmsServer, nameof(GmsServer));

@@ -29,26 +29,33 @@ public static class TypedMessages
     public static WireError TryRead<T>(this GroupMessage message, IWireCodec<T> codec, out T value)
     {
         ArgumentNullException.ThrowIfNull(message);
+        return TryRead(message.Payload, codec, out value);
+    }
+
+    /// <summary>Decodes a message payload written by <paramref name="codec"/> without copying it: the span an
+    /// <see cref="QuickSilverGroup.OnMessage"/> handler gets (decode it during the call). Results as for the
+    /// <see cref="GroupMessage"/> overload.</summary>
+    public static WireError TryRead<T>(ReadOnlySpan<byte> payload, IWireCodec<T> codec, out T value)
+    {
         ArgumentNullException.ThrowIfNull(codec);
         value = default!;
-        var bytes = message.Payload.AsSpan();
-        if (bytes.Length < ClassRegistry.FrameHeaderSize)
+        if (payload.Length < ClassRegistry.FrameHeaderSize)
         {
             return WireError.Truncated;
         }
 
-        if (BinaryPrimitives.ReadUInt16LittleEndian(bytes) != codec.ClassId)
+        if (BinaryPrimitives.ReadUInt16LittleEndian(payload) != codec.ClassId)
         {
             return WireError.UnknownClassId;
         }
 
-        uint length = BinaryPrimitives.ReadUInt32LittleEndian(bytes[2..]);
-        if (length != (uint)(bytes.Length - ClassRegistry.FrameHeaderSize))
+        uint length = BinaryPrimitives.ReadUInt32LittleEndian(payload[2..]);
+        if (length != (uint)(payload.Length - ClassRegistry.FrameHeaderSize))
         {
             return WireError.Truncated;
         }
 
-        return codec.TryRead(bytes[ClassRegistry.FrameHeaderSize..], out value);
+        return codec.TryRead(payload[ClassRegistry.FrameHeaderSize..], out value);
     }
 
     private static byte[] Encode<T>(IWireCodec<T> codec, T value)

@@ -81,7 +81,9 @@ public sealed class RegionRateFeedbackTests
         var cluster = new RegionCluster(7, 10, 3, new RegionClusterOptions
         {
             Link = new LinkOptions { BandwidthBitsPerSecond = 100_000_000 },
-            Region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(200) },
+            // A window wide enough that no sender waits for ACKs (a sender blocked by its window for a round looks idle to
+            // the leader, which then divides by fewer senders: the flow-control issue's business, not formula (1)'s).
+            Region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(200), SenderWindow = 16_384, MaxHeldPackets = 65_536 },
             Rate = new RateControl.RateControlOptions { MinRate = 1_000 },
         });
         cluster.SendFromAll();

@@ -94,9 +94,9 @@ public sealed class NodeTests
             {
                 int index = i;
                 long expected = 1;
-                groups[i].OnMessage = m =>
+                groups[i].OnMessage = (_, _, payload) =>
                 {
-                    if (BitConverter.ToInt32(m.Payload) != expected++)
+                    if (BitConverter.ToInt32(payload) != expected++)
                     {
                         orderOk[index] = false;
                     }
@@ -171,7 +171,7 @@ public sealed class NodeTests
 
         var order = new List<int>();
         sub.QueueMessages = false;
-        sub.OnMessage = m => order.Add(BitConverter.ToInt32(m.Payload));
+        sub.OnMessage = (_, _, payload) => order.Add(BitConverter.ToInt32(payload));
         int next = 1;
         using var channel = pub.RegisterFeed(new DelegateFeed(() =>
         {
@@ -330,7 +330,7 @@ public sealed class NodeTests
         await using var pair = await NodePair.StartAsync("lan", cts.Token, o => o with { MaxDatagramSize = 1472 });
         var order = new List<int>();
         pair.GroupB.QueueMessages = false;
-        pair.GroupB.OnMessage = m => order.Add(BitConverter.ToInt32(m.Payload));
+        pair.GroupB.OnMessage = (_, _, payload) => order.Add(BitConverter.ToInt32(payload));
         var payload = new byte[200];
         for (int i = 1; i <= Messages; i++)
         {
@@ -349,6 +349,53 @@ public sealed class NodeTests
     }
 
     [Fact]
+    public async Task A_reader_that_does_not_read_for_a_while_loses_nothing_and_then_gets_every_message_in_order()
+    {
+        // A receive buffer of 64 messages: the reader takes nothing until the node has paused delivery and held packets
+        // back; then it reads everything. Nothing may be lost, duplicated or reordered, and the queue stays bounded.
+        const int Messages = 5_000;
+        const int ReceiveBuffer = 64;
+        using var cts = new CancellationTokenSource(TimeSpan.FromMinutes(2));
+        await using var pair = await NodePair.StartAsync("slow-reader", cts.Token, o => o with { ReceiveBuffer = ReceiveBuffer });
+        pair.GroupA.QueueMessages = false; // the publisher reads nothing itself
+        var payload = new byte[100];
+        for (int i = 1; i <= Messages; i++)
+        {
+            BitConverter.TryWriteBytes(payload, i);
+            await pair.GroupA.PublishAsync(payload, cts.Token);
+        }
+
+        // Delivery pauses at the bound, and packets that arrive afterwards are held, not delivered.
+        var member = pair.B.Stack.Get<RegionLayer>().Member!;
+        while (await pair.B.Core.InvokeAsync(() => member.DeliveriesRefused) == 0 && pair.GroupB.Delivered < Messages && !cts.IsCancellationRequested)
+        {
+            await Task.Delay(20);
+        }
+
+        int bound = ReceiveBuffer + await pair.B.Core.InvokeAsync(() => pair.B.Groups.MaxRecordsPerPacket);
+        Assert.True(pair.GroupB.DeliveryPauses > 0, $"the queue never filled; {await pair.DescribeAsync()}");
+        Assert.True(pair.GroupB.QueuedMessages <= bound, $"{pair.GroupB.QueuedMessages} messages queued, bound {bound}");
+        Assert.True(pair.GroupB.Delivered < Messages, "everything was delivered although nobody read");
+
+        var numbers = new List<int>();
+        await foreach (var m in pair.GroupB.ReadAllAsync(cts.Token))
+        {
+            Assert.True(pair.GroupB.QueuedMessages <= bound, $"{pair.GroupB.QueuedMessages} messages queued, bound {bound}");
+            numbers.Add(BitConverter.ToInt32(m.Payload));
+            if (numbers.Count == Messages)
+            {
+                break;
+            }
+        }
+
+        Assert.Equal(Enumerable.Range(1, Messages), numbers);
+        Assert.Equal(Messages, pair.GroupB.Delivered);
+        Assert.Equal(0, pair.GroupB.QueuedMessages);
+        Assert.Equal(0, await pair.B.Core.InvokeAsync(() => pair.B.Groups.PausedGroups));
+        Assert.True(pair.GroupB.DeliveryPauses > 1, $"delivery paused only {pair.GroupB.DeliveryPauses} time(s)");
+    }
+
+    [Fact]
     public async Task Typed_messages_round_trip_through_the_MessagePack_wrapper()
     {
         using var cts = new CancellationTokenSource(TimeSpan.FromMinutes(1));
@@ -362,6 +409,8 @@ public sealed class NodeTests
             Assert.Equal(Core.Wire.WireError.None, m.TryRead(codec, out var quote));
             Assert.Equal(new Quote("QSM", 42.5m), quote);
             Assert.Equal(Core.Wire.WireError.UnknownClassId, m.TryRead(new Core.Wire.MessagePackObjectCodec<Quote>(301), out _));
+            Assert.Equal(Core.Wire.WireError.None, TypedMessages.TryRead(m.Payload.AsSpan(), codec, out var fromSpan)); // what an OnMessage handler decodes
+            Assert.Equal(quote, fromSpan);
             break;
         }
     }

@@ -23,6 +23,7 @@ internal sealed class GroupLayer : IProtocolLayer
     private readonly Dictionary<string, NodeGroup> _groupsByName = new(StringComparer.Ordinal);
     private readonly Dictionary<uint, NodeGroup> _groupsById = new();
     private readonly Dictionary<uint, RegionFeed> _feeds = new();
+    private readonly List<NodeGroup> _paused = new();
     private GmsClient _gms = null!;
     private RegionLayer _regions = null!;
 
@@ -43,7 +44,7 @@ internal sealed class GroupLayer : IProtocolLayer
         _gms = context.Below<MembershipLayer>().Client;
         _regions = context.Below<RegionLayer>();
         _gms.ViewsChanged += OnViews;
-        _regions.Delivered += OnRegionDelivery;
+        _regions.Consumer = OnRegionDelivery;
     }
 
     public void Stop()
@@ -253,14 +254,53 @@ internal sealed class GroupLayer : IProtocolLayer
         }
     }
 
-    private void OnRegionDelivery(uint sender, ulong seq, ReadOnlySpan<byte> packet)
+    // ---- receiving: delivery, and its pause while a group's reader is behind (docs/qsm.md, "Receive buffering") ----
+
+    /// <summary>Region packets refused because they carried a record for a group whose owner was full.</summary>
+    public long DeliveriesRefused { get; private set; }
+
+    /// <summary>Times a group's owner filled up and delivery in that group paused.</summary>
+    public long DeliveryPauses { get; private set; }
+
+    /// <summary>Groups whose delivery is paused now.</summary>
+    public int PausedGroups => _paused.Count;
+
+    /// <summary>The most records one region packet can carry (each has a header): how far past its bound one accepted
+    /// packet can take a group's queue.</summary>
+    internal int MaxRecordsPerPacket => Math.Max(1, _regions.MaxPayload / GroupWire.HeaderSize);
+
+    /// <summary>The owner of <paramref name="group"/> has room again (a downcall from its reader): delivery resumes,
+    /// held packets first, in order. Core thread.</summary>
+    internal void ResumeDelivery(NodeGroup group)
     {
+        ArgumentNullException.ThrowIfNull(group);
+        if (group.DeliveryPaused)
+        {
+            group.DeliveryPaused = false;
+            _paused.Remove(group);
+        }
+
+        _regions.ResumeDelivery();
+    }
+
+    /// <summary>Delivers a region packet's records to the groups this node is in, or refuses the whole packet (false:
+    /// the member keeps it and offers it again on resume) when it carries a record for a group whose owner is full. A
+    /// packet is never cut: an owner takes every record of a packet it was offered, so its queue can pass its bound by
+    /// at most one packet's records.</summary>
+    private bool OnRegionDelivery(uint sender, ulong seq, ReadOnlySpan<byte> packet)
+    {
+        if (_paused.Count > 0 && CarriesPausedGroup(packet))
+        {
+            DeliveriesRefused++;
+            return false;
+        }
+
         while (!packet.IsEmpty)
         {
             if (!GroupWire.TryRead(packet, out uint group, out ulong groupSeq, out var payload, out int consumed))
             {
                 Drops.Increment(DropReason.Malformed);
-                return;
+                return true;
             }
 
             packet = packet[consumed..];
@@ -275,7 +315,40 @@ internal sealed class GroupLayer : IProtocolLayer
                 continue;
             }
 
-            target.Owner.Deliver(sender, groupSeq, payload);
+            if (!target.Owner.Deliver(sender, groupSeq, payload) && !target.DeliveryPaused)
+            {
+                target.DeliveryPaused = true; // the owner calls ResumeDelivery once its reader has made room
+                _paused.Add(target);
+                DeliveryPauses++;
+            }
         }
+
+        return true;
+    }
+
+    /// <summary>Whether the packet has a record for a paused group this node is still in. Groups left since they paused
+    /// are forgotten here (their owner may never resume them).</summary>
+    private bool CarriesPausedGroup(ReadOnlySpan<byte> packet)
+    {
+        for (int i = _paused.Count - 1; i >= 0; i--)
+        {
+            var paused = _paused[i];
+            if (paused.View is not { } view || !_groupsById.TryGetValue(view.Group.Value, out var current) || current != paused)
+            {
+                paused.DeliveryPaused = false;
+                _paused.RemoveAt(i);
+            }
+        }
+
+        while (_paused.Count > 0 && GroupWire.TryRead(packet, out uint group, out _, out _, out int consumed))
+        {
+            packet = packet[consumed..];
+            if (_groupsById.TryGetValue(group, out var target) && target.DeliveryPaused)
+            {
+                return true;
+            }
+        }
+
+        return false;
     }
 }

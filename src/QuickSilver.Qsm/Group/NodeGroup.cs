@@ -9,7 +9,11 @@ internal interface IGroupOwner
 {
     void OnViewInstalled(GroupView view);
 
-    void Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload);
+    /// <summary>Delivers one message (the payload is valid only during the call). False when the owner is now at its
+    /// bound (its reader is behind): the group layer then refuses packets that carry this group's records until the
+    /// owner calls <see cref="GroupLayer.ResumeDelivery"/> (through a downcall, never from inside this call), which it
+    /// must do once it has room again.</summary>
+    bool Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload);
 
     /// <summary>Takes the next message the application published (from its thread, through the owner's queue), or false.</summary>
     bool TryTakePublished(out ReadOnlyMemory<byte> message);
@@ -46,6 +50,9 @@ internal sealed class NodeGroup
     /// through the owner (<see cref="IGroupOwner.TryTakePublished"/>).</summary>
     public Queue<byte[]> Pending { get; } = new();
     public GroupOutbox Outbox { get; }
+
+    /// <summary>The owner is full: packets carrying this group's records wait until it resumes delivery.</summary>
+    public bool DeliveryPaused { get; set; }
 
     /// <summary>The application's pull feed (the fast path), if registered.</summary>
     public IFeed<ReadOnlyMemory<byte>>? Feed { get; set; }

@@ -49,6 +49,14 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     /// <summary>A packet from a sender, in order (or on arrival without FIFO), exactly once.</summary>
     public event RegionDeliveryHandler? Delivered;
 
+    /// <summary>The layer above's taker of delivered packets (the group layer), which may refuse one for now (back-pressure,
+    /// see <see cref="RegionPacketConsumer"/>); then call <see cref="ResumeDelivery"/> once it has room.</summary>
+    public RegionPacketConsumer? Consumer { get; set; }
+
+    /// <summary>Offers again, in order, the packets the <see cref="Consumer"/> refused and those held behind them.
+    /// Core thread; never from inside the consumer.</summary>
+    public void ResumeDelivery() => Member?.ResumeDelivery();
+
     /// <summary>A new member replaced the old one (the node moved to another region of overlap).</summary>
     public event Action<RegionMember>? MemberChanged;
 
@@ -103,6 +111,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
                 Member?.Stop(view.MulticastAddress);
                 var member = new RegionMember(Node, _transport, _control, _scheduler, _options, _rateOptions);
                 member.Delivered += (sender, seq, payload) => Delivered?.Invoke(sender, seq, payload);
+                member.Consumer = (sender, seq, payload) => Consumer?.Invoke(sender, seq, payload) ?? true;
                 Member = member;
                 MemberChanged?.Invoke(member);
                 if (_senders.TryGetValue(view.Region.Value, out var own))

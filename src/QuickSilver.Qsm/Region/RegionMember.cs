@@ -12,6 +12,15 @@ namespace QuickSilver.Qsm.Region;
 internal delegate void RegionDeliveryHandler(uint sender, ulong seq, ReadOnlySpan<byte> payload);
 
 /// <summary>
+/// The layer above's taker of a sender's packets, in order, exactly once; the payload is valid only during the call
+/// (it lies in the member's pooled receive buffer). Returning false refuses the packet for now (back-pressure): the
+/// member keeps it and every later packet of that sender held, does not count it as delivered (so its NAKs, stability
+/// and delivered point in the token say so), and offers it again after <see cref="RegionMember.ResumeDelivery"/>,
+/// which the consumer must cause (through a downcall) once it has room.
+/// </summary>
+internal delegate bool RegionPacketConsumer(uint sender, ulong seq, ReadOnlySpan<byte> payload);
+
+/// <summary>
 /// One node's part in a region (QSM §2.3): it receives the region's multicast, delivers each sender's packets in order,
 /// caches the packets its partition is responsible for, and takes part in the token ring torus that drives loss
 /// recovery and acknowledgement. I/O-free: data and repairs go through the node's <see cref="IDatagramTransport"/>,
@@ -26,6 +35,9 @@ internal sealed class RegionMember
     private readonly IAlarmScheduler _scheduler;
     private readonly RegionOptions _options;
     private readonly Dictionary<uint, SenderStream> _streams = new();
+    private readonly List<SenderStream> _streamList = new();
+    private readonly PacketPool _pool;
+    private readonly PacketDelivery _deliverOne;
     private readonly Dictionary<uint, (ulong Cutoff, ulong Purge, ulong Stable)> _lastRound = new();
     private readonly Alarm _tokenAlarm;
     private readonly Alarm _rateAlarm;
@@ -64,6 +76,8 @@ internal sealed class RegionMember
         _scratch = new NakSet(_options.MaxNakRanges);
         _lacks = new NakSet(_options.MaxNakRanges + 1);
         _datagram = new byte[data.MaxDatagramSize];
+        _pool = new PacketPool(_options.MaxHeldPackets);
+        _deliverOne = DeliverOne;
         _tokenAlarm = new Alarm(_ => OnTokenTimer());
         _rateAlarm = new Alarm(_ => SampleRates());
         _scheduler.ScheduleAfter(_rateAlarm, _rateOptions.SampleInterval);
@@ -94,7 +108,32 @@ internal sealed class RegionMember
     /// <summary>Tokens whose NAK sets this node coarsened so the token fit one control message.</summary>
     public long TokensCoarsened { get; private set; }
 
+    /// <summary>Raised for each packet delivered (after <see cref="Consumer"/> took it).</summary>
     public event RegionDeliveryHandler? Delivered;
+
+    /// <summary>Takes each packet first and may refuse it for now (see <see cref="RegionPacketConsumer"/>); null takes all.</summary>
+    public RegionPacketConsumer? Consumer { get; set; }
+
+    /// <summary>Packets the <see cref="Consumer"/> refused (each is offered again after <see cref="ResumeDelivery"/>).</summary>
+    public long DeliveriesRefused { get; private set; }
+
+    /// <summary>Packets held by this member's streams (delivered ones awaiting the purge, and undelivered ones).</summary>
+    public int HeldPackets
+    {
+        get
+        {
+            int held = 0;
+            foreach (var stream in _streamList)
+            {
+                held += stream.HeldCount;
+            }
+
+            return held;
+        }
+    }
+
+    /// <summary>Receive-buffer buffers allocated because none was free (the warm-up or a burst; flat when steady).</summary>
+    public long BuffersAllocated => _pool.Allocated;
 
     /// <summary>Installs a new region view (from the GMS). Partitions and the ring follow from it alone (§2.3.1).</summary>
     public void InstallView(RegionView view)
@@ -159,7 +198,8 @@ internal sealed class RegionMember
     public string Describe() =>
         $"region {View?.Region.Value} view {View?.ViewNumber} ({View?.Count} members), index {Index}, partition {Partition}/{Partitions}, " +
         $"rounds {RoundsCompleted}, repairs {RepairsSent}, pulls {PullsSent}, NAKs {NaksSent}, drops {Drops.Total}; " +
-        string.Join("; ", _streams.Values.Select(s => $"sender {s.Sender}: delivered {s.Delivered}, seen {s.MaxSeen}, held {s.HeldCount}, anchored {s.Anchored}"));
+        string.Join("; ", _streams.Values.Select(s => $"sender {s.Sender}: delivered {s.Delivered}, seen {s.MaxSeen}, held {s.HeldCount}, " +
+            $"overflows {s.Overflows}, anchored {s.Anchored}{(s.Paused ? ", paused" : "")}"));
 
     /// <summary>Stops this member (the node moved to another region): no more tokens or rate samples, and its multicast
     /// address is left unless <paramref name="keepAddress"/> (the next region's) is the same.</summary>
@@ -198,7 +238,7 @@ internal sealed class RegionMember
                 stream.Candidate = header.View >= _firstView ? header.ViewStart - 1 : header.Seq - 1;
                 if (stream.Candidate == 0 && header.View >= _firstView)
                 {
-                    stream.Anchor(0, DeliverOne);
+                    stream.Anchor(0);
                 }
             }
         }
@@ -233,7 +273,7 @@ internal sealed class RegionMember
         stream.Address = senderAddress;
         if (!stream.Anchored)
         {
-            stream.Anchor(seq - 1, DeliverOne);
+            stream.Anchor(seq - 1);
         }
 
         Accept(stream, seq, payload);
@@ -241,13 +281,33 @@ internal sealed class RegionMember
 
     private void Accept(SenderStream stream, ulong seq, ReadOnlySpan<byte> payload)
     {
-        if (stream.Add(seq, payload, DeliverOne))
+        if (stream.Add(seq, payload))
         {
             _receiveRate.Count();
         }
     }
 
-    private void DeliverOne(SenderStream stream, ulong seq, byte[] payload) => Delivered?.Invoke(stream.Sender, seq, payload);
+    private bool DeliverOne(SenderStream stream, ulong seq, ReadOnlySpan<byte> payload)
+    {
+        if (Consumer is { } consumer && !consumer(stream.Sender, seq, payload))
+        {
+            DeliveriesRefused++;
+            return false;
+        }
+
+        Delivered?.Invoke(stream.Sender, seq, payload);
+        return true;
+    }
+
+    /// <summary>The <see cref="Consumer"/> has room again: every stream offers the packets it holds for delivery, in
+    /// order, from the one that was refused. Call on the core thread (a downcall), never from inside the consumer.</summary>
+    public void ResumeDelivery()
+    {
+        for (int i = 0; i < _streamList.Count; i++)
+        {
+            _streamList[i].ResumeDelivery();
+        }
+    }
 
     /// <summary>A token or a pull request (reliable unicast payloads whose first byte is the kind).</summary>
     public void OnControl(NetAddress from, ReadOnlySpan<byte> message)
@@ -304,8 +364,9 @@ internal sealed class RegionMember
     {
         if (!_streams.TryGetValue(sender, out var stream))
         {
-            stream = new SenderStream(sender, _options.FifoDelivery);
+            stream = new SenderStream(sender, _deliverOne, _options.FifoDelivery, _options.MaxHeldPackets, _options.SenderWindow, _pool, Drops);
             _streams.Add(sender, stream);
+            _streamList.Add(stream);
         }
 
         return stream;
@@ -413,7 +474,7 @@ internal sealed class RegionMember
         {
             if (_streams.TryGetValue(section.Sender, out var stream) && stream.Candidate is { } candidate && !stream.Anchored)
             {
-                stream.Anchor(Math.Max(candidate, section.PurgeUpTo), DeliverOne);
+                stream.Anchor(Math.Max(candidate, section.PurgeUpTo));
             }
 
             if (stream is { Anchored: true })
@@ -604,7 +665,7 @@ internal sealed class RegionMember
             _lastRound[section.Sender] = (section.MaxSeen, received, stable);
             if (_streams.TryGetValue(section.Sender, out var joined) && !joined.Anchored && joined.Candidate is { } candidate)
             {
-                joined.Anchor(Math.Max(candidate, received), DeliverOne); // a new leader that joined mid-stream
+                joined.Anchor(Math.Max(candidate, received)); // a new leader that joined mid-stream
             }
 
             if (_streams.TryGetValue(section.Sender, out var stream) && stream.Address != default)

@@ -41,6 +41,16 @@ public sealed record RegionOptions
     /// <summary>Senders a token can carry sections for.</summary>
     public int MaxSenders { get; init; } = 64;
 
+    /// <summary>The receive window per sender, in packets: a member holds a sender's packets from the region's purge
+    /// point (delivered ones it may still have to repair for others) up to this many sequence numbers beyond it, in a
+    /// ring of pooled buffers. A member reports stability only up to <see cref="SenderWindow"/> below the window's end,
+    /// so the sender stops before it would overrun the window (back-pressure: the purge point waits for the slowest
+    /// member's delivery); a packet beyond the window all the same (a member with other options, a stream heard before
+    /// it is anchored) is dropped and counted (<c>DropReason.ReceiveBufferFull</c>), and the NAKs bring it back once
+    /// the window has moved. At least twice <see cref="SenderWindow"/> (the default is four times the default window:
+    /// room for the purge lag, about two token rounds of traffic); at most 4,194,304.</summary>
+    public int MaxHeldPackets { get; init; } = 16_384;
+
     public void Validate()
     {
         OptionChecks.InRange(ReplicationFactor, 1, 100, $"RegionOptions.{nameof(ReplicationFactor)}");
@@ -51,6 +61,14 @@ public sealed record RegionOptions
         OptionChecks.InRange(RetransmitIntervals, 1, 1000, $"RegionOptions.{nameof(RetransmitIntervals)}");
         OptionChecks.InRange(MaxSenders, 1, 1024, $"RegionOptions.{nameof(MaxSenders)}");
         OptionChecks.InRange(MaxRepairBurst, 1, 1 << 20, $"RegionOptions.{nameof(MaxRepairBurst)}");
+        OptionChecks.InRange(MaxHeldPackets, 16, 1 << 22, $"RegionOptions.{nameof(MaxHeldPackets)}");
+        if (MaxHeldPackets < 2L * SenderWindow)
+        {
+            throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(MaxHeldPackets)}", MaxHeldPackets,
+                $"RegionOptions.{nameof(MaxHeldPackets)} ({MaxHeldPackets}) must be at least twice RegionOptions.{nameof(SenderWindow)} ({SenderWindow}): " +
+                "a member holds the sender's window beyond the point up to which it reports the packets stable.");
+        }
+
         if (MaxPacketBytes != 0)
         {
             OptionChecks.InRange(MaxPacketBytes, 128, 65507, $"RegionOptions.{nameof(MaxPacketBytes)}");

@@ -1,25 +1,72 @@
+using System.Diagnostics;
+using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
 using QuickSilver.Qsm.Recovery;
 
 namespace QuickSilver.Qsm.Region;
 
+/// <summary>Delivers one of a stream's packets upward; the payload is valid only during the call. False refuses it for
+/// now (back-pressure): the stream keeps it, does not move <see cref="SenderStream.Delivered"/> past it, and offers it
+/// again on <see cref="SenderStream.ResumeDelivery"/>.</summary>
+internal delegate bool PacketDelivery(SenderStream stream, ulong seq, ReadOnlySpan<byte> payload);
+
 /// <summary>
 /// One sender's packets as seen by one region member: delivered in order up to <see cref="Delivered"/>, held beyond
 /// it until the gap closes (or, without FIFO, delivered on arrival and still held), and kept after delivery until the
-/// region-wide purge point (every member has them) to serve pushes and pulls. Keeping every packet, not only the partition's share (seq mod p), means a view change that
-/// redraws the partitions never strands a packet; the memory it costs is bounded by the purge lag, about two token
-/// rounds of traffic (docs/qsm.md).
+/// region-wide purge point (every member has them) to serve pushes and pulls. Keeping every packet, not only the
+/// partition's share (seq mod p), means a view change that redraws the partitions never strands a packet; the memory
+/// it costs is the purge lag, about two token rounds of traffic (docs/qsm.md, "Receive buffering").
+/// <para>
+/// Storage is a ring of slots indexed by <c>seq mod capacity</c> (a power of two, doubled on demand), each holding a
+/// pooled buffer (<see cref="PacketPool"/>) and a flag for a packet delivered early. Every packet held lies in a
+/// window that starts at the lowest packet not yet purged (<c>_low</c>) and spans at most <c>maxHeld</c> sequence
+/// numbers (<see cref="RegionOptions.MaxHeldPackets"/>): a packet beyond it is dropped and counted
+/// (<see cref="DropReason.ReceiveBufferFull"/>, <see cref="Overflows"/>), and the NAKs recover it once the window has
+/// moved. A member does not vouch for stability in the window's last <c>reserve</c> sequence numbers (the sender's
+/// window), so a sender acknowledged up to X, which sends at most a window beyond X, never overruns the ring: in a
+/// region whose members share their options the bound stops the sender rather than drop its packets. Storing,
+/// delivering and purging a packet are O(1) and allocate nothing once the ring and the pool have grown.
+/// </para>
+/// Core thread only.
 /// </summary>
 internal sealed class SenderStream
 {
-    private readonly Dictionary<ulong, byte[]> _held = new();
+    private const int InitialSlots = 16;
     private readonly bool _fifo;
-    private readonly HashSet<ulong> _early = new(); // without FIFO: held packets above Delivered already delivered
+    private readonly ulong _maxHeld;
+    private readonly ulong _reserve;
+    private readonly PacketDelivery _deliver;
+    private readonly PacketPool _pool;
+    private readonly DropCounters? _drops;
+    private Slot[] _slots = new Slot[InitialSlots];
+    private ulong _mask = InitialSlots - 1;
+    private ulong _low; // every packet held is in [_low, _top]; _top − _low < maxHeld ≤ the ring's capacity
+    private ulong _top;
+    private int _count;
+    private bool _delivering; // an in-order pass is running (a re-entrant one would deliver its packet twice)
+    private bool _blocked;    // the layer above refused a packet: nothing more until ResumeDelivery
 
-    public SenderStream(uint sender, bool fifo = true)
+    /// <param name="deliver">Called for each packet that becomes deliverable; false pauses the stream (see
+    /// <see cref="PacketDelivery"/>).</param>
+    /// <param name="maxHeld">The window's span in sequence numbers (<see cref="RegionOptions.MaxHeldPackets"/>).</param>
+    /// <param name="reserve">The window's top part <see cref="CachedUpTo"/> never vouches for
+    /// (<see cref="RegionOptions.SenderWindow"/>); less than <paramref name="maxHeld"/>.</param>
+    /// <param name="pool">Where packet buffers come from and go back to (shared by a member's streams).</param>
+    /// <param name="drops">Where overflows are counted (the member's drop counters).</param>
+    public SenderStream(uint sender, PacketDelivery deliver, bool fifo = true, int maxHeld = 16_384, int reserve = 0, PacketPool? pool = null,
+        DropCounters? drops = null)
     {
+        ArgumentNullException.ThrowIfNull(deliver);
+        ArgumentOutOfRangeException.ThrowIfLessThan(maxHeld, 1);
+        ArgumentOutOfRangeException.ThrowIfNegative(reserve);
+        ArgumentOutOfRangeException.ThrowIfGreaterThanOrEqual(reserve, maxHeld);
         Sender = sender;
+        _deliver = deliver;
         _fifo = fifo;
+        _maxHeld = (ulong)maxHeld;
+        _reserve = (ulong)reserve;
+        _pool = pool ?? new PacketPool(maxHeld);
+        _drops = drops;
     }
 
     public uint Sender { get; }
@@ -30,9 +77,20 @@ internal sealed class SenderStream
     /// <summary>Every packet up to here has been received and delivered.</summary>
     public ulong Delivered { get; private set; }
 
+    /// <summary>The highest seq that arrived (held, or dropped at the window's bound).</summary>
     public ulong MaxSeen { get; private set; }
 
-    public int HeldCount => _held.Count;
+    /// <summary>Packets held: delivered ones awaiting the purge, and those waiting for a gap or for the layer above.</summary>
+    public int HeldCount => _count;
+
+    /// <summary>The ring's current capacity (slots; a power of two that grows on demand).</summary>
+    public int Capacity => _slots.Length;
+
+    /// <summary>Packets dropped because they lay beyond the window (<see cref="RegionOptions.MaxHeldPackets"/>).</summary>
+    public long Overflows { get; private set; }
+
+    /// <summary>Whether the layer above refused this stream's next packet and it waits for <see cref="ResumeDelivery"/>.</summary>
+    public bool Paused => _blocked;
 
     /// <summary>Where the sender's first packet heard by this member says its stream starts for this member, before the
     /// region's purge point is known (see <see cref="Anchor"/>).</summary>
@@ -45,9 +103,9 @@ internal sealed class SenderStream
     public bool Anchored { get; private set; }
 
     /// <summary>Sets the point after which this member is owed the sender's packets (0 for a member present from the
-    /// start; later for one that joined mid-stream). Packets held below it are discarded, and any that now follow in
-    /// order are delivered.</summary>
-    public void Anchor(ulong start, Action<SenderStream, ulong, byte[]> deliver)
+    /// start; later for one that joined mid-stream). Packets held at or below it are discarded (and any beyond the window
+    /// that now starts after it, counted as overflows), and any that now follow in order are delivered.</summary>
+    public void Anchor(ulong start)
     {
         if (Anchored)
         {
@@ -58,80 +116,117 @@ internal sealed class SenderStream
         AnchoredAt = start;
         Delivered = start;
         MaxSeen = Math.Max(MaxSeen, start);
-        foreach (var seq in _held.Keys.Where(k => k <= start).ToList())
+        ulong top = start;
+        if (_count > 0)
         {
-            _held.Remove(seq);
-        }
-
-        DeliverInOrder(deliver);
-        if (!_fifo)
-        {
-            foreach (var seq in _held.Keys.Where(k => k > Delivered).Order().ToList())
+            for (int i = 0; i < _slots.Length; i++)
             {
-                DeliverEarly(seq, _held[seq], deliver);
+                ref var slot = ref _slots[i];
+                if (slot.Buffer is null)
+                {
+                    continue;
+                }
+
+                if (slot.Seq <= start || slot.Seq - start > _maxHeld)
+                {
+                    if (slot.Seq > start)
+                    {
+                        Overflow();
+                    }
+
+                    Release(ref slot);
+                }
+                else
+                {
+                    top = Math.Max(top, slot.Seq);
+                }
             }
         }
+
+        _low = start + 1;
+        _top = top;
+        EnsureCapacity(_top - _low + 1);
+        DeliverInOrder();
+        DeliverHeldEarly();
     }
 
-    /// <summary>Delivers every held packet that now follows <see cref="Delivered"/> without a gap (skipping those
-    /// already delivered early).</summary>
-    private void DeliverInOrder(Action<SenderStream, ulong, byte[]> deliver)
+    /// <summary>Whether <paramref name="seq"/> was received: delivered (or not owed) at or below <see cref="Delivered"/>,
+    /// or held above it.</summary>
+    public bool Received(ulong seq) => seq <= Delivered ? seq > 0 : Has(seq);
+
+    /// <summary>The payload of a held packet (valid until the stream is next changed).</summary>
+    public bool TryGet(ulong seq, out ReadOnlySpan<byte> payload)
     {
-        while (Anchored && _held.TryGetValue(Delivered + 1, out var next))
+        ref var slot = ref _slots[seq & _mask];
+        if (slot.Buffer is not null && slot.Seq == seq)
         {
-            Delivered++;
-            if (_early.Count == 0 || !_early.Remove(Delivered))
-            {
-                deliver(this, Delivered, next);
-            }
+            payload = slot.Buffer.AsSpan(0, slot.Length);
+            return true;
         }
+
+        payload = default;
+        return false;
     }
 
-    private void DeliverEarly(ulong seq, byte[] payload, Action<SenderStream, ulong, byte[]> deliver)
+    /// <summary>Stores a new packet; false for a duplicate, or for a packet beyond the window (dropped and counted).
+    /// Each packet that becomes deliverable is passed to the delivery callback, in order (without FIFO, on arrival).</summary>
+    public bool Add(ulong seq, ReadOnlySpan<byte> payload)
     {
-        if (_early.Add(seq))
-        {
-            deliver(this, seq, payload);
-        }
-    }
-
-    public bool Received(ulong seq) => seq <= Delivered ? seq > 0 : _held.ContainsKey(seq);
-
-    public bool TryGet(ulong seq, out byte[] payload) => _held.TryGetValue(seq, out payload!);
-
-    /// <summary>Stores a new packet; returns false for a duplicate. <paramref name="deliver"/> is called for each
-    /// packet that becomes deliverable, in order.</summary>
-    public bool Add(ulong seq, ReadOnlySpan<byte> payload, Action<SenderStream, ulong, byte[]> deliver)
-    {
-        if (Received(seq))
+        if (seq == 0 || Received(seq))
         {
             return false;
         }
 
-        var copy = payload.ToArray();
-        _held[seq] = copy;
         MaxSeen = Math.Max(MaxSeen, seq);
-        if (!_fifo && Anchored && seq > Delivered + 1)
+        if (!Store(seq, payload))
         {
-            DeliverEarly(seq, copy, deliver); // no order asked for: it need not wait for the gap below it
+            Overflow();
+            return false;
         }
 
-        DeliverInOrder(deliver);
+        if (!_fifo && Anchored && seq > Delivered + 1)
+        {
+            DeliverEarly(seq); // no order asked for: it need not wait for the gap below it
+        }
+
+        DeliverInOrder();
         return true;
     }
 
+    /// <summary>The layer above has room again: offers the held packets it refused, and those after them, in order
+    /// (without FIFO, every held packet not yet delivered).</summary>
+    public void ResumeDelivery()
+    {
+        _blocked = false;
+        DeliverInOrder();
+        DeliverHeldEarly();
+    }
+
     /// <summary>Indices (seq / p) of the packets up to <paramref name="cutoff"/> this member's partition caches and this
-    /// member lacks; beyond the set's range bound the nearest ranges merge (a superset, see NakSet.AppendCoarsening).</summary>
+    /// member lacks, and could store now: only up to the window's end (a packet beyond it would be dropped again, so
+    /// asking for it would only make the sender resend it every round while a slow reader holds the region's purge
+    /// point; it is asked for once the window has moved, and the packet this member needs next is always inside it).
+    /// Beyond the set's range bound the nearest ranges merge (a superset, see NakSet.AppendCoarsening). Above the highest
+    /// packet held every packet of the class is lacking, and that part is added at once, so a peer's cutoff never drives
+    /// a long loop.</summary>
     public void CachedMissing(ulong cutoff, int partitions, int myPartition, NakSet into)
     {
         into.Clear();
+        cutoff = Math.Min(cutoff, WindowEnd);
         ulong p = (ulong)partitions;
-        for (ulong seq = FirstOfClass(Delivered + 1, p, (ulong)myPartition); seq <= cutoff; seq += p)
+        ulong seq = FirstOfClass(Delivered + 1, p, (ulong)myPartition);
+        ulong scanTo = Math.Min(cutoff, HighestPossiblyHeld);
+        for (; seq <= scanTo; seq += p)
         {
-            if (!_held.ContainsKey(seq))
+            if (!Has(seq))
             {
                 into.AppendCoarsening(seq / p, seq / p);
             }
+        }
+
+        if (seq <= cutoff)
+        {
+            into.AppendCoarsening(seq / p, LastIndexOfClass(cutoff, p, (ulong)myPartition));
         }
     }
 
@@ -141,16 +236,23 @@ internal sealed class SenderStream
     /// there vouches for the whole range, even where it missed other partitions' packets above its own last one.
     /// Stopping at its own <see cref="MaxSeen"/> instead would let a member that missed the sender's last packets hold
     /// the region's stability below them, so no one would ever pull them from their caching partition (a stall once the
-    /// sender is gone).</summary>
+    /// sender is gone). Nor beyond the window less its reserve (see the class summary): the sender, acknowledged up to
+    /// there, can then send no packet this member would have to drop. The packet this member needs next is never above
+    /// that point (with the reserve below half the window), so the cap cannot stall the region.</summary>
     public ulong CachedUpTo(int partitions, int myPartition, ulong horizon = 0)
     {
         ulong p = (ulong)partitions;
         ulong limit = Math.Max(horizon, MaxSeen);
+        if (Anchored)
+        {
+            limit = Math.Min(limit, WindowEnd - _reserve);
+        }
+
         for (ulong seq = FirstOfClass(Delivered + 1, p, (ulong)myPartition); seq <= limit; seq += p)
         {
-            if (!_held.ContainsKey(seq))
+            if (!Has(seq))
             {
-                return seq - 1;
+                return seq - 1; // at the latest just above the highest packet held: the loop is bounded by the window
             }
         }
 
@@ -158,7 +260,8 @@ internal sealed class SenderStream
     }
 
     /// <summary>Packets up to <paramref name="limit"/> cached by other partitions that this member lacks, as index sets
-    /// per partition (the pull requests to those partitions' leaders).</summary>
+    /// per partition (the pull requests to those partitions' leaders); like <see cref="CachedMissing"/>, only up to the
+    /// window's end.</summary>
     public void OtherMissing(ulong limit, int partitions, int myPartition, NakSet[] perPartition)
     {
         foreach (var set in perPartition)
@@ -166,40 +269,213 @@ internal sealed class SenderStream
             set.Clear();
         }
 
+        limit = Math.Min(limit, WindowEnd);
         ulong p = (ulong)partitions;
-        for (ulong seq = Delivered + 1; seq <= limit; seq++)
+        ulong seq = Delivered + 1;
+        ulong scanTo = Math.Min(limit, HighestPossiblyHeld);
+        for (; seq <= scanTo; seq++)
         {
             int partition = (int)(seq % p);
-            if (partition != myPartition && !_held.ContainsKey(seq))
+            if (partition != myPartition && !Has(seq))
             {
                 perPartition[partition].AppendCoarsening(seq / p, seq / p);
             }
         }
+
+        for (ulong j = 0; j < p && seq <= limit; j++)
+        {
+            ulong first = FirstOfClass(seq, p, j);
+            if (j != (ulong)myPartition && first <= limit)
+            {
+                perPartition[j].AppendCoarsening(first / p, LastIndexOfClass(limit, p, j));
+            }
+        }
     }
 
-    /// <summary>Drops cached packets every member has received.</summary>
+    /// <summary>Drops cached packets every member has received (up to <paramref name="upTo"/>, and never above
+    /// <see cref="Delivered"/>): their buffers go back to the pool.</summary>
     public void Purge(ulong upTo)
     {
-        if (upTo == 0 || _held.Count == 0)
+        ulong end = Math.Min(upTo, Delivered);
+        if (end < _low || _count == 0)
         {
             return;
         }
 
-        List<ulong>? drop = null;
-        foreach (var seq in _held.Keys)
+        // Every seq in [_low, Delivered] is held (delivered in order and not yet purged), so this touches only held slots.
+        for (ulong seq = _low; seq <= end; seq++)
         {
-            if (seq <= upTo && seq <= Delivered)
+            ref var slot = ref _slots[seq & _mask];
+            if (slot.Buffer is not null && slot.Seq == seq)
             {
-                (drop ??= new()).Add(seq);
+                Release(ref slot);
             }
         }
 
-        if (drop is not null)
+        _low = end + 1;
+    }
+
+    /// <summary>The highest seq the window can take now (anchored streams; before the anchor nothing is asked for).</summary>
+    private ulong WindowEnd => Anchored ? _low + _maxHeld - 1 : ulong.MaxValue;
+
+    /// <summary>The highest seq that may be held; above it <see cref="Has"/> is false for every seq.</summary>
+    private ulong HighestPossiblyHeld => _count == 0 ? 0 : _top;
+
+    private bool Has(ulong seq)
+    {
+        ref var slot = ref _slots[seq & _mask];
+        return slot.Buffer is not null && slot.Seq == seq;
+    }
+
+    /// <summary>Stores a packet known not to be held; false when it lies beyond the window.</summary>
+    private bool Store(ulong seq, ReadOnlySpan<byte> payload)
+    {
+        if (!Anchored && _count == 0)
         {
-            foreach (var seq in drop)
+            _low = _top = seq; // before the anchor, the window starts at the lowest packet heard
+        }
+        else if (seq < _low)
+        {
+            // Only before the anchor (after it, everything below _low is at or below Delivered): widen the window down.
+            if (_top - seq >= _maxHeld)
             {
-                _held.Remove(seq);
+                return false;
             }
+
+            _low = seq;
+        }
+        else if (seq - _low >= _maxHeld)
+        {
+            return false;
+        }
+
+        _top = Math.Max(_top, seq);
+        EnsureCapacity(_top - _low + 1);
+        ref var slot = ref _slots[seq & _mask];
+        Debug.Assert(slot.Buffer is null, "two held packets in one slot");
+        var buffer = _pool.Rent(payload.Length);
+        payload.CopyTo(buffer);
+        slot = new Slot { Buffer = buffer, Seq = seq, Length = payload.Length };
+        _count++;
+        return true;
+    }
+
+    private void Release(ref Slot slot)
+    {
+        _pool.Return(slot.Buffer!);
+        slot = default;
+        _count--;
+    }
+
+    private void Overflow()
+    {
+        Overflows++;
+        _drops?.Increment(DropReason.ReceiveBufferFull);
+    }
+
+    /// <summary>Doubles the ring until it spans <paramref name="span"/> sequence numbers (at most the window's bound,
+    /// rounded up to a power of two), moving each held packet to its slot in the larger ring.</summary>
+    private void EnsureCapacity(ulong span)
+    {
+        if (span <= (ulong)_slots.Length)
+        {
+            return;
+        }
+
+        int capacity = _slots.Length;
+        while ((ulong)capacity < span)
+        {
+            capacity *= 2;
+        }
+
+        var slots = new Slot[capacity];
+        ulong mask = (ulong)capacity - 1;
+        foreach (var slot in _slots)
+        {
+            if (slot.Buffer is not null)
+            {
+                slots[slot.Seq & mask] = slot;
+            }
+        }
+
+        _slots = slots;
+        _mask = mask;
+    }
+
+    /// <summary>Delivers every held packet that now follows <see cref="Delivered"/> without a gap (skipping those
+    /// already delivered early), until a gap or a refusal.</summary>
+    private void DeliverInOrder()
+    {
+        if (_delivering || _blocked || !Anchored)
+        {
+            return;
+        }
+
+        _delivering = true;
+        try
+        {
+            while (true)
+            {
+                ulong next = Delivered + 1;
+                ref var slot = ref _slots[next & _mask];
+                if (slot.Buffer is null || slot.Seq != next)
+                {
+                    return;
+                }
+
+                bool early = slot.Early;
+                Delivered = next; // first: a callback that throws does not get the packet again
+                if (!early && !_deliver(this, next, slot.Buffer.AsSpan(0, slot.Length)))
+                {
+                    Delivered = next - 1;
+                    _blocked = true;
+                    return;
+                }
+
+                _slots[next & _mask].Early = false; // re-read: a callback may have grown the ring
+            }
+        }
+        finally
+        {
+            _delivering = false;
+        }
+    }
+
+    /// <summary>Without FIFO: delivers every held packet above <see cref="Delivered"/> not yet delivered, in seq order.</summary>
+    private void DeliverHeldEarly()
+    {
+        if (_fifo || !Anchored || _count == 0)
+        {
+            return;
+        }
+
+        for (ulong seq = Delivered + 1; seq <= _top && !_blocked; seq++)
+        {
+            if (Has(seq))
+            {
+                DeliverEarly(seq);
+            }
+        }
+    }
+
+    private void DeliverEarly(ulong seq)
+    {
+        if (_blocked)
+        {
+            return;
+        }
+
+        ref var slot = ref _slots[seq & _mask];
+        if (slot.Early)
+        {
+            return;
+        }
+
+        slot.Early = true; // first: a callback that throws does not get the packet again
+        if (!_deliver(this, seq, slot.Buffer.AsSpan(0, slot.Length)))
+        {
+            _slots[seq & _mask].Early = false;
+            _blocked = true;
         }
     }
 
@@ -207,5 +483,17 @@ internal sealed class SenderStream
     {
         ulong r = from % p;
         return r <= residue ? from + (residue - r) : from + (p - r) + residue;
+    }
+
+    /// <summary>The index (seq / p) of the highest seq ≡ residue (mod p) at or below <paramref name="upTo"/>, which the
+    /// caller knows exists.</summary>
+    private static ulong LastIndexOfClass(ulong upTo, ulong p, ulong residue) => (upTo - residue) / p;
+
+    private struct Slot
+    {
+        public byte[]? Buffer;
+        public ulong Seq;
+        public int Length;
+        public bool Early; // without FIFO: delivered on arrival, above Delivered
     }
 }

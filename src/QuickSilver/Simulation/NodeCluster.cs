@@ -233,9 +233,13 @@ internal sealed class NumberedFeed(int count, int size) : Core.Feeds.IFeed<ReadO
     }
 }
 
-/// <summary>A group owner that records what is delivered, per sender.</summary>
+/// <summary>A group owner that records what is delivered, per sender. With a <see cref="ReceiveBuffer"/> it is also a
+/// slow reader: delivered messages wait in a bounded queue until <see cref="Drain"/> takes them (only then are they
+/// recorded), and a full queue pauses delivery the way <see cref="QuickSilverGroup"/>'s does.</summary>
 internal sealed class RecordingGroup(string name) : IGroupOwner
 {
+    private readonly Queue<(uint Sender, int Number)> _queue = new();
+
     public string Name { get; } = name;
 
     public NodeGroup? State { get; set; }
@@ -251,6 +255,22 @@ internal sealed class RecordingGroup(string name) : IGroupOwner
     /// <summary>Whether <see cref="Received"/> keeps every message number (tests) or only <see cref="Count"/> grows.</summary>
     public bool KeepPayloads { get; init; } = true;
 
+    /// <summary>0 (the default): every message is recorded on delivery. Otherwise the queue's bound: at it,
+    /// <see cref="Deliver"/> says "full" and the group layer pauses the group until <see cref="Drain"/> resumes it.</summary>
+    public int ReceiveBuffer { get; set; }
+
+    /// <summary>Messages delivered and not yet drained.</summary>
+    public int Queued => _queue.Count;
+
+    /// <summary>The longest the queue has been.</summary>
+    public int MaxQueued { get; private set; }
+
+    /// <summary>Times the queue reached <see cref="ReceiveBuffer"/>.</summary>
+    public int Pauses { get; private set; }
+
+    /// <summary>Whether the group layer was told the queue is full and not yet told to resume.</summary>
+    public bool Paused { get; private set; }
+
     /// <summary>Messages delivered in this group, from every sender.</summary>
     public long Count { get; private set; }
 
@@ -258,9 +278,56 @@ internal sealed class RecordingGroup(string name) : IGroupOwner
 
     public void OnViewInstalled(GroupView view) => View = view;
 
-    public void Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload)
+    public bool Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload)
     {
         Count++;
+        int number = KeepPayloads ? BitConverter.ToInt32(payload) : 0;
+        if (ReceiveBuffer == 0)
+        {
+            Record(sender, number);
+            return true;
+        }
+
+        _queue.Enqueue((sender, number));
+        MaxQueued = Math.Max(MaxQueued, _queue.Count);
+        if (_queue.Count < ReceiveBuffer)
+        {
+            return true;
+        }
+
+        if (!Paused)
+        {
+            Paused = true;
+            Pauses++;
+        }
+
+        return false;
+    }
+
+    /// <summary>The reader takes up to <paramref name="max"/> queued messages (on the node's core thread, e.g. from an
+    /// alarm); once the queue is at or below half its bound, a paused group is resumed through
+    /// <paramref name="groups"/>.</summary>
+    public int Drain(int max, GroupLayer groups)
+    {
+        ArgumentNullException.ThrowIfNull(groups);
+        int taken = 0;
+        while (taken < max && _queue.TryDequeue(out var message))
+        {
+            Record(message.Sender, message.Number);
+            taken++;
+        }
+
+        if (Paused && _queue.Count <= ReceiveBuffer / 2)
+        {
+            Paused = false;
+            groups.ResumeDelivery(State!);
+        }
+
+        return taken;
+    }
+
+    private void Record(uint sender, int number)
+    {
         if (!KeepPayloads)
         {
             return;
@@ -271,7 +338,7 @@ internal sealed class RecordingGroup(string name) : IGroupOwner
             Received[sender] = list = new List<int>();
         }
 
-        list.Add(BitConverter.ToInt32(payload));
+        list.Add(number);
     }
 
     public bool TryTakePublished(out ReadOnlyMemory<byte> message)
