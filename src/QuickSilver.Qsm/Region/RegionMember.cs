@@ -23,7 +23,8 @@ internal delegate bool RegionPacketConsumer(uint sender, ulong seq, ReadOnlySpan
 /// <summary>
 /// One node's part in a region (QSM §2.3): it receives the region's multicast, delivers each sender's packets in order,
 /// caches the packets its partition is responsible for, and takes part in the token ring torus that drives loss
-/// recovery and acknowledgement. I/O-free: data and repairs go through the node's <see cref="IDatagramTransport"/>,
+/// recovery and acknowledgement. This class holds the view, the partitions and the sender streams, and does receipt and
+/// delivery; the ring is <see cref="TokenRing"/> and recovery <see cref="LossRecovery"/>, one mechanism per file. I/O-free: data and repairs go through the node's <see cref="IDatagramTransport"/>,
 /// tokens, pulls, NAKs and ACKs through its region control channel (<see cref="IControlChannel"/>), time through its <see cref="IAlarmScheduler"/>.
 /// Core thread only.
 /// </summary>
@@ -38,25 +39,14 @@ internal sealed class RegionMember
     private readonly List<SenderStream> _streamList = new();
     private readonly PacketPool _pool;
     private readonly PacketDelivery _deliverOne;
-    private readonly Dictionary<uint, (ulong Cutoff, ulong Purge, ulong Stable)> _lastRound = new();
-    private readonly Alarm _tokenAlarm;
     private readonly Alarm _rateAlarm;
-    private readonly NakSet _mine;
-    private readonly NakSet _scratch;
-    private readonly NakSet _lacks;
-    private readonly byte[] _message = new byte[64 * 1024];
-    private readonly byte[] _datagram;
-    private NakSet[] _others = [];
+    private readonly TokenRing _ring;
     private uint _firstView;
     private readonly RateControlOptions _rateOptions;
     private readonly RateEstimator _receiveRate;
     private readonly RateEstimator _lossRate;
-    private Token? _early;
     private bool _stopped;
     private List<RegionLayout.Partition> _partitions = new();
-    private ulong _round;
-    private TimeSpan _roundStarted;
-    private bool _roundOpen;
 
     /// <param name="rateOptions">k and Δ of the receive-rate and loss estimates this member reports (§2.4).</param>
     public RegionMember(uint node, IDatagramTransport data, IControlChannel control, IAlarmScheduler scheduler, RegionOptions? options = null,
@@ -72,13 +62,10 @@ internal sealed class RegionMember
         _rateOptions.Validate();
         _receiveRate = new RateEstimator(_rateOptions.Samples, _rateOptions.SampleInterval);
         _lossRate = new RateEstimator(_rateOptions.Samples, _rateOptions.SampleInterval);
-        _mine = new NakSet(_options.MaxNakRanges);
-        _scratch = new NakSet(_options.MaxNakRanges);
-        _lacks = new NakSet(_options.MaxNakRanges + 1);
-        _datagram = new byte[data.MaxDatagramSize];
         _pool = new PacketPool(_options.MaxHeldPackets);
         _deliverOne = DeliverOne;
-        _tokenAlarm = new Alarm(_ => OnTokenTimer());
+        _ring = new TokenRing(this);
+        Recovery = new LossRecovery(this, data.MaxDatagramSize);
         _rateAlarm = new Alarm(_ => SampleRates());
         _scheduler.ScheduleAfter(_rateAlarm, _rateOptions.SampleInterval);
     }
@@ -97,16 +84,32 @@ internal sealed class RegionMember
     public DropCounters Drops { get; } = new();
 
     /// <summary>Token rounds this node completed as region leader.</summary>
-    public long RoundsCompleted { get; private set; }
+    public long RoundsCompleted => _ring.RoundsCompleted;
 
-    public long RepairsSent { get; private set; }
+    public long RepairsSent => Recovery.RepairsSent;
 
-    public long PullsSent { get; private set; }
+    public long PullsSent => Recovery.PullsSent;
 
-    public long NaksSent { get; private set; }
+    public long NaksSent => Recovery.NaksSent;
 
     /// <summary>Tokens whose NAK sets this node coarsened so the token fit one control message.</summary>
-    public long TokensCoarsened { get; private set; }
+    public long TokensCoarsened => _ring.TokensCoarsened;
+
+    // What the token ring and loss recovery (one mechanism per file) act on.
+    internal LossRecovery Recovery { get; }
+
+    internal RegionOptions Options => _options;
+
+    internal IAlarmScheduler Scheduler => _scheduler;
+
+    internal IControlChannel Control => _control;
+
+    internal IDatagramTransport Data => _data;
+
+    internal IReadOnlyDictionary<uint, SenderStream> Streams => _streams;
+
+    /// <summary>The torus: partition j holds view indices j, j+p, j+2p, … (§2.3.1).</summary>
+    internal List<RegionLayout.Partition> Layout => _partitions;
 
     /// <summary>Raised for each packet delivered (after <see cref="Consumer"/> took it).</summary>
     public event RegionDeliveryHandler? Delivered;
@@ -150,39 +153,16 @@ internal sealed class RegionMember
         Partitions = view.PartitionCount(_options.ReplicationFactor);
         Partition = Index >= 0 ? view.PartitionOf(Index, _options.ReplicationFactor) : 0;
         _partitions = RegionLayout.Build(view, Partitions);
-        _others = new NakSet[Partitions];
-        for (int i = 0; i < Partitions; i++)
-        {
-            _others[i] = new NakSet(_options.MaxNakRanges);
-        }
+        Recovery.OnViewInstalled();
 
         if (view.MulticastAddress is { } group)
         {
             _data.JoinGroup(group);
         }
 
-        if (IsRegionLeader && !_stopped && changed)
+        if (!_stopped)
         {
-            // A round in flight follows the old view's ring and will be dropped: abandon it and start one now.
-            _roundOpen = false;
-            _scheduler.ScheduleAfter(_tokenAlarm, TimeSpan.Zero);
-        }
-        else if (IsRegionLeader && !_stopped && !_tokenAlarm.IsScheduled)
-        {
-            _scheduler.ScheduleAfter(_tokenAlarm, _options.TokenInterval);
-        }
-
-        if (_early is { } early)
-        {
-            if (early.View == view.ViewNumber)
-            {
-                _early = null;
-                OnToken(early);
-            }
-            else if (early.View < view.ViewNumber)
-            {
-                _early = null;
-            }
+            _ring.OnViewInstalled(changed);
         }
     }
 
@@ -205,7 +185,7 @@ internal sealed class RegionMember
     /// address is left unless <paramref name="keepAddress"/> (the next region's) is the same.</summary>
     public void Stop(NetAddress? keepAddress)
     {
-        _scheduler.Cancel(_tokenAlarm);
+        _ring.Stop();
         _scheduler.Cancel(_rateAlarm);
         _stopped = true;
         if (View?.MulticastAddress is { } group && group != keepAddress)
@@ -321,38 +301,10 @@ internal sealed class RegionMember
         switch ((RegionControl)message[0])
         {
             case RegionControl.Token:
-                var token = Token.TryRead(message, _options.MaxNakRanges, _options.MaxSenders);
-                if (token is null || token.Region != View.Region.Value)
-                {
-                    Drops.Increment(DropReason.Malformed);
-                    return;
-                }
-
-                if (token.View < View.ViewNumber)
-                {
-                    // A round started under an older view: its ring positions are not this view's. The leader abandons it
-                    // when it installs the newer view and starts a new round at once.
-                    Drops.Increment(DropReason.NotForThisNode);
-                    return;
-                }
-
-                if (token.View > View.ViewNumber)
-                {
-                    _early = token; // the GMS's update has not reached this node yet: hold it until it does
-                    return;
-                }
-
-                OnToken(token);
+                _ring.OnTokenMessage(message);
                 break;
             case RegionControl.Pull:
-                if (!RegionWire.TryReadRanges(message, _scratch, out _, out uint sender, out int partition, out int partitions)
-                    || !_streams.TryGetValue(sender, out var stream))
-                {
-                    Drops.Increment(DropReason.Malformed);
-                    return;
-                }
-
-                SendRepairs(stream, from, _scratch, partition, partitions);
+                Recovery.OnPull(from, message);
                 break;
             default:
                 Drops.Increment(DropReason.Malformed);
@@ -370,340 +322,6 @@ internal sealed class RegionMember
         }
 
         return stream;
-    }
-
-    // ---- the token ring (§2.3.2, §2.3.3) ----
-
-    private void OnTokenTimer()
-    {
-        if (!IsRegionLeader)
-        {
-            return;
-        }
-
-        // A round that has not come back within the timeout is presumed lost (a holder crashed): start another.
-        if (_roundOpen && _scheduler.Now - _roundStarted < _options.TokenInterval * _options.TokenTimeoutIntervals)
-        {
-            _scheduler.ScheduleAfter(_tokenAlarm, _options.TokenInterval);
-            return;
-        }
-
-        var token = new Token { Region = View!.Region.Value, View = View.ViewNumber, Round = ++_round, Partition = 0, Step = 0 };
-        foreach (var stream in _streams.Values.Where(s => s.Anchored))
-        {
-            if (token.Sections.Count == _options.MaxSenders)
-            {
-                break;
-            }
-
-            var section = new TokenSection(stream.Sender, _options.MaxNakRanges);
-            if (_lastRound.TryGetValue(stream.Sender, out var last))
-            {
-                (section.Cutoff, section.PurgeUpTo, section.StableBefore) = last;
-            }
-
-            token.Sections.Add(section);
-        }
-
-        // Senders the region reported on last round that this leader has no stream for still get a section from the
-        // start, so every holder's state is in it.
-        foreach (var sender in _lastRound.Keys)
-        {
-            if (token.Sections.Count < _options.MaxSenders && token.Find(sender) is null)
-            {
-                var section = new TokenSection(sender, _options.MaxNakRanges);
-                (section.Cutoff, section.PurgeUpTo, section.StableBefore) = _lastRound[sender];
-                token.Sections.Add(section);
-            }
-        }
-
-        _roundOpen = true;
-        _roundStarted = _scheduler.Now;
-        _scheduler.ScheduleAfter(_tokenAlarm, _options.TokenInterval);
-        OnToken(token);
-    }
-
-    private void OnToken(Token token)
-    {
-        if (token.Partition >= Partitions)
-        {
-            if (IsRegionLeader && token.Round == _round)
-            {
-                FinishRound(token);
-            }
-
-            return;
-        }
-
-        var members = _partitions[token.Partition].Members;
-        int closingStep = members.Count;
-        if (Index < 0 || token.Step > closingStep || members[token.Step % closingStep] != Index)
-        {
-            Drops.Increment(DropReason.Malformed); // not ours to hold under this view
-            return;
-        }
-
-        // Senders this node knows that the token does not carry yet get a section. The holders before this one never
-        // saw it, so it cannot vouch for them: its minimums start at 0 (no purge, no stability this round); from the
-        // next round the leader starts it with the others.
-        foreach (var stream in _streams.Values)
-        {
-            if (stream.Anchored && token.Find(stream.Sender) is null && token.Sections.Count < _options.MaxSenders)
-            {
-                token.Sections.Add(new TokenSection(stream.Sender, _options.MaxNakRanges) { ReceivedMin = 0, StableMin = 0 });
-            }
-        }
-
-        ProcessAll(token, closingStep, members);
-
-        // A partition of one closes at once.
-        if (token.Step == 0 && closingStep == 1)
-        {
-            token.Step = 1;
-            ProcessAll(token, closingStep, members);
-        }
-
-        Forward(token, members, closingStep);
-    }
-
-    /// <summary>Processes every section of the token for a sender whose stream this node has started; a section for a
-    /// sender this node has not heard from yet passes through untouched.</summary>
-    private void ProcessAll(Token token, int closingStep, List<int> members)
-    {
-        foreach (var section in token.Sections)
-        {
-            if (_streams.TryGetValue(section.Sender, out var stream) && stream.Candidate is { } candidate && !stream.Anchored)
-            {
-                stream.Anchor(Math.Max(candidate, section.PurgeUpTo));
-            }
-
-            if (stream is { Anchored: true })
-            {
-                Process(section, stream, token.Step, closingStep, members);
-            }
-            else if (token.Step < closingStep)
-            {
-                // Not started on this sender yet (nothing heard, or its start not known): it has received nothing the
-                // region may purge on its behalf beyond where its stream would start. Without this, a member of the
-                // view that had not heard the sender yet was left out of the purge point, the region purged packets
-                // it was owed, and no peer could repair them.
-                section.ReceivedMin = Math.Min(section.ReceivedMin, stream?.Candidate ?? 0);
-            }
-        }
-    }
-
-    /// <summary>
-    /// What this member cannot serve to its partition (its part in the collective NAK, §2.3.3): what it lacks up to the
-    /// cutoff, plus, for a member that joined mid-stream, the partition's packets between the purge point and where it
-    /// started. Those were never owed to it, so it does not NAK them, but it does not hold them either: without this, a
-    /// joiner would hide from the sender a packet that every older replica of its partition lost.
-    /// </summary>
-    private void CannotServe(SenderStream stream, ulong purgeUpTo)
-    {
-        _lacks.CopyFrom(_mine);
-        if (stream.AnchoredAt > purgeUpTo)
-        {
-            ulong p = (ulong)Partitions;
-            ulong mine = (ulong)Partition;
-            ulong first = (purgeUpTo + 1 + (p - 1 - mine)) / p; // the first index k with k·p + partition > purgeUpTo
-            ulong last = stream.AnchoredAt < mine ? 0 : (stream.AnchoredAt - mine) / p;
-            if (first <= last && (last * p) + mine <= stream.AnchoredAt)
-            {
-                _lacks.AddRange(first, last);
-            }
-        }
-    }
-
-    private void Process(TokenSection section, SenderStream stream, int step, int closingStep, List<int> members)
-    {
-        stream.Purge(section.PurgeUpTo);
-        stream.CachedMissing(section.Cutoff, Partitions, Partition, _mine);
-        CannotServe(stream, section.PurgeUpTo);
-
-        if (step > 0)
-        {
-            // Compare with the predecessor on the ring: push what it lacks and we have, pull what we lack and it has.
-            var predecessor = View!.Members[members[step - 1]].Address;
-            _scratch.SetDifference(section.PredecessorNaks, _mine);
-            SendRepairs(stream, predecessor, _scratch, Partition, Partitions);
-            _scratch.SetDifference(_mine, section.PredecessorNaks);
-            if (!_scratch.IsEmpty)
-            {
-                SendRanges(predecessor, RegionControl.Pull, stream.Sender, Partition, _scratch);
-                PullsSent++;
-            }
-
-            _scratch.SetIntersection(section.PartitionNaks, _lacks);
-            section.PartitionNaks.CopyFrom(_scratch);
-        }
-        else
-        {
-            section.PartitionNaks.CopyFrom(_lacks);
-        }
-
-        if (step == closingStep)
-        {
-            // Back at the partition leader: what the whole partition lacks goes to the sender as one collective NAK.
-            if (!section.PartitionNaks.IsEmpty && stream.Address != default)
-            {
-                SendRanges(stream.Address, RegionControl.Nak, stream.Sender, Partition, section.PartitionNaks);
-                NaksSent++;
-            }
-
-            section.PredecessorNaks.Clear();
-            section.PartitionNaks.Clear();
-        }
-        else
-        {
-            section.PredecessorNaks.CopyFrom(_mine);
-
-            // First visit this round: pull packets cached elsewhere, once they are stable on their replicas.
-            ulong limit = Math.Min(section.Cutoff, section.StableBefore);
-            if (limit > stream.Delivered && Partitions > 1)
-            {
-                stream.OtherMissing(limit, Partitions, Partition, _others);
-                for (int j = 0; j < Partitions; j++)
-                {
-                    if (j != Partition && !_others[j].IsEmpty)
-                    {
-                        var leader = View!.Members[_partitions[j].Members[0]].Address;
-                        SendRanges(leader, RegionControl.Pull, stream.Sender, j, _others[j]);
-                        PullsSent++;
-                    }
-                }
-            }
-
-            section.MaxSeen = Math.Max(section.MaxSeen, stream.MaxSeen);
-            section.StableMin = Math.Min(section.StableMin, stream.CachedUpTo(Partitions, Partition, Math.Max(section.Cutoff, section.MaxSeen)));
-            section.ReceivedMin = Math.Min(section.ReceivedMin, stream.Delivered);
-            section.RateMin = Math.Min(section.RateMin, _receiveRate.Rate); // μ_rec^(i): new packets from all senders
-            section.LossMax = Math.Max(section.LossMax, LossFraction);
-        }
-    }
-
-    private void Forward(Token token, List<int> members, int closingStep)
-    {
-        if (token.Step < closingStep)
-        {
-            token.Step++;
-            var next = members[token.Step % closingStep];
-            SendToken(token, next);
-            return;
-        }
-
-        // The partition's ring is closed: on to the next partition's leader, or back to the region leader.
-        token.Partition++;
-        token.Step = 0;
-        int target = token.Partition < Partitions ? _partitions[token.Partition].Members[0] : _partitions[0].Members[0];
-        SendToken(token, target);
-    }
-
-    private void SendToken(Token token, int memberIndex)
-    {
-        if (memberIndex == Index)
-        {
-            OnToken(token); // the next hop is this node (e.g. a one-partition region's leader closing the round)
-            return;
-        }
-
-        // A token must fit one control message: with many senders and full NAK sets it may not, so its NAK sets are
-        // coarsened (supersets: a few duplicate repairs) until it does; one that still does not fit is dropped.
-        int length = token.Write(_message);
-        if (length > _control.MaxMessageBytes)
-        {
-            TokensCoarsened++;
-        }
-
-        for (int ranges = _options.MaxNakRanges / 2; length > _control.MaxMessageBytes && ranges >= 1; ranges /= 2)
-        {
-            foreach (var section in token.Sections)
-            {
-                section.PredecessorNaks.CoarsenTo(ranges);
-                section.PartitionNaks.CoarsenTo(ranges);
-            }
-
-            length = token.Write(_message);
-        }
-
-        if (length > _control.MaxMessageBytes)
-        {
-            // Still too large: drop the predecessor NAK sets. They only steer push and pull between ring neighbours: a
-            // successor that sees none pulls what it lacks and the predecessor answers with what it has, so recovery
-            // costs a few requests more; the partition NAK sets (what goes to the sender) are kept.
-            foreach (var section in token.Sections)
-            {
-                section.PredecessorNaks.Clear();
-            }
-
-            length = token.Write(_message);
-        }
-
-        if (length > _control.MaxMessageBytes)
-        {
-            Drops.Increment(DropReason.Oversized); // too many senders for one message; the leader retries after the timeout
-            return;
-        }
-
-        if (!_control.Send(View!.Members[memberIndex].Address, _message.AsSpan(0, length)))
-        {
-            Drops.Increment(DropReason.SendQueueFull); // the round is lost; the leader starts another after the timeout
-        }
-    }
-
-    private void FinishRound(Token token)
-    {
-        _roundOpen = false;
-        RoundsCompleted++;
-        // m of formula (1): the senders currently multicasting, i.e. with data the region has not all made stable, or
-        // new data since the last round; an idle sender keeps its section but takes no share.
-        int senders = Math.Max(1, token.Sections.Count(s => s.StableMin == ulong.MaxValue || s.StableMin < s.MaxSeen
-            || !_lastRound.TryGetValue(s.Sender, out var last) || s.MaxSeen > last.Cutoff));
-        foreach (var section in token.Sections)
-        {
-            ulong stable = section.StableMin == ulong.MaxValue ? 0 : section.StableMin;
-            ulong received = section.ReceivedMin == ulong.MaxValue ? 0 : section.ReceivedMin;
-            _lastRound[section.Sender] = (section.MaxSeen, received, stable);
-            if (_streams.TryGetValue(section.Sender, out var joined) && !joined.Anchored && joined.Candidate is { } candidate)
-            {
-                joined.Anchor(Math.Max(candidate, received)); // a new leader that joined mid-stream
-            }
-
-            if (_streams.TryGetValue(section.Sender, out var stream) && stream.Address != default)
-            {
-                double rate = section.RateMin == double.MaxValue ? 0 : section.RateMin / senders; // formula (1)
-                int length = RegionWire.WriteAck(_message, new RegionAck(View!.Region.Value, section.Sender, token.View, stable, Math.Max(stable, section.MaxSeen), rate, section.LossMax));
-                _control.Send(stream.Address, _message.AsSpan(0, length));
-            }
-        }
-    }
-
-    private void SendRanges(NetAddress to, RegionControl kind, uint sender, int partition, NakSet ranges)
-    {
-        int length = RegionWire.WriteRanges(_message, kind, View!.Region.Value, sender, partition, Partitions, ranges);
-        _control.Send(to, _message.AsSpan(0, length));
-    }
-
-    /// <summary>Pushes or answers a pull: at most <see cref="RegionOptions.MaxRepairBurst"/> packets per request (the rest
-    /// are asked for again next round), and only within what this member has seen (a peer's ranges are untrusted).</summary>
-    private void SendRepairs(SenderStream stream, NetAddress to, NakSet indices, int partition, int partitions)
-    {
-        int budget = _options.MaxRepairBurst;
-        ulong p = (ulong)partitions;
-        foreach (var range in indices.Ranges)
-        {
-            ulong last = Math.Min(range.Last, stream.MaxSeen / p);
-            for (ulong k = range.First; k <= last && budget > 0; k++)
-            {
-                ulong seq = (k * p) + (ulong)partition;
-                if (stream.TryGet(seq, out var payload))
-                {
-                    budget--;
-                    int length = RegionWire.WriteData(_datagram, new DataHeader(stream.Sender, View!.Region.Value, RegionWire.RepairView, seq, seq), payload);
-                    _data.TrySend(to, _datagram.AsSpan(0, length));
-                    RepairsSent++;
-                }
-            }
-        }
     }
 
     private void SampleRates()

@@ -1,0 +1,181 @@
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Core.Io;
+using QuickSilver.Qsm.Recovery;
+
+namespace QuickSilver.Qsm.Region;
+
+/// <summary>
+/// Loss recovery at one region member (QSM §2.3.3), driven by the token: per sender, what this member lacks up to the
+/// cutoff among the packets its partition caches; push to and pull from its predecessor on the partition's ring; the
+/// partition's intersection NAK to the sender when the ring closes; pulls of other partitions' packets from their leaders
+/// once those are stable on their caching replicas; and answers to pulls. Repairs are bounded per request
+/// (<see cref="RegionOptions.MaxRepairBurst"/>) and clamped to what this member has seen (a peer's ranges are
+/// untrusted). It also folds this member's state into the section's minima (stability, delivery, rate, loss). Core
+/// thread only.
+/// </summary>
+internal sealed class LossRecovery
+{
+    private readonly RegionMember _member;
+    private readonly NakSet _mine;
+    private readonly NakSet _scratch;
+    private readonly NakSet _lacks;
+    private readonly byte[] _message = new byte[64 * 1024];
+    private readonly byte[] _datagram;
+    private NakSet[] _others = [];
+
+    public LossRecovery(RegionMember member, int maxDatagramSize)
+    {
+        _member = member;
+        _mine = new NakSet(member.Options.MaxNakRanges);
+        _scratch = new NakSet(member.Options.MaxNakRanges);
+        _lacks = new NakSet(member.Options.MaxNakRanges + 1);
+        _datagram = new byte[maxDatagramSize];
+    }
+
+    public long RepairsSent { get; private set; }
+
+    public long PullsSent { get; private set; }
+
+    public long NaksSent { get; private set; }
+
+    /// <summary>A new view: one pull set per partition.</summary>
+    public void OnViewInstalled()
+    {
+        _others = new NakSet[_member.Partitions];
+        for (int i = 0; i < _others.Length; i++)
+        {
+            _others[i] = new NakSet(_member.Options.MaxNakRanges);
+        }
+    }
+
+    /// <summary>A pull request (its control message, kind byte first): repair what it names that this member holds.</summary>
+    public void OnPull(NetAddress from, ReadOnlySpan<byte> message)
+    {
+        if (!RegionWire.TryReadRanges(message, _scratch, out _, out uint sender, out int partition, out int partitions)
+            || !_member.Streams.TryGetValue(sender, out var stream))
+        {
+            _member.Drops.Increment(DropReason.Malformed);
+            return;
+        }
+
+        SendRepairs(stream, from, _scratch, partition, partitions);
+    }
+
+    /// <summary>
+    /// What this member cannot serve to its partition (its part in the collective NAK, §2.3.3): what it lacks up to the
+    /// cutoff, plus, for a member that joined mid-stream, the partition's packets between the purge point and where it
+    /// started. Those were never owed to it, so it does not NAK them, but it does not hold them either: without this, a
+    /// joiner would hide from the sender a packet that every older replica of its partition lost.
+    /// </summary>
+    private void CannotServe(SenderStream stream, ulong purgeUpTo)
+    {
+        _lacks.CopyFrom(_mine);
+        if (stream.AnchoredAt > purgeUpTo)
+        {
+            ulong p = (ulong)_member.Partitions;
+            ulong mine = (ulong)_member.Partition;
+            ulong first = (purgeUpTo + 1 + (p - 1 - mine)) / p; // the first index k with k·p + partition > purgeUpTo
+            ulong last = stream.AnchoredAt < mine ? 0 : (stream.AnchoredAt - mine) / p;
+            if (first <= last && (last * p) + mine <= stream.AnchoredAt)
+            {
+                _lacks.AddRange(first, last);
+            }
+        }
+    }
+
+    internal void Process(TokenSection section, SenderStream stream, int step, int closingStep, List<int> members)
+    {
+        stream.Purge(section.PurgeUpTo);
+        stream.CachedMissing(section.Cutoff, _member.Partitions, _member.Partition, _mine);
+        CannotServe(stream, section.PurgeUpTo);
+
+        if (step > 0)
+        {
+            // Compare with the predecessor on the ring: push what it lacks and we have, pull what we lack and it has.
+            var predecessor = _member.View!.Members[members[step - 1]].Address;
+            _scratch.SetDifference(section.PredecessorNaks, _mine);
+            SendRepairs(stream, predecessor, _scratch, _member.Partition, _member.Partitions);
+            _scratch.SetDifference(_mine, section.PredecessorNaks);
+            if (!_scratch.IsEmpty)
+            {
+                SendRanges(predecessor, RegionControl.Pull, stream.Sender, _member.Partition, _scratch);
+                PullsSent++;
+            }
+
+            _scratch.SetIntersection(section.PartitionNaks, _lacks);
+            section.PartitionNaks.CopyFrom(_scratch);
+        }
+        else
+        {
+            section.PartitionNaks.CopyFrom(_lacks);
+        }
+
+        if (step == closingStep)
+        {
+            // Back at the partition leader: what the whole partition lacks goes to the sender as one collective NAK.
+            if (!section.PartitionNaks.IsEmpty && stream.Address != default)
+            {
+                SendRanges(stream.Address, RegionControl.Nak, stream.Sender, _member.Partition, section.PartitionNaks);
+                NaksSent++;
+            }
+
+            section.PredecessorNaks.Clear();
+            section.PartitionNaks.Clear();
+        }
+        else
+        {
+            section.PredecessorNaks.CopyFrom(_mine);
+
+            // First visit this round: pull packets cached elsewhere, once they are stable on their replicas.
+            ulong limit = Math.Min(section.Cutoff, section.StableBefore);
+            if (limit > stream.Delivered && _member.Partitions > 1)
+            {
+                stream.OtherMissing(limit, _member.Partitions, _member.Partition, _others);
+                for (int j = 0; j < _member.Partitions; j++)
+                {
+                    if (j != _member.Partition && !_others[j].IsEmpty)
+                    {
+                        var leader = _member.View!.Members[_member.Layout[j].Members[0]].Address;
+                        SendRanges(leader, RegionControl.Pull, stream.Sender, j, _others[j]);
+                        PullsSent++;
+                    }
+                }
+            }
+
+            section.MaxSeen = Math.Max(section.MaxSeen, stream.MaxSeen);
+            section.StableMin = Math.Min(section.StableMin, stream.CachedUpTo(_member.Partitions, _member.Partition, Math.Max(section.Cutoff, section.MaxSeen)));
+            section.ReceivedMin = Math.Min(section.ReceivedMin, stream.Delivered);
+            section.RateMin = Math.Min(section.RateMin, _member.ReceiveRate); // μ_rec^(i): new packets from all senders
+            section.LossMax = Math.Max(section.LossMax, _member.LossFraction);
+        }
+    }
+
+    private void SendRanges(NetAddress to, RegionControl kind, uint sender, int partition, NakSet ranges)
+    {
+        int length = RegionWire.WriteRanges(_message, kind, _member.View!.Region.Value, sender, partition, _member.Partitions, ranges);
+        _member.Control.Send(to, _message.AsSpan(0, length));
+    }
+
+    /// <summary>Pushes or answers a pull: at most <see cref="RegionOptions.MaxRepairBurst"/> packets per request (the rest
+    /// are asked for again next round), and only within what this member has seen (a peer's ranges are untrusted).</summary>
+    private void SendRepairs(SenderStream stream, NetAddress to, NakSet indices, int partition, int partitions)
+    {
+        int budget = _member.Options.MaxRepairBurst;
+        ulong p = (ulong)partitions;
+        foreach (var range in indices.Ranges)
+        {
+            ulong last = Math.Min(range.Last, stream.MaxSeen / p);
+            for (ulong k = range.First; k <= last && budget > 0; k++)
+            {
+                ulong seq = (k * p) + (ulong)partition;
+                if (stream.TryGet(seq, out var payload))
+                {
+                    budget--;
+                    int length = RegionWire.WriteData(_datagram, new DataHeader(stream.Sender, _member.View!.Region.Value, RegionWire.RepairView, seq, seq), payload);
+                    _member.Data.TrySend(to, _datagram.AsSpan(0, length));
+                    RepairsSent++;
+                }
+            }
+        }
+    }
+}
