@@ -235,7 +235,11 @@ internal sealed class GroupLayer : IProtocolLayer
                             break;
                         }
 
-                        layer.SignalRegions(group); // the group's other regions have a new message too
+                        if (view.Regions.Length > 1)
+                        {
+                            layer.SignalRegions(group); // the group's other regions have a new message too
+                        }
+
                         continue;
                     }
 

@@ -36,19 +36,7 @@ internal sealed class PacketPool
     public long Allocated { get; private set; }
 
     /// <summary>Buffers waiting in the free lists.</summary>
-    public int Free
-    {
-        get
-        {
-            int free = 0;
-            foreach (var stack in _free)
-            {
-                free += stack.Count;
-            }
-
-            return free;
-        }
-    }
+    public int Free => _free.Sum(stack => stack.Count);
 
     /// <summary>A buffer of at least <paramref name="length"/> bytes (at most <see cref="MaxLength"/>).</summary>
     public byte[] Rent(int length)

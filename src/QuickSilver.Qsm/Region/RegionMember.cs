@@ -121,19 +121,7 @@ internal sealed class RegionMember
     public long DeliveriesRefused { get; private set; }
 
     /// <summary>Packets held by this member's streams (delivered ones awaiting the purge, and undelivered ones).</summary>
-    public int HeldPackets
-    {
-        get
-        {
-            int held = 0;
-            foreach (var stream in _streamList)
-            {
-                held += stream.HeldCount;
-            }
-
-            return held;
-        }
-    }
+    public int HeldPackets => _streamList.Sum(stream => stream.HeldCount);
 
     /// <summary>Receive-buffer buffers allocated because none was free (the warm-up or a burst; flat when steady).</summary>
     public long BuffersAllocated => _pool.Allocated;
