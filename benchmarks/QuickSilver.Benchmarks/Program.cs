@@ -1,7 +1,17 @@
 using BenchmarkDotNet.Running;
+using QuickSilver.Benchmarks;
 
 // Run all:   dotnet run -c Release --project benchmarks/QuickSilver.Benchmarks -- --filter '*'
 // Run some:  dotnet run -c Release --project benchmarks/QuickSilver.Benchmarks -- --filter '*AlarmQueue*'
+// End to end per message over loopback (not BenchmarkDotNet):
+//            dotnet run -c Release --project benchmarks/QuickSilver.Benchmarks -- pathcost --size 100 --messages 6000000
+// Before and after Stack v2, back to back: benchmarks/pathcost-before-after.sh (docs/benchmarks.md, issue 10)
+if (args.Length > 0 && args[0] == "pathcost")
+{
+    return await PathCost.RunAsync(args[1..]);
+}
+
 BenchmarkSwitcher.FromAssembly(typeof(Program).Assembly).Run(args);
+return 0;
 
 internal sealed partial class Program;
