@@ -210,3 +210,57 @@ public sealed class RegionSendBackPressureTests(ITestOutputHelper output)
         Assert.Equal(0, sender.Retransmissions);
     }
 }
+
+public sealed class RegionSectionTests(ITestOutputHelper output)
+{
+    [Fact]
+    public void More_senders_sending_at_once_than_a_token_has_sections_are_all_acknowledged()
+    {
+        // 80 senders sending without pause, 64 sections a token: the leader starts each round further along the list of
+        // active senders, so every one is acknowledged again and again (without rotation 16 of them never were). The
+        // members' link queues are deep: 80 senders' credit bursts arriving at once are incast, not this test's subject.
+        var cluster = new RegionCluster(13, 10, 80, new RegionClusterOptions
+        {
+            Link = new LinkOptions { QueueLimitPackets = 100_000 },
+            Region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(50) },
+            Rate = new RateControl.RateControlOptions { MinRate = 200 },
+        });
+        cluster.SendFromAll();
+        cluster.Network.RunFor(TimeSpan.FromSeconds(1));
+        var before = cluster.Senders.ToDictionary(s => s.Id, s => s.Sender!.Acknowledged);
+        cluster.Network.RunFor(TimeSpan.FromSeconds(2));
+        var stuck = cluster.Senders.Where(s => s.Sender!.Acknowledged <= before[s.Id]).Select(s => s.Id).ToList();
+        output.WriteLine($"acknowledged per sender after 3 s: {cluster.Senders.Min(s => s.Sender!.Acknowledged)}..{cluster.Senders.Max(s => s.Sender!.Acknowledged)}");
+        Assert.True(stuck.Count == 0, $"{stuck.Count} senders were not acknowledged in 2 s: {string.Join(", ", stuck.Take(10))}");
+    }
+
+    [Theory]
+    [InlineData(11)]
+    [InlineData(12)]
+    public void More_senders_than_a_token_has_sections_are_all_acknowledged_and_idle_ones_retire(int seed)
+    {
+        // 80 senders, 64 sections a token: sections rotate, so every sender is acknowledged (the 65th used never to be);
+        // once all are idle and settled, the leader retires every section and tokens go round empty.
+        const int Senders = 80;
+        const int Messages = 30;
+        var cluster = new RegionCluster(seed, 10, Senders, new RegionClusterOptions
+        {
+            Link = LinkOptions.LossyLan,
+            Region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(50) },
+            Rate = new RateControl.RateControlOptions { MinRate = 200 },
+        });
+        cluster.SendFromAll(Messages);
+        bool acknowledged = cluster.Network.RunUntil(
+            () => cluster.AllDelivered(Messages) && cluster.Senders.All(s => s.Sender!.Acknowledged == Messages), TimeSpan.FromMinutes(2));
+        var leader = cluster.Nodes[0].Member!;
+        var lagging = cluster.Senders.Where(s => s.Sender!.Acknowledged < Messages).Select(s => $"{s.Id}: {s.Sender!.Acknowledged}").ToList();
+        output.WriteLine($"seed {seed}: acknowledged at {cluster.Network.Now}; tracked {leader.TrackedSenders}, retired {leader.SectionsRetired}, lagging [{string.Join(", ", lagging)}]");
+        Assert.True(acknowledged, $"seed {seed}: {cluster.CheckDelivery(Messages)}; senders not fully acknowledged: {lagging.Count} ({string.Join(", ", lagging.Take(5))})");
+        Assert.Null(cluster.CheckDelivery(Messages));
+
+        Assert.True(cluster.Network.RunUntil(() => leader.TrackedSenders == 0, TimeSpan.FromSeconds(5)),
+            $"seed {seed}: {leader.TrackedSenders} idle senders still tracked");
+        Assert.True(leader.SectionsRetired >= Senders, $"seed {seed}: only {leader.SectionsRetired} sections retired");
+        Assert.All(cluster.LiveMembers, n => Assert.Equal(0, n.Member!.HeldPackets)); // settled: every member purged everything
+    }
+}

@@ -95,6 +95,12 @@ internal sealed class RegionMember
     /// <summary>Tokens whose NAK sets this node coarsened so the token fit one control message.</summary>
     public long TokensCoarsened => _ring.TokensCoarsened;
 
+    /// <summary>Senders this member, as region leader, tracks from round to round (a section each, until it retires).</summary>
+    public int TrackedSenders => _ring.TrackedSenders;
+
+    /// <summary>Sections this member, as region leader, retired (their senders idle, acknowledged and purged everywhere).</summary>
+    public long SectionsRetired => _ring.SectionsRetired;
+
     // What the token ring and loss recovery (one mechanism per file) act on.
     internal LossRecovery Recovery { get; }
 

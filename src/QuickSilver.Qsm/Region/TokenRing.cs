@@ -20,7 +20,9 @@ internal sealed class TokenRing
     private readonly Alarm _tokenAlarm;
     private readonly byte[] _message = new byte[64 * 1024];
     private Token? _early;
+    private readonly List<uint> _candidates = new();
     private ulong _round;
+    private int _rotation;
     private TimeSpan _roundStarted;
     private bool _roundOpen;
     private bool _stopped;
@@ -36,6 +38,17 @@ internal sealed class TokenRing
 
     /// <summary>Tokens whose NAK sets this node coarsened so the token fit one control message.</summary>
     public long TokensCoarsened { get; private set; }
+
+    /// <summary>Senders the leader tracks from round to round (each gets a section until it retires).</summary>
+    public int TrackedSenders => _lastRound.Count;
+
+    /// <summary>Sections this leader retired: senders found idle, acknowledged and purged everywhere.</summary>
+    public long SectionsRetired { get; private set; }
+
+    /// <summary>Whether this member has something of <paramref name="stream"/>'s sender the region still has to settle:
+    /// packets it lacks, or packets it holds that the region has not purged. A sender that is idle and settled here
+    /// needs no section from this member.</summary>
+    private static bool NeedsSection(SenderStream stream) => stream.Anchored && (stream.Delivered < stream.MaxSeen || stream.HeldCount > 0);
 
     /// <summary>A new view: a leader starts rounds (at once if the view changed: a round in flight follows the old view's
     /// ring and will be dropped); a token held back because it named this view is taken now.</summary>
@@ -115,15 +128,30 @@ internal sealed class TokenRing
         }
 
         var token = new Token { Region = _member.View!.Region.Value, View = _member.View.ViewNumber, Round = ++_round, Partition = 0, Step = 0 };
-        foreach (var stream in _member.Streams.Values.Where(s => s.Anchored))
-        {
-            if (token.Sections.Count == _member.Options.MaxSenders)
-            {
-                break;
-            }
 
-            var section = new TokenSection(stream.Sender, _member.Options.MaxNakRanges);
-            if (_lastRound.TryGetValue(stream.Sender, out var last))
+        // The senders that need a section: every one the region reported on last round and has not retired (the leader
+        // may have no stream for it itself), and every one this leader holds unfinished packets of. When more are
+        // active than a token carries, each round starts further along the list, so every sender gets a section
+        // within ceil(n / MaxSenders) rounds (a 65th sender used never to be acknowledged).
+        _candidates.Clear();
+        _candidates.AddRange(_lastRound.Keys);
+        foreach (var stream in _member.Streams.Values)
+        {
+            if (NeedsSection(stream) && !_lastRound.ContainsKey(stream.Sender))
+            {
+                _candidates.Add(stream.Sender);
+            }
+        }
+
+        _candidates.Sort();
+        int count = _candidates.Count;
+        int take = Math.Min(count, _member.Options.MaxSenders);
+        int first = count > take ? _rotation % count : 0;
+        for (int i = 0; i < take; i++)
+        {
+            uint sender = _candidates[(first + i) % count];
+            var section = new TokenSection(sender, _member.Options.MaxNakRanges);
+            if (_lastRound.TryGetValue(sender, out var last))
             {
                 (section.Cutoff, section.PurgeUpTo, section.StableBefore) = last;
             }
@@ -131,18 +159,7 @@ internal sealed class TokenRing
             token.Sections.Add(section);
         }
 
-        // Senders the region reported on last round that this leader has no stream for still get a section from the
-        // start, so every holder's state is in it.
-        foreach (var sender in _lastRound.Keys)
-        {
-            if (token.Sections.Count < _member.Options.MaxSenders && token.Find(sender) is null)
-            {
-                var section = new TokenSection(sender, _member.Options.MaxNakRanges);
-                (section.Cutoff, section.PurgeUpTo, section.StableBefore) = _lastRound[sender];
-                token.Sections.Add(section);
-            }
-        }
-
+        _rotation = count > take ? first + take : 0;
         _roundOpen = true;
         _roundStarted = _member.Scheduler.Now;
         _member.Scheduler.ScheduleAfter(_tokenAlarm, _member.Options.TokenInterval);
@@ -174,7 +191,7 @@ internal sealed class TokenRing
         // next round the leader starts it with the others.
         foreach (var stream in _member.Streams.Values)
         {
-            if (stream.Anchored && token.Find(stream.Sender) is null && token.Sections.Count < _member.Options.MaxSenders)
+            if (NeedsSection(stream) && token.Find(stream.Sender) is null && token.Sections.Count < _member.Options.MaxSenders)
             {
                 token.Sections.Add(new TokenSection(stream.Sender, _member.Options.MaxNakRanges) { ReceivedMin = 0, StableMin = 0 });
             }
@@ -299,7 +316,19 @@ internal sealed class TokenRing
         {
             ulong stable = section.StableMin == ulong.MaxValue ? 0 : section.StableMin;
             ulong received = section.ReceivedMin == ulong.MaxValue ? 0 : section.ReceivedMin;
-            _lastRound[section.Sender] = (section.MaxSeen, received, stable);
+            if (stable >= section.MaxSeen && received >= section.MaxSeen && section.PurgeUpTo >= section.MaxSeen)
+            {
+                // Idle and settled: every packet is stable and delivered everywhere, and the purge point this round carried
+                // (last round's delivered point) already covers them, so every member has dropped them. The section
+                // retires; the sender's next packet makes members holding it start a section again.
+                _lastRound.Remove(section.Sender);
+                SectionsRetired++;
+            }
+            else
+            {
+                _lastRound[section.Sender] = (section.MaxSeen, received, stable);
+            }
+
             if (_member.Streams.TryGetValue(section.Sender, out var joined) && !joined.Anchored && joined.Candidate is { } candidate)
             {
                 joined.Anchor(Math.Max(candidate, received)); // a new leader that joined mid-stream
