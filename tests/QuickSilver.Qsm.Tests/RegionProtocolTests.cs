@@ -264,3 +264,41 @@ public sealed class RegionSectionTests(ITestOutputHelper output)
         Assert.All(cluster.LiveMembers, n => Assert.Equal(0, n.Member!.HeldPackets)); // settled: every member purged everything
     }
 }
+
+/// <summary>Well-formed lies from a host that is not a member (issue 12's first finding, in simulation).</summary>
+public sealed class RegionHostileDataTests(ITestOutputHelper output)
+{
+    [Theory]
+    [InlineData(1000u)] // the real sender's id: a forged packet far beyond its window
+    [InlineData(777u)]  // an id nobody has
+    public async Task A_forged_data_packet_with_an_extreme_sequence_does_not_stop_the_region(uint forgedSender)
+    {
+        const int Messages = 2_000;
+        var cluster = new RegionCluster(31, 10, 1, new RegionClusterOptions
+        {
+            Region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(50) },
+        });
+        var liar = cluster.Network.AddNode().Open(RegionCluster.Port, 16 * 1024);
+        cluster.SendFromAll(Messages);
+        cluster.Network.RunFor(TimeSpan.FromMilliseconds(200));
+        var datagram = new byte[RegionWire.DataHeaderSize + 64];
+        foreach (ulong seq in new[] { 1UL << 62, ulong.MaxValue - 1, 10_000_000UL })
+        {
+            int length = RegionWire.WriteData(datagram, new DataHeader(forgedSender, 1, 1, seq, seq), new byte[64]);
+            liar.TrySend(RegionCluster.Group, datagram.AsSpan(0, length)); // multicast into the region
+        }
+
+        // Run in the background with a wall-clock guard: a protocol loop driven by the forged number would spin here.
+        var run = Task.Run(() => cluster.Network.RunUntil(() => cluster.AllDelivered(Messages), TimeSpan.FromMinutes(1)));
+        var finished = await Task.WhenAny(run, Task.Delay(TimeSpan.FromSeconds(60)));
+        Assert.True(finished == run, "the simulation did not finish within 60 s of wall time (a loop over a forged number?)");
+        bool delivered = await run;
+        var sender = cluster.Senders[0].Sender!;
+        output.WriteLine($"sender {forgedSender}: all delivered {delivered} at {cluster.Network.Now}; acked {sender.Acknowledged} of {sender.LastSequence}; " +
+            $"member drops {string.Join(",", Enum.GetValues<QuickSilver.Core.Diagnostics.DropReason>().Where(r => cluster.Nodes[0].Member!.Drops[r] > 0).Select(r => $"{r}={cluster.Nodes[0].Member!.Drops[r]}"))}");
+        Assert.True(delivered, cluster.CheckDelivery(Messages));
+        Assert.Null(cluster.CheckDelivery(Messages)); // the real sender's messages: every one, once, in order
+        Assert.True(cluster.Network.RunUntil(() => sender.Acknowledged == sender.LastSequence, TimeSpan.FromSeconds(5)),
+            $"the sender's ACK froze at {sender.Acknowledged} of {sender.LastSequence}");
+    }
+}

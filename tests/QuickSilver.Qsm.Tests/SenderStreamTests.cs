@@ -99,7 +99,9 @@ public sealed class SenderStreamTests
         Assert.False(stream.Add(17, [17])); // the window is 1..16 until the region purges
         Assert.Equal(1, stream.Overflows);
         Assert.Equal(1, drops[DropReason.ReceiveBufferFull]);
-        Assert.Equal(17UL, stream.MaxSeen);      // seen (so a later gap is not counted as network loss), not held
+        Assert.Equal(16UL, stream.MaxSeen);      // not seen: a sender with the region's options never sends beyond the
+                                                 // window, so only a forged sequence lands there, and it must not raise
+                                                 // the cutoff or the ACK (RegionHostileDataTests)
         Assert.False(stream.Received(17));       // so its retransmission is taken, not a duplicate
         Assert.Equal(16, stream.HeldCount);
         Assert.Equal(16, stream.Capacity);       // the ring never grows past the window
@@ -353,16 +355,16 @@ public sealed class SenderStreamTests
                 return false;
             }
 
-            MaxSeen = Math.Max(MaxSeen, seq);
             bool fits = Anchored
                 ? seq - Low < maxHeld
                 : Held.Count == 0 || Math.Max(seq, Held.Keys.Last()) - Math.Min(seq, Held.Keys.First()) < maxHeld;
             if (!fits)
             {
                 Overflows++;
-                return false;
+                return false; // not seen either: only a forged or misconfigured sender sends beyond the window
             }
 
+            MaxSeen = Math.Max(MaxSeen, seq);
             Held[seq] = payload;
             if (!fifo && Anchored && seq > Delivered + 1)
             {

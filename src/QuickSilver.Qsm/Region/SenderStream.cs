@@ -177,12 +177,13 @@ internal sealed class SenderStream
             return false;
         }
 
-        MaxSeen = Math.Max(MaxSeen, seq);
         if (!Store(seq, payload))
         {
             Overflow();
-            return false;
+            return false; // beyond the window: not seen (a forged far sequence must not raise MaxSeen, the cutoff and the ACK)
         }
+
+        MaxSeen = Math.Max(MaxSeen, seq);
 
         if (!_fifo && Anchored && seq > Delivered + 1)
         {
