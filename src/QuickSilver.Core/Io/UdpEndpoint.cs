@@ -24,6 +24,7 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
     private int _head;
     private int _count;
     private bool _claimed;
+    private bool _pulling;
     private bool _closed;
 
     private protected UdpEndpoint(QuickSilverCore core, UdpEndpointOptions options)
@@ -118,6 +119,12 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
         if (_claimed)
         {
             throw new InvalidOperationException("A send slot is claimed already; Commit it first.");
+        }
+
+        if (_pulling)
+        {
+            // The feed being pulled is writing into the next slot: a send from inside it would take the same slot.
+            throw new InvalidOperationException("A datagram feed must not send on its own transport while it is pulled; return the datagram from Pull instead.");
         }
 
         if (_count == Capacity)
@@ -243,7 +250,18 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
         while (_count < Capacity && _feeds.TryNext(out var channel, out var feed))
         {
             int slot = (_head + _count) % Capacity;
-            int length = feed.Pull(Slot(slot), out var to);
+            int length;
+            NetAddress to;
+            _pulling = true;
+            try
+            {
+                length = feed.Pull(Slot(slot), out to);
+            }
+            finally
+            {
+                _pulling = false;
+            }
+
             if (length <= 0)
             {
                 _feeds.Deactivate(channel);

@@ -10,6 +10,44 @@ namespace QuickSilver.Core.Tests.CoreLoop;
 
 public sealed class UdpEndpointTests
 {
+    /// <summary>A feed that, while pulled, also tries to send on its own endpoint (misuse), then returns its datagram.</summary>
+    private sealed class SelfSendingFeed(UdpEndpoint endpoint, NetAddress to) : IDatagramFeed
+    {
+        public int Pulls;
+
+        public int Pull(Span<byte> buffer, out NetAddress destination)
+        {
+            destination = to;
+            if (Pulls++ > 0)
+            {
+                return 0;
+            }
+
+            buffer[..3].Fill(9);
+            endpoint.TrySend(to, [1, 2, 3]); // would take the slot this datagram is being written into
+            return 3;
+        }
+    }
+
+    [Fact]
+    public void A_feed_that_sends_on_its_own_endpoint_while_pulled_is_refused_and_counted_not_allowed_to_overwrite_a_slot()
+    {
+        using var core = QuickSilverCore.Start(new CoreOptions { Backend = IoBackendKind.Portable });
+        var a = core.OpenUdp();
+        var b = core.OpenUdp();
+        long faultsBefore = core.Counters.UpcallFaults;
+        var handler = new CountingHandler();
+        core.Invoke(() =>
+        {
+            b.SetHandler(handler);
+            a.RegisterFeed(new SelfSendingFeed(a, b.LocalAddress));
+        });
+
+        Wait(() => core.Counters.UpcallFaults > faultsBefore, "the misuse reported as a fault");
+        core.Invoke(() => Assert.True(a.TrySend(b.LocalAddress, [4, 5, 6]))); // the endpoint still works afterwards
+        Wait(() => handler.Count >= 1, "a datagram after the misuse");
+    }
+
     [Theory]
     [MemberData(nameof(CoreTestKit.Backends), MemberType = typeof(CoreTestKit))]
     public void Unicast_datagrams_arrive_with_the_senders_address_and_bytes(IoBackendKind backend)
