@@ -45,7 +45,6 @@ internal sealed class RegionMember
     private readonly RateControlOptions _rateOptions;
     private readonly RateEstimator _receiveRate;
     private readonly RateEstimator _lossRate;
-    private bool _stopped;
     private List<RegionLayout.Partition> _partitions = new();
 
     /// <param name="rateOptions">k and Δ of the receive-rate and loss estimates this member reports (§2.4).</param>
@@ -154,10 +153,7 @@ internal sealed class RegionMember
             _data.JoinGroup(group);
         }
 
-        if (!_stopped)
-        {
-            _ring.OnViewInstalled(changed);
-        }
+        _ring.OnViewInstalled(changed);
     }
 
     /// <summary>μ_rec^(i): this member's smoothed rate of new packets from all senders (§2.4), packets/s.</summary>
@@ -181,7 +177,6 @@ internal sealed class RegionMember
     {
         _ring.Stop();
         _scheduler.Cancel(_rateAlarm);
-        _stopped = true;
         if (View?.MulticastAddress is { } group && group != keepAddress)
         {
             _data.LeaveGroup(group);

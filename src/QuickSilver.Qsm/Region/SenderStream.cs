@@ -77,7 +77,8 @@ internal sealed class SenderStream
     /// <summary>Every packet up to here has been received and delivered.</summary>
     public ulong Delivered { get; private set; }
 
-    /// <summary>The highest seq that arrived (held, or dropped at the window's bound).</summary>
+    /// <summary>The highest seq that arrived and was held (one dropped beyond the window's bound does not count: only a
+    /// forged or misconfigured sender's packet lands there).</summary>
     public ulong MaxSeen { get; private set; }
 
     /// <summary>Packets held: delivered ones awaiting the purge, and those waiting for a gap or for the layer above.</summary>

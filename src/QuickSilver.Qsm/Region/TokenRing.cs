@@ -51,16 +51,21 @@ internal sealed class TokenRing
     private static bool NeedsSection(SenderStream stream) => stream.Anchored && (stream.Delivered < stream.MaxSeen || stream.HeldCount > 0);
 
     /// <summary>A new view: a leader starts rounds (at once if the view changed: a round in flight follows the old view's
-    /// ring and will be dropped); a token held back because it named this view is taken now.</summary>
+    /// ring and will be dropped); a token held back because it named this view is taken now. Nothing once stopped.</summary>
     public void OnViewInstalled(bool changed)
     {
+        if (_stopped)
+        {
+            return;
+        }
+
         var scheduler = _member.Scheduler;
-        if (_member.IsRegionLeader && !_stopped && changed)
+        if (_member.IsRegionLeader && changed)
         {
             _roundOpen = false;
             scheduler.ScheduleAfter(_tokenAlarm, TimeSpan.Zero);
         }
-        else if (_member.IsRegionLeader && !_stopped && !_tokenAlarm.IsScheduled)
+        else if (_member.IsRegionLeader && !_tokenAlarm.IsScheduled)
         {
             scheduler.ScheduleAfter(_tokenAlarm, _member.Options.TokenInterval);
         }
