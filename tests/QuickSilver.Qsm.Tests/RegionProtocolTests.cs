@@ -41,7 +41,8 @@ public sealed class RegionTokenSizeTests
         var cluster = new RegionCluster(41, 10, 40, new RegionClusterOptions
         {
             Link = LinkOptions.LossyLan with { LossRate = 0.05 },
-            Region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(50) },
+            // The token's own acknowledgements (receivers' flow reports would acknowledge everything before a token is needed).
+            Region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(50), FlowControl = RegionFlowControl.PaperRate },
             Rate = new RateControl.RateControlOptions { MinRate = 200 }, // 40 senders at μ_min must not overrun the links
             MaxDatagramBytes = 4096,
             MaxControlMessageBytes = 4000,
@@ -222,7 +223,7 @@ public sealed class RegionSectionTests(ITestOutputHelper output)
         var cluster = new RegionCluster(13, 10, 80, new RegionClusterOptions
         {
             Link = new LinkOptions { QueueLimitPackets = 100_000 },
-            Region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(50) },
+            Region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(50), FlowControl = RegionFlowControl.PaperRate },
             Rate = new RateControl.RateControlOptions { MinRate = 200 },
         });
         cluster.SendFromAll();
@@ -246,7 +247,8 @@ public sealed class RegionSectionTests(ITestOutputHelper output)
         var cluster = new RegionCluster(seed, 10, Senders, new RegionClusterOptions
         {
             Link = LinkOptions.LossyLan,
-            Region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(50) },
+            // The token's sections are the subject: with receivers' flow reports the senders are acknowledged before any.
+            Region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(50), FlowControl = RegionFlowControl.PaperRate },
             Rate = new RateControl.RateControlOptions { MinRate = 200 },
         });
         cluster.SendFromAll(Messages);

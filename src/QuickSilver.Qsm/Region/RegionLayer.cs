@@ -29,6 +29,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     private IAlarmScheduler _scheduler = null!;
     private IControlChannel _control = null!;
     private uint? _node;
+    private readonly byte[] _statusBuffer = new byte[RegionWire.StatusSize];
 
     public string Name => "qsm-region";
 
@@ -72,6 +73,11 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         _transport = context.Transport;
         _scheduler = context.Scheduler;
         context.RegisterPacketType(RegionWire.DataType, this);
+        if (_options.FlowControl == RegionFlowControl.ReceiverWindow)
+        {
+            context.RegisterPacketType(RegionWire.StatusType, this);
+        }
+
         _control = context.OpenControlChannel(RegionWire.ControlChannel);
         _control.SetReceiver(OnControl, static _ => { });
     }
@@ -88,7 +94,10 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     public string Describe() =>
         $"member: {Member?.Describe() ?? "none"}" +
         string.Concat(_senders.Values.Select(s => $"; sender to region {s.Region}: last {s.LastSequence}, acked {s.Acknowledged}, " +
-            $"unacked {s.Unacknowledged}, μ_snd {s.RateController.TargetRate:F0}/s, credits {s.RateController.Credits:F0}, " +
+            $"unacked {s.Unacknowledged}, " +
+            (_options.FlowControl == RegionFlowControl.ReceiverWindow
+                ? $"window left {s.WindowRemaining} B, blocked {s.WindowBlocked}, status {s.StatusReports}, token acks {s.AcknowledgedByToken}, resent on status {s.RetransmittedOnStatus}, "
+                : $"μ_snd {s.RateController.TargetRate:F0}/s, credits {s.RateController.Credits:F0}, ") +
             $"resent on NAK {s.RetransmittedOnNak} / timeout {s.RetransmittedOnTimeout}")) +
         $"; drops {Drops.Total}";
 
@@ -110,6 +119,11 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
             {
                 Member?.Stop(view.MulticastAddress);
                 var member = new RegionMember(Node, _transport, _control, _scheduler, _options, _rateOptions);
+                if (_options.FlowControl == RegionFlowControl.ReceiverWindow)
+                {
+                    member.EnableFlowStatus(SendStatus);
+                }
+
                 member.Delivered += (sender, seq, payload) => Delivered?.Invoke(sender, seq, payload);
                 member.Consumer = (sender, seq, payload) => Consumer?.Invoke(sender, seq, payload) ?? true;
                 Member = member;
@@ -159,6 +173,12 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
 
     public void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram)
     {
+        if (header.Type == RegionWire.StatusType)
+        {
+            OnStatus(from, header, datagram);
+            return;
+        }
+
         if (!RegionWire.TryReadData(header, datagram, out var data, out var payload))
         {
             Drops.Increment(DropReason.Malformed);
@@ -174,6 +194,47 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         {
             Drops.Increment(DropReason.NotForThisNode);
         }
+    }
+
+    /// <summary>A flow status datagram: a partition member's report goes to the member (as its partition leader), a
+    /// leader's aggregate to this node's sender into that region.</summary>
+    private void OnStatus(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram)
+    {
+        if (!RegionWire.TryReadStatus(header, datagram, out var status))
+        {
+            Drops.Increment(DropReason.Malformed);
+            return;
+        }
+
+        if (status.Aggregate)
+        {
+            if (_senders.TryGetValue(status.Region, out var sender))
+            {
+                sender.OnStatus(from, status, local: false);
+            }
+            else
+            {
+                Drops.Increment(DropReason.NotForThisNode);
+            }
+        }
+        else if (Member is not { } member || !member.OnFlowStatus(from, status))
+        {
+            Drops.Increment(DropReason.NotForThisNode);
+        }
+    }
+
+    /// <summary>The member's flow status sink: an aggregate for this node's own sender is handed over in place, anything
+    /// else is one datagram (unreliable: a lost report is repeated, see <see cref="ReceiverStatus"/>).</summary>
+    private void SendStatus(NetAddress to, in FlowStatus status)
+    {
+        if (status.Aggregate && status.Sender == _node && _senders.TryGetValue(status.Region, out var own))
+        {
+            own.OnStatus(to, status, local: true);
+            return;
+        }
+
+        int length = RegionWire.WriteStatus(_statusBuffer, status);
+        _transport.TrySend(to, _statusBuffer.AsSpan(0, length));
     }
 
     /// <summary>A control message: <c>u8 kind | u32 region | …</c> (docs/wire-format.md).</summary>

@@ -46,6 +46,7 @@ internal sealed class RegionMember
     private readonly RateEstimator _receiveRate;
     private readonly RateEstimator _lossRate;
     private List<RegionLayout.Partition> _partitions = new();
+    private ReceiverStatus? _status;
 
     /// <param name="rateOptions">k and Δ of the receive-rate and loss estimates this member reports (§2.4).</param>
     public RegionMember(uint node, IDatagramTransport data, IControlChannel control, IAlarmScheduler scheduler, RegionOptions? options = null,
@@ -100,6 +101,18 @@ internal sealed class RegionMember
     /// <summary>Sections this member, as region leader, retired (their senders idle, acknowledged and purged everywhere).</summary>
     public long SectionsRetired => _ring.SectionsRetired;
 
+    /// <summary>Flow status reports this member sent (to its partition leader, or as leader to senders).</summary>
+    public long StatusReportsSent => _status?.ReportsSent ?? 0;
+
+    /// <summary>Turns on receiver-driven flow control (<see cref="RegionFlowControl.ReceiverWindow"/>): reports go
+    /// through <paramref name="sink"/>. The region layer calls it once, before the first view.</summary>
+    internal void EnableFlowStatus(FlowStatusSink sink) => _status ??= new ReceiverStatus(this, sink, _data.MaxDatagramSize);
+
+    /// <summary>A partition member's flow status, for this member as its partition leader; false if not taken.</summary>
+    internal bool OnFlowStatus(NetAddress from, in FlowStatus status) => _status?.OnMemberReport(from, status) ?? false;
+
+    internal uint Node => _node;
+
     // What the token ring and loss recovery (one mechanism per file) act on.
     internal LossRecovery Recovery { get; }
 
@@ -147,6 +160,10 @@ internal sealed class RegionMember
         Partition = Index >= 0 ? view.PartitionOf(Index, _options.ReplicationFactor) : 0;
         _partitions = RegionLayout.Build(view, Partitions);
         Recovery.OnViewInstalled();
+        if (changed)
+        {
+            _status?.OnViewInstalled();
+        }
 
         if (view.MulticastAddress is { } group)
         {
@@ -176,6 +193,7 @@ internal sealed class RegionMember
     public void Stop(NetAddress? keepAddress)
     {
         _ring.Stop();
+        _status?.Stop();
         _scheduler.Cancel(_rateAlarm);
         if (View?.MulticastAddress is { } group && group != keepAddress)
         {
@@ -253,6 +271,7 @@ internal sealed class RegionMember
         if (stream.Add(seq, payload))
         {
             _receiveRate.Count();
+            _status?.OnProgress(stream);
         }
     }
 
@@ -275,6 +294,7 @@ internal sealed class RegionMember
         for (int i = 0; i < _streamList.Count; i++)
         {
             _streamList[i].ResumeDelivery();
+            _status?.OnProgress(_streamList[i]);
         }
     }
 

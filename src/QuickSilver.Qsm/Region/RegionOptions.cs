@@ -2,6 +2,21 @@ using QuickSilver.Core;
 
 namespace QuickSilver.Qsm.Region;
 
+/// <summary>What paces a region's senders (docs/qsm.md, "Flow control").</summary>
+public enum RegionFlowControl
+{
+    /// <summary>The receivers: each reports how far it has taken each sender's stream and how many bytes beyond that it
+    /// can take (a flow status, every few packets and on a short timer); partition leaders aggregate the reports, and a
+    /// sender sends only while its bytes beyond the slowest receiver's position fit that receiver's window (the model is
+    /// Aeron's min-multicast flow control). The reports also acknowledge: once every member has taken a packet, the
+    /// sender may release it without waiting for the token. The default.</summary>
+    ReceiverWindow,
+
+    /// <summary>The paper's rate controller alone (§2.4, formulas 1–4: credits refilled at the rate the token's
+    /// receive-rate minimum allows, starting at μ_min); acknowledgements only from the token. Reproduces the paper.</summary>
+    PaperRate,
+}
+
 /// <summary>Parameters of the regional protocol (QSM §2.3). Paper values where it gives them.</summary>
 public sealed record RegionOptions
 {
@@ -51,6 +66,21 @@ public sealed record RegionOptions
     /// room for the purge lag, about two token rounds of traffic); at most 4,194,304.</summary>
     public int MaxHeldPackets { get; init; } = 16_384;
 
+    /// <summary>What paces the senders (see <see cref="RegionFlowControl"/>).</summary>
+    public RegionFlowControl FlowControl { get; init; } = RegionFlowControl.ReceiverWindow;
+
+    /// <summary>With <see cref="RegionFlowControl.ReceiverWindow"/>: the bytes a member lets its senders have in flight
+    /// beyond its position, shared among the senders it is receiving from. Keep it within the receive socket buffer
+    /// (the default is half of <c>UdpEndpointOptions.SocketReceiveBufferBytes</c>'s default, 4 MiB): a window larger
+    /// than the buffer lets a burst overflow it.</summary>
+    public int ReceiveWindowBytes { get; init; } = 2 << 20;
+
+    /// <summary>With <see cref="RegionFlowControl.ReceiverWindow"/>: how often a member repeats a flow status that
+    /// changed since it was last sent (one also goes whenever a quarter of the window has been taken since the last one),
+    /// and a status that did not change is repeated at this period twice more (a lost report would otherwise leave a
+    /// sender waiting for the token's acknowledgement).</summary>
+    public TimeSpan StatusInterval { get; init; } = TimeSpan.FromMilliseconds(20);
+
     public void Validate()
     {
         OptionChecks.InRange(ReplicationFactor, 1, 100, $"RegionOptions.{nameof(ReplicationFactor)}");
@@ -62,6 +92,13 @@ public sealed record RegionOptions
         OptionChecks.InRange(MaxSenders, 1, 1024, $"RegionOptions.{nameof(MaxSenders)}");
         OptionChecks.InRange(MaxRepairBurst, 1, 1 << 20, $"RegionOptions.{nameof(MaxRepairBurst)}");
         OptionChecks.InRange(MaxHeldPackets, 16, 1 << 22, $"RegionOptions.{nameof(MaxHeldPackets)}");
+        OptionChecks.InRange(ReceiveWindowBytes, 65_536, 1 << 30, $"RegionOptions.{nameof(ReceiveWindowBytes)}");
+        OptionChecks.Positive(StatusInterval, $"RegionOptions.{nameof(StatusInterval)}");
+        if (!Enum.IsDefined(FlowControl))
+        {
+            throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(FlowControl)}", FlowControl,
+                $"RegionOptions.{nameof(FlowControl)} must be one of {string.Join(", ", Enum.GetNames<RegionFlowControl>())}.");
+        }
         if (MaxHeldPackets < 2L * SenderWindow)
         {
             throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(MaxHeldPackets)}", MaxHeldPackets,

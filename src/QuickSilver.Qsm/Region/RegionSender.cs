@@ -55,6 +55,11 @@ internal sealed class RegionSender : IDatagramFeed
     private ulong _fanoutSeq;      // a packet still to be sent to more members (no multicast), or 0
     private int _fanoutNext;       // the next view index to send it to
     private bool _stopped;
+    private readonly bool _receiverWindow;
+    private PartitionReport[] _reports = [];
+    private ulong _sentBytes;   // bytes of every packet numbered so far (the stream's byte position)
+    private ulong _ackedBytes;  // the byte position of the last acknowledged packet
+    private ulong _byteLimit;   // new packets go only while _sentBytes is below it (receiver window mode)
 
     public RegionSender(uint node, RegionView view, IDatagramTransport data, IAlarmScheduler scheduler,
         RegionOptions? options = null, RateControlOptions? rateOptions = null)
@@ -71,6 +76,8 @@ internal sealed class RegionSender : IDatagramFeed
         _naks = new NakSet(_options.MaxNakRanges);
         _retransmitAlarm = new Alarm(_ => RetransmitOverdue());
         _scheduler.ScheduleAfter(_retransmitAlarm, _options.TokenInterval);
+        _receiverWindow = _options.FlowControl == RegionFlowControl.ReceiverWindow;
+        ResetReports();
         _feed = data.RegisterFeed(this);
     }
 
@@ -105,7 +112,7 @@ internal sealed class RegionSender : IDatagramFeed
 
     public bool HasSpace => Unacknowledged < _options.SenderWindow;
 
-    public long Retransmissions => RetransmittedOnNak + RetransmittedOnTimeout;
+    public long Retransmissions => RetransmittedOnNak + RetransmittedOnTimeout + RetransmittedOnStatus;
 
     /// <summary>Packets resent because a partition's collective NAK named them.</summary>
     public long RetransmittedOnNak { get; private set; }
@@ -153,6 +160,7 @@ internal sealed class RegionSender : IDatagramFeed
         }
 
         _view = view;
+        ResetReports();
         _fanoutSeq = 0; // a fan-out in progress follows the old membership: the region's recovery covers the rest
         Signal();
     }
@@ -182,7 +190,7 @@ internal sealed class RegionSender : IDatagramFeed
 
             if (_repairs.Count > 0)
             {
-                if (!_rate.TryConsume())
+                if (!_receiverWindow && !_rate.TryConsume())
                 {
                     return 0; // CreditAvailable signals
                 }
@@ -202,7 +210,15 @@ internal sealed class RegionSender : IDatagramFeed
                 return 0; // an ACK (window) or the source signals
             }
 
-            if (_rate.Credits <= 0)
+            if (_receiverWindow)
+            {
+                if (_sentBytes >= _byteLimit)
+                {
+                    WindowBlocked++;
+                    return 0; // the slowest receiver's window is full: its next flow status signals
+                }
+            }
+            else if (_rate.Credits <= 0)
             {
                 _rate.TryConsume(); // arms the refill; CreditAvailable signals
                 return 0;
@@ -215,7 +231,11 @@ internal sealed class RegionSender : IDatagramFeed
                 return 0;
             }
 
-            _rate.TryConsume();
+            if (!_receiverWindow)
+            {
+                _rate.TryConsume();
+            }
+
             ulong next = ++LastSequence;
             int length = RegionWire.WriteHeader(slot, new DataHeader(_node, _view.Region.Value, _view.ViewNumber, Math.Min(_viewStart, next), next), written);
             ref var outgoing = ref _window[next % (ulong)_window.Length];
@@ -229,6 +249,8 @@ internal sealed class RegionSender : IDatagramFeed
             outgoing.View = _view.ViewNumber;
             outgoing.SentAt = _scheduler.Now;
             outgoing.RepairQueued = false;
+            _sentBytes += (ulong)length;
+            outgoing.EndBytes = _sentBytes;
             Sent?.Invoke(next, slot[RegionWire.DataHeaderSize..length]);
             if (FirstDestination(next, out to))
             {
@@ -371,10 +393,22 @@ internal sealed class RegionSender : IDatagramFeed
             return;
         }
 
-        ulong stable = ack.Stable;
+        AcknowledgedByToken++;
+        Release(ack.Stable, ack.View);
+        _regionMaxSeen = Math.Max(_regionMaxSeen, ack.MaxSeen);
+        _rate.OnReceiverRate(ack.Rate, ack.Loss);
+        UpdateByteLimit();
+        Signal(); // the window may have room again
+    }
+
+    /// <summary>Releases the packets up to <paramref name="stable"/>, but only up to the first one numbered in a later
+    /// view than <paramref name="view"/> (the view whose members vouched for them).</summary>
+    private void Release(ulong stable, uint view)
+    {
+        stable = Math.Min(stable, LastSequence);
         for (ulong seq = Acknowledged + 1; seq <= stable; seq++)
         {
-            if (_window[seq % (ulong)_window.Length].View > ack.View)
+            if (_window[seq % (ulong)_window.Length].View > view)
             {
                 stable = seq - 1;
                 break;
@@ -389,14 +423,161 @@ internal sealed class RegionSender : IDatagramFeed
                 _window[seq % (ulong)_window.Length].RepairQueued = false;
             }
 
+            _ackedBytes = _window[stable % (ulong)_window.Length].EndBytes;
             Acknowledged = stable;
             _lastProgress = _scheduler.Now;
             AcknowledgedAdvanced?.Invoke(before, stable);
         }
+    }
 
-        _regionMaxSeen = Math.Max(_regionMaxSeen, ack.MaxSeen);
-        _rate.OnReceiverRate(ack.Rate, ack.Loss);
-        Signal(); // the window may have room again
+    /// <summary>Acknowledgements that came from the token (the rest came from complete flow status reports).</summary>
+    public long AcknowledgedByToken { get; private set; }
+
+    /// <summary>Pulls refused because the slowest receiver's window was full (receiver window mode).</summary>
+    public long WindowBlocked { get; private set; }
+
+    /// <summary>Flow status reports taken from partition leaders.</summary>
+    public long StatusReports { get; private set; }
+
+    /// <summary>The bytes the sender may still send before the slowest receiver's window is full (receiver window
+    /// mode; observability).</summary>
+    public long WindowRemaining => _byteLimit > _sentBytes ? (long)Math.Min(_byteLimit - _sentBytes, long.MaxValue) : 0;
+
+    /// <summary>
+    /// A partition leader's flow status (receiver window mode): the minimum position and window over the members of its
+    /// partition that reported, complete once all of them have. It moves the byte limit (min over partitions of the
+    /// position's byte offset plus the window; a partition not heard from in this view counts at the acknowledged point
+    /// with the default window, and so does one whose report is not yet complete: a member not heard from may be far
+    /// behind the ones that were), and once every partition's latest report is complete, acknowledges up to the lowest
+    /// of their positions: every member of the view has taken those packets. Reports from a node that is not the leader
+    /// of the partition it names in this sender's view, or from another address, are dropped.
+    /// </summary>
+    public void OnStatus(NetAddress from, in FlowStatus status, bool local)
+    {
+        if (!_receiverWindow || !status.Aggregate || status.Sender != _node || status.Region != _view.Region.Value)
+        {
+            Drops.Increment(DropReason.NotForThisNode);
+            return;
+        }
+
+        if (status.View != _view.ViewNumber || status.Partition >= _reports.Length
+            || _view.Members[status.Partition].Node.Value != status.Reporter || (!local && _view.Members[status.Partition].Address != from))
+        {
+            Drops.Increment(DropReason.NotForThisNode);
+            return;
+        }
+
+        if (status.Position > LastSequence)
+        {
+            Drops.Increment(DropReason.Malformed); // reports packets never sent
+            return;
+        }
+
+        StatusReports++;
+        if (status.Missing != 0)
+        {
+            RepairGaps(status.Position, status.Missing);
+        }
+
+        ref var report = ref _reports[status.Partition];
+        if (status.Highest < LastSequence && status.Highest == status.Position && report.Heard && report.Position == status.Position)
+        {
+            RepairTail(status.Highest); // a repeat: the partition took all it got and got nothing more since
+        }
+
+        report.Heard = true;
+        report.Complete = status.Complete;
+        report.Position = status.Position;
+        report.Window = status.WindowBytes;
+
+        bool complete = true;
+        ulong minimum = ulong.MaxValue;
+        foreach (var r in _reports)
+        {
+            complete &= r.Heard && r.Complete;
+            minimum = Math.Min(minimum, r.Position);
+        }
+
+        if (complete && minimum > Acknowledged)
+        {
+            Release(minimum, status.View);
+        }
+
+        UpdateByteLimit();
+        Signal();
+    }
+
+    /// <summary>Queues resends of the packets a status names as missing (bit i: position + 1 + i), each at most once per
+    /// <see cref="RegionOptions.StatusInterval"/> (a report may have left before the last resend arrived).</summary>
+    private void RepairGaps(ulong position, ulong missing)
+    {
+        var now = _scheduler.Now;
+        for (int i = 0; i < 64 && missing != 0; i++, missing >>= 1)
+        {
+            ulong seq = position + 1 + (ulong)i;
+            if ((missing & 1) != 0 && IsBuffered(seq) && now - _window[seq % (ulong)_window.Length].SentAt >= _options.StatusInterval && QueueRepair(seq))
+            {
+                RetransmittedOnStatus++;
+            }
+        }
+    }
+
+    /// <summary>A partition's repeated report says a member has taken everything it got up to <paramref name="highest"/>
+    /// and nothing after it, though the sender's last packet left at least a <see cref="RegionOptions.StatusInterval"/>
+    /// ago: the tail was lost, and nothing later will show the member a gap, so it (at most 64 packets) is resent, each
+    /// at most once per interval. A member still working through a backlog would have moved its position between the
+    /// two reports.</summary>
+    private void RepairTail(ulong highest)
+    {
+        var now = _scheduler.Now;
+        if (now - _window[LastSequence % (ulong)_window.Length].SentAt < _options.StatusInterval)
+        {
+            return; // still in flight, or the sender is still sending (a gap will show)
+        }
+
+        ulong last = Math.Min(LastSequence, highest + 64);
+        for (ulong seq = Math.Max(highest, Acknowledged) + 1; seq <= last; seq++)
+        {
+            if (now - _window[seq % (ulong)_window.Length].SentAt >= _options.StatusInterval && QueueRepair(seq))
+            {
+                RetransmittedOnStatus++;
+            }
+        }
+    }
+
+    /// <summary>Packets resent because a flow status named them missing (receiver window mode).</summary>
+    public long RetransmittedOnStatus { get; private set; }
+
+    /// <summary>A new view: its partitions have not reported yet.</summary>
+    private void ResetReports()
+    {
+        int partitions = _view.PartitionCount(_options.ReplicationFactor);
+        if (_reports.Length != partitions)
+        {
+            _reports = new PartitionReport[partitions];
+        }
+        else
+        {
+            Array.Clear(_reports);
+        }
+
+        UpdateByteLimit();
+    }
+
+    /// <summary>The byte limit: over the view's partitions, the least byte position the slowest receiver has taken plus
+    /// its window.</summary>
+    private void UpdateByteLimit()
+    {
+        ulong limit = ulong.MaxValue;
+        foreach (var report in _reports)
+        {
+            ulong position = report.Heard && report.Complete ? Math.Max(report.Position, Acknowledged) : Acknowledged;
+            ulong bytes = position <= Acknowledged ? _ackedBytes : _window[position % (ulong)_window.Length].EndBytes;
+            ulong window = report.Heard ? report.Window : (ulong)_options.ReceiveWindowBytes;
+            limit = Math.Min(limit, bytes + window);
+        }
+
+        _byteLimit = limit;
     }
 
     /// <summary>
@@ -432,5 +613,15 @@ internal sealed class RegionSender : IDatagramFeed
         public uint View;
         public TimeSpan SentAt;
         public bool RepairQueued;
+        public ulong EndBytes; // the stream's byte position after this packet
+    }
+
+    /// <summary>A partition leader's latest flow status for this sender (receiver window mode).</summary>
+    private struct PartitionReport
+    {
+        public bool Heard;
+        public bool Complete;
+        public ulong Position;
+        public uint Window;
     }
 }

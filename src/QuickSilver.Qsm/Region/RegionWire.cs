@@ -22,6 +22,11 @@ internal enum RegionControl : byte
 /// <summary>A collective ACK (see <see cref="RegionWire.WriteAck"/>).</summary>
 internal readonly record struct RegionAck(uint Region, uint Sender, uint View, ulong Stable, ulong MaxSeen, double Rate, double Loss);
 
+/// <summary>A receiver's flow status (see <see cref="RegionWire.WriteStatus"/>): how far it has taken a sender's stream and
+/// how many bytes beyond that it can take. <see cref="Reporter"/> is the node that sent it (the common header's sender).</summary>
+internal readonly record struct FlowStatus(uint Reporter, uint Region, uint View, uint Sender, int Partition, bool Aggregate, bool Complete,
+    ulong Position, uint WindowBytes, ulong Missing, ulong Highest);
+
 /// <summary>The fixed part of a QSM data packet.</summary>
 internal readonly record struct DataHeader(uint Sender, uint Region, uint View, ulong ViewStart, ulong Seq);
 
@@ -34,6 +39,14 @@ internal static class RegionWire
     public const byte ControlChannel = 2;
 
     public const int DataHeaderSize = PacketHeader.Size + 24;
+
+    /// <summary>The packet type of receivers' flow status reports (docs/wire-format.md, "Flow status").</summary>
+    public const PacketType StatusType = (PacketType)32;
+
+    public const int StatusSize = PacketHeader.Size + 44;
+
+    private const ushort StatusAggregateFlag = 1;
+    private const ushort StatusCompleteFlag = 2;
 
     /// <summary>The view field of a repair (a member forwarding a cached packet): it says nothing about where the sender's
     /// view started, and its source is not the sender. Region views are numbered from 1.</summary>
@@ -151,5 +164,53 @@ internal static class RegionWire
             BinaryPrimitives.ReadDoubleLittleEndian(message[29..]),
             BinaryPrimitives.ReadDoubleLittleEndian(message[37..]));
         return double.IsFinite(ack.Rate) && ack.Rate >= 0 && ack.Loss >= 0 && ack.Loss <= 1 && ack.Stable <= ack.MaxSeen && ack.View > 0;
+    }
+
+    /// <summary>A flow status datagram: <c>PacketHeader(Status, reporter, flags) | u32 region | u32 view | u32 sender |
+    /// u32 partition | u64 position | u32 windowBytes | u64 missing | u64 highest</c> (56 bytes). Flags: 1 = a partition leader's
+    /// aggregate (to the sender), else one member's report (to its partition leader); 2 = the aggregate covers every
+    /// member of the partition. Bit i of <c>missing</c> says packet position + 1 + i has not arrived (at some member of
+    /// the partition, for an aggregate) though a later one has; <c>highest</c> is the highest packet that arrived (the
+    /// lowest such over the partition, for an aggregate): below the sender's last packet, long after it left, it says
+    /// the tail was lost.</summary>
+    public static int WriteStatus(Span<byte> datagram, in FlowStatus status)
+    {
+        ushort flags = (ushort)((status.Aggregate ? StatusAggregateFlag : 0) | (status.Complete ? StatusCompleteFlag : 0));
+        new PacketHeader(StatusType, status.Reporter, StatusSize, flags).Write(datagram);
+        var body = datagram[PacketHeader.Size..];
+        BinaryPrimitives.WriteUInt32LittleEndian(body, status.Region);
+        BinaryPrimitives.WriteUInt32LittleEndian(body[4..], status.View);
+        BinaryPrimitives.WriteUInt32LittleEndian(body[8..], status.Sender);
+        BinaryPrimitives.WriteUInt32LittleEndian(body[12..], (uint)status.Partition);
+        BinaryPrimitives.WriteUInt64LittleEndian(body[16..], status.Position);
+        BinaryPrimitives.WriteUInt32LittleEndian(body[24..], status.WindowBytes);
+        BinaryPrimitives.WriteUInt64LittleEndian(body[28..], status.Missing);
+        BinaryPrimitives.WriteUInt64LittleEndian(body[36..], status.Highest);
+        return StatusSize;
+    }
+
+    public static bool TryReadStatus(scoped in PacketHeader common, ReadOnlySpan<byte> datagram, out FlowStatus status)
+    {
+        status = default;
+        if (common.Type != StatusType || datagram.Length != StatusSize || (common.Flags & ~(StatusAggregateFlag | StatusCompleteFlag)) != 0)
+        {
+            return false;
+        }
+
+        var body = datagram[PacketHeader.Size..];
+        uint partition = BinaryPrimitives.ReadUInt32LittleEndian(body[12..]);
+        status = new FlowStatus(
+            common.Sender,
+            BinaryPrimitives.ReadUInt32LittleEndian(body),
+            BinaryPrimitives.ReadUInt32LittleEndian(body[4..]),
+            BinaryPrimitives.ReadUInt32LittleEndian(body[8..]),
+            (int)Math.Min(partition, int.MaxValue),
+            (common.Flags & StatusAggregateFlag) != 0,
+            (common.Flags & StatusCompleteFlag) != 0,
+            BinaryPrimitives.ReadUInt64LittleEndian(body[16..]),
+            BinaryPrimitives.ReadUInt32LittleEndian(body[24..]),
+            BinaryPrimitives.ReadUInt64LittleEndian(body[28..]),
+            BinaryPrimitives.ReadUInt64LittleEndian(body[36..]));
+        return status.View > 0 && partition <= ushort.MaxValue && (status.Aggregate || !status.Complete) && status.Highest >= status.Position;
     }
 }

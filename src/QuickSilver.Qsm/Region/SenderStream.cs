@@ -90,6 +90,36 @@ internal sealed class SenderStream
     /// <summary>Packets dropped because they lay beyond the window (<see cref="RegionOptions.MaxHeldPackets"/>).</summary>
     public long Overflows { get; private set; }
 
+    /// <summary>What this member last reported of this stream (<see cref="ReceiverStatus"/>).</summary>
+    internal FlowReport Report { get; } = new();
+
+    /// <summary>The position this member reports for flow control: every packet up to here taken (delivered), and never
+    /// above the point up to which <see cref="CachedUpTo"/> may vouch (the window less its reserve), so a sender that
+    /// sends at most a window beyond it never overruns the ring; 0 before the anchor.</summary>
+    public ulong FlowPosition => Anchored ? Math.Min(Delivered, WindowEnd - _reserve) : 0;
+
+    /// <summary>Which of the 64 packets after <paramref name="position"/> have not arrived though a later one has (bit i:
+    /// packet position + 1 + i): the gaps a flow status names, so the sender can resend them at once.</summary>
+    public ulong MissingAfter(ulong position)
+    {
+        ulong missing = 0;
+        for (int i = 0; i < 64; i++)
+        {
+            ulong seq = position + 1 + (ulong)i;
+            if (seq >= MaxSeen)
+            {
+                break;
+            }
+
+            if (!Received(seq))
+            {
+                missing |= 1UL << i;
+            }
+        }
+
+        return missing;
+    }
+
     /// <summary>Whether the layer above refused this stream's next packet and it waits for <see cref="ResumeDelivery"/>.</summary>
     public bool Paused => _blocked;
 

@@ -67,12 +67,14 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
     [Fact]
     public void A_pull_feed_is_pulled_only_as_fast_as_rate_control_releases_packets()
     {
-        // DESIGN §3: the layer below pulls when rate control and buffers allow. Starting at μ_min = 100 packets/s, in
+        // DESIGN §3: the layer below pulls when rate control and buffers allow. With the paper's controller, starting at μ_min = 100 packets/s, in
         // 1.5 s rate control releases a few hundred packets (the credit pool C = 200, then the rate the first ACKs allow);
         // the feed (a million messages ready) must not be drained into the 4,096-packet window ahead of that: at most the
         // packet being filled and one sealed packet waiting for credit are held beyond what went out.
         const int Seed = 701;
-        var cluster = new NodeCluster(Seed, new LinkOptions(), rate: new QuickSilver.Qsm.RateControl.RateControlOptions { MinRate = 100 });
+        var cluster = new NodeCluster(Seed, new LinkOptions(),
+            new QuickSilver.Qsm.Region.RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(100), FlowControl = QuickSilver.Qsm.Region.RegionFlowControl.PaperRate },
+            rate: new QuickSilver.Qsm.RateControl.RateControlOptions { MinRate = 100 });
         var all = cluster.AddNodes(3);
         cluster.Join(all, "bulk");
         cluster.SettleViews("bulk", all);

@@ -1,0 +1,312 @@
+using QuickSilver.Core.Alarms;
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Core.Io;
+
+namespace QuickSilver.Qsm.Region;
+
+/// <summary>Where a <see cref="ReceiverStatus"/> sends a report: a member's report to its partition leader, or a leader's
+/// aggregate to the sender (the region layer routes it, locally when the sender is this node).</summary>
+internal delegate void FlowStatusSink(NetAddress to, in FlowStatus status);
+
+/// <summary>
+/// A member's side of receiver-driven flow control (<see cref="RegionFlowControl.ReceiverWindow"/>, docs/qsm.md "Flow
+/// control"). For each sender's stream the member reports its position, the highest packet up to which it has taken
+/// every packet (delivered, and never beyond its ring's room: see <see cref="SenderStream.FlowPosition"/>), and the bytes
+/// it lets the sender have in flight beyond it (its share of <see cref="RegionOptions.ReceiveWindowBytes"/>). A report
+/// goes to the member's partition leader whenever a quarter of the window has been taken since the last one, and on a
+/// timer while it changed (and twice more after it stopped changing, in case the last one was lost). The partition
+/// leader keeps its partition members' latest reports per sender and sends the sender their minimum, marked complete
+/// once every member of the partition has reported in this view: the sender hears one report per partition, not per
+/// member. I/O-free; core thread only.
+/// </summary>
+internal sealed class ReceiverStatus
+{
+    private const int LastRepeat = 64;
+    private readonly RegionMember _member;
+    private readonly FlowStatusSink _sink;
+    private readonly RegionOptions _options;
+    private readonly int _packetBytes;
+    private readonly Dictionary<uint, PartitionFlow> _partition = new();
+    private readonly Alarm _timer;
+    private int _active = 1;
+    private bool _stopped;
+
+    public ReceiverStatus(RegionMember member, FlowStatusSink sink, int maxDatagramSize)
+    {
+        _member = member;
+        _sink = sink;
+        _options = member.Options;
+        _packetBytes = RegionWire.DataHeaderSize + RegionSender.PayloadCapacity(maxDatagramSize, _options);
+        _timer = new Alarm(_ => OnTimer());
+        member.Scheduler.ScheduleAfter(_timer, _options.StatusInterval);
+    }
+
+    /// <summary>Reports this member sent (to its partition leader, or as leader to senders).</summary>
+    public long ReportsSent { get; private set; }
+
+    /// <summary>Reports from partition members this member took as their leader.</summary>
+    public long ReportsReceived { get; private set; }
+
+    /// <summary>This member's share of the receive window per sender (bytes).</summary>
+    public uint Window => (uint)Math.Max(_packetBytes, _options.ReceiveWindowBytes / _active);
+
+    /// <summary>Packets taken between two reports: a quarter of the window, in the largest packets.</summary>
+    private ulong Threshold => (ulong)Math.Max(1, Window / 4 / _packetBytes);
+
+    public void Stop()
+    {
+        _stopped = true;
+        _member.Scheduler.Cancel(_timer);
+    }
+
+    /// <summary>A new view redraws the partitions: every report starts again.</summary>
+    public void OnViewInstalled()
+    {
+        _partition.Clear();
+        foreach (var stream in _member.Streams.Values)
+        {
+            stream.Report.Reset();
+        }
+    }
+
+    /// <summary>A packet of <paramref name="stream"/> was taken (or delivery resumed): reports once a quarter of the
+    /// window has been taken since the last report. Per packet, so one comparison when there is nothing to say.</summary>
+    public void OnProgress(SenderStream stream)
+    {
+        ulong position = stream.FlowPosition;
+        if (position >= stream.Report.Sent + Threshold && !_stopped)
+        {
+            Report(stream, position);
+        }
+    }
+
+    /// <summary>A partition member's report, for this member as its partition leader; false if it is not one this member
+    /// takes (not its partition, another view, a sender it has not heard, a source that is not that member).</summary>
+    public bool OnMemberReport(NetAddress from, in FlowStatus status)
+    {
+        var view = _member.View;
+        if (view is null || status.View != view.ViewNumber || status.Partition != _member.Partition || !IsPartitionLeader
+            || !_member.Streams.ContainsKey(status.Sender))
+        {
+            return false;
+        }
+
+        int index = view.IndexOf(new Membership.NodeId(status.Reporter));
+        if (index < 0 || index % _member.Partitions != _member.Partition || view.Members[index].Address != from)
+        {
+            return false;
+        }
+
+        ReportsReceived++;
+        Update(status.Sender, index / _member.Partitions, status.Position, status.WindowBytes, status.Missing, status.Highest);
+        return true;
+    }
+
+    private bool IsPartitionLeader => _member.Index >= 0 && _member.Index == _member.Partition;
+
+    private void Report(SenderStream stream, ulong position)
+    {
+        var report = stream.Report;
+        if (position != report.Sent)
+        {
+            report.Repeated = 0;
+        }
+
+        report.Sent = position;
+        var view = _member.View!;
+        ulong missing = stream.MissingAfter(position);
+        if (IsPartitionLeader)
+        {
+            Update(stream.Sender, _member.Index / _member.Partitions, position, Window, missing, Math.Max(position, stream.MaxSeen));
+            return;
+        }
+
+        if (_member.Index < 0)
+        {
+            return;
+        }
+
+        var leader = view.Members[_member.Partition];
+        ReportsSent++;
+        _sink(leader.Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, stream.Sender, _member.Partition,
+            Aggregate: false, Complete: false, position, Window, missing, Math.Max(position, stream.MaxSeen)));
+    }
+
+    /// <summary>As partition leader: a member's (or this member's own) report, and the sender's aggregate if it moved far
+    /// enough or became complete.</summary>
+    private void Update(uint sender, int slot, ulong position, uint window, ulong missing, ulong highest)
+    {
+        if (!_partition.TryGetValue(sender, out var flow))
+        {
+            int members = _member.Layout[_member.Partition].Members.Count;
+            flow = new PartitionFlow(members);
+            _partition.Add(sender, flow);
+        }
+
+        if (slot >= flow.Positions.Length)
+        {
+            return;
+        }
+
+        if (position < flow.Positions[slot])
+        {
+            return; // an older report, overtaken: a member's position never goes back in a view
+        }
+
+        flow.Positions[slot] = position;
+        flow.Windows[slot] = window;
+        flow.Missing[slot] = missing;
+        flow.Highest[slot] = highest;
+        flow.Heard[slot] = true;
+        flow.Aggregate(out ulong minimum, out _, out bool complete, out ulong gaps, out _);
+        if (minimum >= flow.Forwarded + Threshold || (complete && !flow.ForwardedComplete) || (gaps != 0 && gaps != flow.ForwardedMissing))
+        {
+            Forward(sender, flow);
+        }
+    }
+
+    private void Forward(uint sender, PartitionFlow flow)
+    {
+        flow.Aggregate(out ulong minimum, out uint window, out bool complete, out ulong missing, out ulong highest);
+        if (minimum != flow.Forwarded || complete != flow.ForwardedComplete)
+        {
+            flow.Repeated = 0;
+        }
+
+        flow.Forwarded = minimum;
+        flow.ForwardedComplete = complete;
+        flow.ForwardedMissing = missing;
+        if (!_member.Streams.TryGetValue(sender, out var stream) || stream.Address == default)
+        {
+            return;
+        }
+
+        var view = _member.View!;
+        ReportsSent++;
+        _sink(stream.Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, sender, _member.Partition,
+            Aggregate: true, complete, minimum, window, missing, highest));
+    }
+
+    private void OnTimer()
+    {
+        if (_stopped)
+        {
+            return;
+        }
+
+        if (_member.View is not null && _member.Index >= 0)
+        {
+            int active = 0;
+            foreach (var stream in _member.Streams.Values)
+            {
+                if (!stream.Anchored)
+                {
+                    continue;
+                }
+
+                var report = stream.Report;
+                ulong position = stream.FlowPosition;
+                if (position != report.LastTick)
+                {
+                    active++;
+                    report.LastTick = position;
+                }
+
+                if (position != report.Sent || Repeat(ref report.Repeated, stream.MissingAfter(position) != 0))
+                {
+                    Report(stream, position);
+                }
+            }
+
+            _active = Math.Max(1, active);
+            foreach (var (sender, flow) in _partition)
+            {
+                flow.Aggregate(out ulong minimum, out _, out bool complete, out ulong missing, out _);
+                if (minimum != flow.Forwarded || complete != flow.ForwardedComplete || Repeat(ref flow.Repeated, missing != 0))
+                {
+                    Forward(sender, flow);
+                }
+            }
+        }
+
+        _member.Scheduler.ScheduleAfter(_timer, _options.StatusInterval);
+    }
+
+    /// <summary>Whether an unchanged report goes again on this tick: on every tick while it names a gap (the resend may
+    /// have been lost too), else on the 1st, 2nd, 4th, … 64th tick after it last changed (a lost report would otherwise
+    /// leave the sender waiting for the token; a lost tail is resent on a repeat), then no more.</summary>
+    private static bool Repeat(ref int ticks, bool gap)
+    {
+        ticks = Math.Min(ticks + 1, LastRepeat + 1);
+        return gap || (ticks <= LastRepeat && (ticks & (ticks - 1)) == 0);
+    }
+
+    /// <summary>A partition leader's view of its members' reports on one sender's stream.</summary>
+    private sealed class PartitionFlow(int members)
+    {
+        public readonly ulong[] Positions = new ulong[members];
+        public readonly uint[] Windows = new uint[members];
+        public readonly bool[] Heard = new bool[members];
+        public readonly ulong[] Missing = new ulong[members];
+        public readonly ulong[] Highest = new ulong[members];
+        public ulong Forwarded;
+        public ulong ForwardedMissing;
+        public bool ForwardedComplete;
+        public int Repeated;
+
+        /// <summary>The minimum position and window over the members heard, whether all were, and the union of their gaps
+        /// within the 64 packets after the minimum, and the lowest highest packet any of them has.</summary>
+        public void Aggregate(out ulong minimum, out uint window, out bool complete, out ulong missing, out ulong highest)
+        {
+            highest = ulong.MaxValue;
+            minimum = ulong.MaxValue;
+            window = uint.MaxValue;
+            complete = true;
+            missing = 0;
+            for (int i = 0; i < Positions.Length; i++)
+            {
+                if (!Heard[i])
+                {
+                    complete = false;
+                    continue;
+                }
+
+                minimum = Math.Min(minimum, Positions[i]);
+                highest = Math.Min(highest, Highest[i]);
+                window = Math.Min(window, Windows[i]);
+            }
+
+            if (minimum == ulong.MaxValue)
+            {
+                minimum = 0;
+                window = 0;
+                highest = 0;
+                return;
+            }
+
+            for (int i = 0; i < Positions.Length; i++)
+            {
+                ulong shift = Positions[i] - minimum;
+                if (Heard[i] && shift < 64)
+                {
+                    missing |= Missing[i] << (int)shift;
+                }
+            }
+        }
+    }
+}
+
+/// <summary>What a member last reported of one sender's stream (<see cref="ReceiverStatus"/>).</summary>
+internal sealed class FlowReport
+{
+    public ulong Sent;
+    public ulong LastTick;
+    public int Repeated;
+
+    public void Reset()
+    {
+        Sent = 0;
+        LastTick = 0;
+        Repeated = 0;
+    }
+}

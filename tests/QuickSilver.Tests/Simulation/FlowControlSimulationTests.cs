@@ -1,0 +1,156 @@
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Qsm.RateControl;
+using QuickSilver.Qsm.Region;
+using QuickSilver.Simulation;
+using QuickSilver.Transport.Simulation;
+using Xunit.Abstractions;
+
+namespace QuickSilver.Tests.Simulation;
+
+/// <summary>
+/// Receiver-driven flow control (<see cref="RegionFlowControl.ReceiverWindow"/>, docs/qsm.md "Flow control") in the
+/// whole stack on virtual time: the sender goes at the slowest receiver's speed without overrunning it, the receivers'
+/// reports acknowledge without the token, gaps and lost tails they name are resent at once, and partition leaders
+/// aggregate the reports.
+/// </summary>
+public sealed class FlowControlSimulationTests(ITestOutputHelper output)
+{
+    private const int PacketBytes = 16 * 1024;
+
+    /// <summary>A receiver whose CPU takes 1 ms per datagram (1,000 packets/s) and queues at most 48 datagrams; the
+    /// region's window is 32 packets. With receiver flow control the sender slows to it: nothing is dropped anywhere and
+    /// everything arrives. With the paper's controller started at 10,000 packets/s the same receiver overflows.</summary>
+    [Theory]
+    [InlineData(RegionFlowControl.ReceiverWindow, 1201)]
+    [InlineData(RegionFlowControl.ReceiverWindow, 1202)]
+    [InlineData(RegionFlowControl.PaperRate, 1203)]
+    public void The_sender_goes_at_the_slowest_receivers_speed_without_overrunning_it(RegionFlowControl mode, int seed)
+    {
+        const int Messages = 20_000; // 1,000 B each: about 1,300 packets
+        var cluster = new NodeCluster(seed, new LinkOptions(), new RegionOptions
+        {
+            TokenInterval = TimeSpan.FromMilliseconds(100),
+            FlowControl = mode,
+            ReceiveWindowBytes = 32 * PacketBytes,
+        }, configureNode: node => node.ReceiveQueueLimit = 48, rate: new RateControlOptions { MinRate = 10_000 });
+        var all = cluster.AddNodes(3);
+        cluster.Join(all, "bulk");
+        cluster.SettleViews("bulk", all);
+        var (sender, slow) = (all[0], all[2]);
+        slow.Sim.ProcessingCostPerPacket = TimeSpan.FromMilliseconds(1);
+        long dropsBefore = cluster.Network.Drops[DropReason.ReceiveBufferFull];
+        sender.PublishNumbered("bulk", Messages, size: 1_000);
+
+        bool done = cluster.Network.RunUntil(() => all.All(n => n.Groups["bulk"].CountFrom(sender.Id) == Messages), TimeSpan.FromSeconds(30));
+        long overflows = cluster.Network.Drops[DropReason.ReceiveBufferFull] - dropsBefore;
+        var regionSender = sender.Region!.Senders.Values.Single();
+        output.WriteLine($"{mode}: done {done} at {cluster.Network.Now}, receive queue overflows {overflows}, packets {regionSender.LastSequence}, " +
+                         $"window blocked {regionSender.WindowBlocked}, status reports {regionSender.StatusReports}, resent {regionSender.Retransmissions}");
+        if (mode == RegionFlowControl.PaperRate)
+        {
+            Assert.True(overflows > 0, $"seed {seed}: the paper's controller at 10,000 packets/s did not overrun a 1,000 packets/s receiver; the test proves nothing");
+            return;
+        }
+
+        Assert.True(done, $"seed {seed}: not every message arrived in 30 s: {string.Join(", ", all.Select(n => n.Groups["bulk"].CountFrom(sender.Id)))}");
+        Assert.Equal(0, overflows);
+        Assert.True(regionSender.WindowBlocked > 0, $"seed {seed}: the sender was never held by the window");
+        foreach (var node in all)
+        {
+            Assert.Equal(Enumerable.Range(1, Messages), node.Groups["bulk"].Received[sender.Id]);
+        }
+    }
+
+    /// <summary>With the token every 10 s and a 256-packet sender window, 2,000 packets need eight windows of
+    /// acknowledgements: the token alone would take over a minute; the receivers' reports release them in well under a
+    /// second of virtual time.</summary>
+    [Fact]
+    public void Receivers_reports_acknowledge_without_waiting_for_the_token()
+    {
+        const int Seed = 1211;
+        const int Messages = 30_000; // 1,000 B each: about 2,000 packets
+        var cluster = new NodeCluster(Seed, new LinkOptions(), new RegionOptions
+        {
+            TokenInterval = TimeSpan.FromSeconds(10),
+            SenderWindow = 256,
+            MaxHeldPackets = 16_384,
+        });
+        var all = cluster.AddNodes(3);
+        cluster.Join(all, "acks");
+        cluster.SettleViews("acks", all);
+        var sender = all[0];
+        var start = cluster.Network.Now;
+        sender.PublishNumbered("acks", Messages, size: 1_000);
+
+        bool done = cluster.Network.RunUntil(() => all.All(n => n.Groups["acks"].CountFrom(sender.Id) == Messages), TimeSpan.FromSeconds(5));
+        var regionSender = sender.Region!.Senders.Values.Single();
+        output.WriteLine($"done {done} in {cluster.Network.Now - start}, packets {regionSender.LastSequence}, acknowledged {regionSender.Acknowledged}, " +
+                         $"token acks {regionSender.AcknowledgedByToken}, status reports {regionSender.StatusReports}");
+        Assert.True(done, $"seed {Seed}: {string.Join(", ", all.Select(n => n.Groups["acks"].CountFrom(sender.Id)))} of {Messages} in 5 s");
+        Assert.True(regionSender.LastSequence > 4 * 256, $"seed {Seed}: only {regionSender.LastSequence} packets; the test proves nothing");
+        Assert.True(cluster.Network.Now - start < TimeSpan.FromSeconds(2), $"seed {Seed}: took {cluster.Network.Now - start}");
+        foreach (var node in all)
+        {
+            Assert.Equal(Enumerable.Range(1, Messages), node.Groups["acks"].Received[sender.Id]);
+        }
+    }
+
+    /// <summary>5 % loss and bursts, the token every 10 s (so neither its recovery nor the sender's timeout acts within
+    /// the test): the gaps and lost tails the receivers' reports name are resent at once, and every message arrives in
+    /// order within a few seconds of virtual time.</summary>
+    [Theory]
+    [InlineData(1221)]
+    [InlineData(1222)]
+    [InlineData(1223)]
+    public void Gaps_and_lost_tails_named_in_reports_are_resent_at_once(int seed)
+    {
+        const int Messages = 20_000;
+        var link = new LinkOptions { LossRate = 0.05, Burst = new BurstLoss(0.002, 0.3) };
+        var cluster = new NodeCluster(seed, link, new RegionOptions { TokenInterval = TimeSpan.FromSeconds(10) });
+        var all = cluster.AddNodes(4);
+        cluster.Join(all, "lossy");
+        cluster.SettleViews("lossy", all);
+        var sender = all[0];
+        var start = cluster.Network.Now;
+        sender.PublishNumbered("lossy", Messages, size: 1_000);
+
+        bool done = cluster.Network.RunUntil(() => all.All(n => n.Groups["lossy"].CountFrom(sender.Id) == Messages), TimeSpan.FromSeconds(8));
+        var regionSender = sender.Region!.Senders.Values.Single();
+        output.WriteLine($"done {done} in {cluster.Network.Now - start}, packets {regionSender.LastSequence}, resent on status {regionSender.RetransmittedOnStatus}, " +
+                         $"on NAK {regionSender.RetransmittedOnNak}, on timeout {regionSender.RetransmittedOnTimeout}, rounds {all.Sum(n => n.Region!.Member!.RoundsCompleted)}");
+        Assert.True(done, $"seed {seed}: {string.Join(", ", all.Select(n => n.Groups["lossy"].CountFrom(sender.Id)))} of {Messages} in 8 s");
+        Assert.True(regionSender.RetransmittedOnStatus > 0, $"seed {seed}: nothing resent on a report");
+        Assert.Equal(0, regionSender.RetransmittedOnTimeout);
+        foreach (var node in all)
+        {
+            Assert.Equal(Enumerable.Range(1, Messages), node.Groups["lossy"].Received[sender.Id]);
+        }
+    }
+
+    /// <summary>Twelve members with replication 4 make three partitions: members report to their partition leader, and
+    /// the sender hears only the three leaders, far fewer reports than the members sent.</summary>
+    [Fact]
+    public void Partition_leaders_aggregate_the_reports_the_sender_hears()
+    {
+        const int Seed = 1231;
+        const int Messages = 30_000;
+        var cluster = new NodeCluster(Seed, new LinkOptions(), new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(100), ReplicationFactor = 4 });
+        var all = cluster.AddNodes(12);
+        cluster.Join(all, "wide");
+        cluster.SettleViews("wide", all);
+        var sender = all[0];
+        sender.PublishNumbered("wide", Messages, size: 1_000);
+
+        bool done = cluster.Network.RunUntil(() => all.All(n => n.Groups["wide"].CountFrom(sender.Id) == Messages), TimeSpan.FromSeconds(10));
+        var regionSender = sender.Region!.Senders.Values.Single();
+        long memberReports = all.Sum(n => n.Region!.Member!.StatusReportsSent);
+        var member = sender.Region!.Member!;
+        output.WriteLine($"done {done}, partitions {member.Partitions}, reports sent by members {memberReports}, heard by the sender {regionSender.StatusReports}, " +
+                         $"dropped at the sender {regionSender.Drops.Total}");
+        Assert.True(done, $"seed {Seed}: not all delivered");
+        Assert.Equal(3, member.Partitions);
+        Assert.True(regionSender.StatusReports > 0, $"seed {Seed}: the sender heard no report");
+        Assert.True(regionSender.StatusReports * 2 < memberReports, $"seed {Seed}: the sender heard {regionSender.StatusReports} of {memberReports} reports");
+        Assert.Equal(0, regionSender.Drops.Total);
+    }
+}
