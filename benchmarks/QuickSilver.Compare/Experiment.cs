@@ -15,6 +15,11 @@ internal sealed record ExperimentPoint(int Receivers, int Groups, int Size, doub
     /// (0-based) goes to group i mod <see cref="Groups"/>. Which of them are warm-up is decided in send order over all
     /// groups (the first <see cref="Warmup"/> sent), as the JGroups and raw UDP senders do.</summary>
     public long Share(int g) => Total / Groups + (g < Total % Groups ? 1 : 0);
+
+    /// <summary>The record's generated ToString would print <see cref="Lossless"/>, a new point, whose ToString prints its
+    /// own, without end (a stack overflow in the stall diagnostics).</summary>
+    public override string ToString() => string.Create(System.Globalization.CultureInfo.InvariantCulture,
+        $"{Receivers} receivers, {Groups} groups, {Size} B, loss {Loss:P0}, {Warmup} + {Messages} messages");
 }
 
 /// <summary>A series of points varying one parameter (<see cref="XLabel"/>), plotted and written as one CSV.</summary>

@@ -28,6 +28,7 @@ internal static class QsReceiverRole
         var count = new ArrivalCounter();
         int probed = 0;
         var seen = new bool[groups];
+        long previous = 0, longestGap = 0, longestGapAt = 0; // diagnostics (QS_COMPARE_DESCRIBE): the longest pause between arrivals
         for (int g = 0; g < groups; g++)
         {
             int index = g;
@@ -49,7 +50,14 @@ internal static class QsReceiverRole
                     return;
                 }
 
-                count.Arrived(kind == MessageKind.Data);
+                long now = ResultLine.NowMicros();
+                long n = count.Arrived(kind == MessageKind.Data, now);
+                if (previous != 0 && now - previous > longestGap)
+                {
+                    (longestGap, longestGapAt) = (now - previous, n);
+                }
+
+                previous = now;
             };
         }
 
@@ -59,9 +67,9 @@ internal static class QsReceiverRole
             await Task.Delay(5, CancellationToken.None);
         }
 
-        if (count.Received < total)
+        if (count.Received < total || Environment.GetEnvironmentVariable("QS_COMPARE_DESCRIBE") == "1")
         {
-            Console.Error.WriteLine($"qs-recv timed out with {count.Received} of {total}: {await node.DescribeAsync()}");
+            Console.Error.WriteLine($"qs-recv has {count.Received} of {total}; longest pause {longestGap} µs before message {longestGapAt}: {await node.DescribeAsync()}");
         }
 
         Console.WriteLine(count.ResultLine(total));

@@ -74,7 +74,7 @@ internal static class QsPass
             }
 
             var result = PassResult.From(Systems.QuickSilver, p, schedule.MeasuredStartMicros, results, string.Join("; ", notes));
-            if (!result.AllArrived)
+            if (!result.AllArrived || Environment.GetEnvironmentVariable("QS_COMPARE_DESCRIBE") == "1")
             {
                 Console.Error.WriteLine($"QuickSilver sender at {p}: {await node.DescribeAsync()}"); // with the receivers' own lines: where it stalled
             }

@@ -50,8 +50,9 @@ internal sealed class ReceiverStatus
     /// <summary>This member's share of the receive window per sender (bytes).</summary>
     public uint Window => (uint)Math.Max(_packetBytes, _options.ReceiveWindowBytes / _active);
 
-    /// <summary>Packets taken between two reports: a quarter of the window, in the largest packets.</summary>
-    private ulong Threshold => (ulong)Math.Max(1, Window / 4 / _packetBytes);
+    /// <summary>Packets taken between two reports: an eighth of the window, in the largest packets (a quarter, Aeron's
+    /// choice, left the sender idle between bursts when two hops of reports were on the way).</summary>
+    private ulong Threshold => (ulong)Math.Max(1, Window / 8 / _packetBytes);
 
     public void Stop()
     {
@@ -74,9 +75,19 @@ internal sealed class ReceiverStatus
     public void OnProgress(SenderStream stream)
     {
         ulong position = stream.FlowPosition;
-        if (position >= stream.Report.Sent + Threshold && !_stopped)
+        if (position >= stream.Report.Sent + Threshold && !_stopped && stream.Sender != _member.Node)
         {
             Report(stream, position);
+        }
+    }
+
+    /// <summary>A new gap in <paramref name="stream"/> (a packet arrived with missing ones before it): reports at once,
+    /// so the sender resends them within a round trip, not when the window has filled behind the gap.</summary>
+    public void OnGap(SenderStream stream)
+    {
+        if (!_stopped && _member.View is not null && stream.Sender != _member.Node)
+        {
+            Report(stream, stream.FlowPosition);
         }
     }
 
@@ -138,8 +149,16 @@ internal sealed class ReceiverStatus
     {
         if (!_partition.TryGetValue(sender, out var flow))
         {
-            int members = _member.Layout[_member.Partition].Members.Count;
-            flow = new PartitionFlow(members);
+            var members = _member.Layout[_member.Partition].Members;
+            flow = new PartitionFlow(members.Count);
+            for (int i = 0; i < members.Count; i++)
+            {
+                if (_member.View!.Members[members[i]].Node.Value == sender)
+                {
+                    flow.Exempt(i); // the sender itself, a member of this partition: it reads its own member in place
+                }
+            }
+
             _partition.Add(sender, flow);
         }
 
@@ -168,6 +187,11 @@ internal sealed class ReceiverStatus
     private void Forward(uint sender, PartitionFlow flow)
     {
         flow.Aggregate(out ulong minimum, out uint window, out bool complete, out ulong missing, out ulong highest);
+        if (minimum == ulong.MaxValue)
+        {
+            return; // only the sender itself reported: nothing to say
+        }
+
         if (minimum != flow.Forwarded || complete != flow.ForwardedComplete)
         {
             flow.Repeated = 0;
@@ -199,9 +223,9 @@ internal sealed class ReceiverStatus
             int active = 0;
             foreach (var stream in _member.Streams.Values)
             {
-                if (!stream.Anchored)
+                if (!stream.Anchored || stream.Sender == _member.Node)
                 {
-                    continue;
+                    continue; // this node's own stream: its sender reads the member's position in place
                 }
 
                 var report = stream.Report;
@@ -256,6 +280,14 @@ internal sealed class ReceiverStatus
 
         /// <summary>The minimum position and window over the members heard, whether all were, and the union of their gaps
         /// within the 64 packets after the minimum, and the lowest highest packet any of them has.</summary>
+        public void Exempt(int slot)
+        {
+            Positions[slot] = ulong.MaxValue;
+            Highest[slot] = ulong.MaxValue;
+            Windows[slot] = uint.MaxValue;
+            Heard[slot] = true;
+        }
+
         public void Aggregate(out ulong minimum, out uint window, out bool complete, out ulong missing, out ulong highest)
         {
             highest = ulong.MaxValue;

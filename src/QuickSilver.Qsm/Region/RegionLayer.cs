@@ -29,7 +29,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     private IAlarmScheduler _scheduler = null!;
     private IControlChannel _control = null!;
     private uint? _node;
-    private readonly byte[] _statusBuffer = new byte[RegionWire.StatusSize];
+    private StatusOutbox? _statusOutbox;
 
     public string Name => "qsm-region";
 
@@ -56,7 +56,14 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
 
     /// <summary>Offers again, in order, the packets the <see cref="Consumer"/> refused and those held behind them.
     /// Core thread; never from inside the consumer.</summary>
-    public void ResumeDelivery() => Member?.ResumeDelivery();
+    public void ResumeDelivery()
+    {
+        Member?.ResumeDelivery();
+        foreach (var sender in _senders.Values)
+        {
+            sender.OnLocalProgress();
+        }
+    }
 
     /// <summary>A new member replaced the old one (the node moved to another region of overlap).</summary>
     public event Action<RegionMember>? MemberChanged;
@@ -76,6 +83,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         if (_options.FlowControl == RegionFlowControl.ReceiverWindow)
         {
             context.RegisterPacketType(RegionWire.StatusType, this);
+            _statusOutbox = new StatusOutbox(_transport);
         }
 
         _control = context.OpenControlChannel(RegionWire.ControlChannel);
@@ -84,6 +92,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
 
     public void Stop()
     {
+        _statusOutbox?.Stop();
         Member?.Stop(null);
         foreach (var sender in _senders.Values)
         {
@@ -93,6 +102,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
 
     public string Describe() =>
         $"member: {Member?.Describe() ?? "none"}" +
+        (_statusOutbox is { } outbox ? $"; status reports queued {outbox.Queued}, dropped {outbox.Dropped}" : "") +
         string.Concat(_senders.Values.Select(s => $"; sender to region {s.Region}: last {s.LastSequence}, acked {s.Acknowledged}, " +
             $"unacked {s.Unacknowledged}, " +
             (_options.FlowControl == RegionFlowControl.ReceiverWindow
@@ -169,6 +179,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         var member = Member!;
         var address = _transport.LocalAddress;
         sender.Sent += (seq, payload) => member.OnLocalSend(sender.Node, address, seq, payload);
+        sender.LocalPosition = () => ReferenceEquals(Member, member) && member.Streams.TryGetValue(sender.Node, out var own) && own.Anchored ? own.FlowPosition : null;
     }
 
     public void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram)
@@ -224,7 +235,8 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     }
 
     /// <summary>The member's flow status sink: an aggregate for this node's own sender is handed over in place, anything
-    /// else is one datagram (unreliable: a lost report is repeated, see <see cref="ReceiverStatus"/>).</summary>
+    /// else is one datagram (unreliable: a lost report is repeated, see <see cref="ReceiverStatus"/>), through the
+    /// <see cref="StatusOutbox"/> when the transport has no free slot.</summary>
     private void SendStatus(NetAddress to, in FlowStatus status)
     {
         if (status.Aggregate && status.Sender == _node && _senders.TryGetValue(status.Region, out var own))
@@ -233,8 +245,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
             return;
         }
 
-        int length = RegionWire.WriteStatus(_statusBuffer, status);
-        _transport.TrySend(to, _statusBuffer.AsSpan(0, length));
+        _statusOutbox!.Send(to, status);
     }
 
     /// <summary>A control message: <c>u8 kind | u32 region | …</c> (docs/wire-format.md).</summary>

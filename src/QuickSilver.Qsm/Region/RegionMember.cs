@@ -235,12 +235,17 @@ internal sealed class RegionMember
             return;
         }
 
-        if (header.View != RegionWire.RepairView && stream.Anchored && header.Seq > stream.MaxSeen + 1)
+        bool gap = header.View != RegionWire.RepairView && stream.Anchored && header.Seq > stream.MaxSeen + 1;
+        if (gap)
         {
             _lossRate.Count((long)(header.Seq - stream.MaxSeen - 1)); // a gap in the sender's stream: packets lost on the way
         }
 
         Accept(stream, header.Seq, payload);
+        if (gap)
+        {
+            _status?.OnGap(stream); // say so now: the sender resends it, instead of its window filling up behind it
+        }
     }
 
     /// <summary>The fraction of the senders' packets this member found missing on arrival (gaps), over its last k samples.</summary>

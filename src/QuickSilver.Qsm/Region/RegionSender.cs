@@ -249,6 +249,7 @@ internal sealed class RegionSender : IDatagramFeed
             outgoing.View = _view.ViewNumber;
             outgoing.SentAt = _scheduler.Now;
             outgoing.RepairQueued = false;
+            outgoing.ReportRepairs = 0;
             _sentBytes += (ulong)length;
             outgoing.EndBytes = _sentBytes;
             Sent?.Invoke(next, slot[RegionWire.DataHeaderSize..length]);
@@ -498,6 +499,8 @@ internal sealed class RegionSender : IDatagramFeed
             minimum = Math.Min(minimum, r.Position);
         }
 
+        minimum = Math.Min(minimum, LastSequence);
+
         if (complete && minimum > Acknowledged)
         {
             Release(minimum, status.View);
@@ -515,7 +518,7 @@ internal sealed class RegionSender : IDatagramFeed
         for (int i = 0; i < 64 && missing != 0; i++, missing >>= 1)
         {
             ulong seq = position + 1 + (ulong)i;
-            if ((missing & 1) != 0 && IsBuffered(seq) && now - _window[seq % (ulong)_window.Length].SentAt >= _options.StatusInterval && QueueRepair(seq))
+            if ((missing & 1) != 0 && RepairDue(seq, now) && QueueRepair(seq))
             {
                 RetransmittedOnStatus++;
             }
@@ -538,11 +541,31 @@ internal sealed class RegionSender : IDatagramFeed
         ulong last = Math.Min(LastSequence, highest + 64);
         for (ulong seq = Math.Max(highest, Acknowledged) + 1; seq <= last; seq++)
         {
-            if (now - _window[seq % (ulong)_window.Length].SentAt >= _options.StatusInterval && QueueRepair(seq))
+            if (RepairDue(seq, now) && QueueRepair(seq))
             {
                 RetransmittedOnStatus++;
             }
         }
+    }
+
+    /// <summary>Whether a report may have a buffered packet resent now: at once the first time (a later packet arrived,
+    /// so this one was lost), then at most once per <see cref="RegionOptions.StatusInterval"/> (a report may have left
+    /// before the last resend arrived).</summary>
+    private bool RepairDue(ulong seq, TimeSpan now)
+    {
+        if (!IsBuffered(seq))
+        {
+            return false;
+        }
+
+        ref var outgoing = ref _window[seq % (ulong)_window.Length];
+        if (outgoing.ReportRepairs > 0 && now - outgoing.SentAt < _options.StatusInterval)
+        {
+            return false;
+        }
+
+        outgoing.ReportRepairs++;
+        return true;
     }
 
     /// <summary>Packets resent because a flow status named them missing (receiver window mode).</summary>
@@ -561,6 +584,21 @@ internal sealed class RegionSender : IDatagramFeed
             Array.Clear(_reports);
         }
 
+        // A partition of this node alone has no one to report: it stands for nothing (the local member is read in place).
+        for (int j = 0; j < partitions; j++)
+        {
+            bool onlyThisNode = true;
+            for (int i = j; i < _view.Count; i += partitions)
+            {
+                onlyThisNode &= _view.Members[i].Node.Value == _node;
+            }
+
+            if (onlyThisNode)
+            {
+                _reports[j] = new PartitionReport { Heard = true, Complete = true, Position = ulong.MaxValue, Window = uint.MaxValue };
+            }
+        }
+
         UpdateByteLimit();
     }
 
@@ -571,13 +609,40 @@ internal sealed class RegionSender : IDatagramFeed
         ulong limit = ulong.MaxValue;
         foreach (var report in _reports)
         {
+            if (report.Position == ulong.MaxValue)
+            {
+                continue; // a partition of this node alone
+            }
+
             ulong position = report.Heard && report.Complete ? Math.Max(report.Position, Acknowledged) : Acknowledged;
-            ulong bytes = position <= Acknowledged ? _ackedBytes : _window[position % (ulong)_window.Length].EndBytes;
             ulong window = report.Heard ? report.Window : (ulong)_options.ReceiveWindowBytes;
-            limit = Math.Min(limit, bytes + window);
+            limit = Math.Min(limit, BytesUpTo(position) + window);
+        }
+
+        if (LocalPosition?.Invoke() is { } local)
+        {
+            limit = Math.Min(limit, BytesUpTo(Math.Max(local, Acknowledged)) + (ulong)_options.ReceiveWindowBytes);
         }
 
         _byteLimit = limit;
+    }
+
+    /// <summary>The stream's byte position after packet <paramref name="seq"/> (at least the acknowledged point's).</summary>
+    private ulong BytesUpTo(ulong seq) => seq <= Acknowledged ? _ackedBytes : seq >= LastSequence ? _sentBytes : _window[seq % (ulong)_window.Length].EndBytes;
+
+    /// <summary>Where this node's own member has taken this sender's stream (a sender that is a member of its region:
+    /// set by the region layer), or null. Its own member needs no report: a local subscriber that pauses holds the sender
+    /// through this.</summary>
+    public Func<ulong?>? LocalPosition { get; set; }
+
+    /// <summary>The local member took more of this sender's stream (its subscriber resumed): the limit may have moved.</summary>
+    public void OnLocalProgress()
+    {
+        if (_receiverWindow)
+        {
+            UpdateByteLimit();
+            Signal();
+        }
     }
 
     /// <summary>
@@ -614,6 +679,7 @@ internal sealed class RegionSender : IDatagramFeed
         public TimeSpan SentAt;
         public bool RepairQueued;
         public ulong EndBytes; // the stream's byte position after this packet
+        public int ReportRepairs; // resends flow reports asked for
     }
 
     /// <summary>A partition leader's latest flow status for this sender (receiver window mode).</summary>

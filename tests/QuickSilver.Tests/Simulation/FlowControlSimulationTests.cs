@@ -61,6 +61,43 @@ public sealed class FlowControlSimulationTests(ITestOutputHelper output)
         }
     }
 
+    /// <summary>Receivers that each take at most 5,000 packets/s (200 µs of CPU a packet), and a sender that is not its
+    /// partition's leader, so every report takes two hops: the sender still goes at 80 % of the receivers' speed or
+    /// better (the rest is their CPU spent on the reports and tokens themselves, 200 µs each too, and the start). (When the sender's own member reported its position like any other, its report lagged its sends, the
+    /// leader's minimum lagged with it, and the sender idled between bursts until the next timer report: about a tenth
+    /// of this speed on loopback.)</summary>
+    [Theory]
+    [InlineData(1241)]
+    [InlineData(1242)]
+    public void A_sender_that_is_not_its_partitions_leader_goes_at_the_receivers_speed(int seed)
+    {
+        const int Messages = 48_000; // 1,000 B each: 3,000 packets, 0.6 s at 5,000 packets/s
+        var cluster = new NodeCluster(seed, new LinkOptions { BandwidthBitsPerSecond = 10_000_000_000 }, new RegionOptions
+        {
+            TokenInterval = TimeSpan.FromSeconds(1),
+            ReceiveWindowBytes = 64 * PacketBytes,
+        });
+        var all = cluster.AddNodes(3);
+        cluster.Join(all, "fast");
+        cluster.SettleViews("fast", all);
+        var sender = all[2];
+        Assert.NotEqual(0, sender.Region!.Member!.Index); // not the leader of the only partition
+        foreach (var receiver in all.Take(2))
+        {
+            receiver.Sim.ProcessingCostPerPacket = TimeSpan.FromMicroseconds(200);
+        }
+
+        var start = cluster.Network.Now;
+        sender.PublishNumbered("fast", Messages, size: 1_000);
+        bool done = cluster.Network.RunUntil(() => all.All(n => n.Groups["fast"].CountFrom(sender.Id) == Messages), TimeSpan.FromSeconds(10));
+        var elapsed = cluster.Network.Now - start;
+        var regionSender = sender.Region!.Senders.Values.Single();
+        double packetsPerSecond = regionSender.LastSequence / elapsed.TotalSeconds;
+        output.WriteLine($"done {done} in {elapsed}: {packetsPerSecond:F0} packets/s, blocked {regionSender.WindowBlocked}, reports {regionSender.StatusReports}, resent {regionSender.Retransmissions}");
+        Assert.True(done, $"seed {seed}: not all delivered");
+        Assert.True(packetsPerSecond > 0.8 * 5_000, $"seed {seed}: {packetsPerSecond:F0} packets/s against receivers that take 5,000/s");
+    }
+
     /// <summary>With the token every 10 s and a 256-packet sender window, 2,000 packets need eight windows of
     /// acknowledgements: the token alone would take over a minute; the receivers' reports release them in well under a
     /// second of virtual time.</summary>
