@@ -10,15 +10,22 @@ var output = new Option<string>("--out") { Description = "Folder for the CSV and
 var plotOnly = new Option<bool>("--plot-only") { Description = "Run nothing: redraw the PNG of every experiment CSV already in the --out folder." };
 var only = new Option<string?>("--only") { Description = "Run only the experiment whose CSV file name starts with this (e.g. groups, throughput)." };
 var maxNodes = new Option<int>("--max-nodes") { Description = "Largest region (250 by default; 1000 adds 1,000-node runs, which need far more memory and time).", DefaultValueFactory = _ => 250 };
+var flow = new Option<string>("--flow")
+{
+    Description = "What paces the senders: paper (the paper's rate controller, the default: these are the paper's figures) or receivers (the receivers' windows, QuickSilver's default).",
+    DefaultValueFactory = _ => "paper",
+};
+flow.AcceptOnlyFromAmong("paper", "receivers");
 var wallBudget = new Option<int?>("--wall-budget") { Description = "Seconds of wall time after which one run is cut (default 60 quick, 240 full)." };
 
 var root = new RootCommand("QuickSilver QSM figures: throughput, partitioning, token rate, senders, recovery and ACK latency in simulation.")
 {
-    quick, output, maxNodes, only, plotOnly, wallBudget,
+    quick, output, maxNodes, only, plotOnly, wallBudget, flow,
 };
 
 root.SetAction(parse =>
 {
+    Testbed.FlowControl = parse.GetValue(flow) == "receivers" ? QuickSilver.Qsm.Region.RegionFlowControl.ReceiverWindow : QuickSilver.Qsm.Region.RegionFlowControl.PaperRate;
     var mode = parse.GetValue(quick) ? FigureMode.Quick(parse.GetValue(maxNodes)) : FigureMode.Full(parse.GetValue(maxNodes));
     if (parse.GetValue(wallBudget) is { } budget)
     {

@@ -25,6 +25,7 @@ internal static class RegionRun
             Region = new RegionOptions
             {
                 ReplicationFactor = spec.ReplicationFactor,
+                FlowControl = Testbed.FlowControl,
                 TokenInterval = tokenInterval,
                 SenderWindow = spec.SenderWindow,
                 MaxHeldPackets = Math.Max(new RegionOptions().MaxHeldPackets, 4 * spec.SenderWindow), // the window plus the purge lag

@@ -26,6 +26,10 @@ internal static class Testbed
 
     public const int Seed = 2006;
 
+    /// <summary>What paces the senders: the paper's rate controller by default (these are the paper's figures), or the
+    /// receivers' windows (<c>--flow receivers</c>). Set once, at start.</summary>
+    public static QuickSilver.Qsm.Region.RegionFlowControl FlowControl { get; set; } = QuickSilver.Qsm.Region.RegionFlowControl.PaperRate;
+
     /// <summary>Datagram limit of the whole-stack runs, which pack messages: an Ethernet frame's UDP payload.</summary>
     public const int MaxDatagramBytes = 1472;
 
@@ -42,5 +46,6 @@ internal static class Testbed
         yield return string.Create(c, $"links: {BandwidthBitsPerSecond / 1e6:F0} Mbit/s, {Latency.TotalMicroseconds:F0} µs one-way to the switch, 1,000-datagram link queues");
         yield return string.Create(c, $"receive CPU: {ProcessingCostPerPacket.TotalMicroseconds:F0} µs per datagram (≤ {1 / ProcessingCostPerPacket.TotalSeconds:N0} datagrams/s per node), receive queue {ReceiveQueueLimit} datagrams; sending costs no CPU");
         yield return string.Create(c, $"messages: {PayloadBytes} B payload, one per datagram (no packing); seed {Seed}; virtual time");
+        yield return $"flow control: {FlowControl}";
     }
 }
