@@ -248,6 +248,7 @@ internal sealed class RegionSender : IDatagramFeed
             outgoing.Length = length;
             outgoing.View = _view.ViewNumber;
             outgoing.SentAt = _scheduler.Now;
+            outgoing.FirstSentAt = outgoing.SentAt;
             outgoing.RepairQueued = false;
             outgoing.ReportRepairs = 0;
             _sentBytes += (ulong)length;
@@ -481,6 +482,11 @@ internal sealed class RegionSender : IDatagramFeed
         }
 
         ref var report = ref _reports[status.Partition];
+        if (status.Highest > report.Highest)
+        {
+            SampleDelay(status.Highest); // only a report that the highest packet moved says how long one took to arrive
+            report.Highest = status.Highest;
+        }
         if (status.Highest < LastSequence && status.Highest == status.Position && report.Heard && report.Position == status.Position)
         {
             RepairTail(status.Highest); // a repeat: the partition took all it got and got nothing more since
@@ -526,14 +532,14 @@ internal sealed class RegionSender : IDatagramFeed
     }
 
     /// <summary>A partition's repeated report says a member has taken everything it got up to <paramref name="highest"/>
-    /// and nothing after it, though the sender's last packet left at least a <see cref="RegionOptions.StatusInterval"/>
+    /// and nothing after it, though the sender's last packet left at least a <see cref="RepairHoldoff"/>
     /// ago: the tail was lost, and nothing later will show the member a gap, so it (at most 64 packets) is resent, each
     /// at most once per interval. A member still working through a backlog would have moved its position between the
     /// two reports.</summary>
     private void RepairTail(ulong highest)
     {
         var now = _scheduler.Now;
-        if (now - _window[LastSequence % (ulong)_window.Length].SentAt < _options.StatusInterval)
+        if (now - _window[LastSequence % (ulong)_window.Length].SentAt < RepairHoldoff)
         {
             return; // still in flight, or the sender is still sending (a gap will show)
         }
@@ -549,7 +555,7 @@ internal sealed class RegionSender : IDatagramFeed
     }
 
     /// <summary>Whether a report may have a buffered packet resent now: at once the first time (a later packet arrived,
-    /// so this one was lost), then at most once per <see cref="RegionOptions.StatusInterval"/> (a report may have left
+    /// so this one was lost), then at most once per <see cref="RepairHoldoff"/> (a report may have left
     /// before the last resend arrived).</summary>
     private bool RepairDue(ulong seq, TimeSpan now)
     {
@@ -559,13 +565,33 @@ internal sealed class RegionSender : IDatagramFeed
         }
 
         ref var outgoing = ref _window[seq % (ulong)_window.Length];
-        if (outgoing.ReportRepairs > 0 && now - outgoing.SentAt < _options.StatusInterval)
+        if (outgoing.ReportRepairs > 0 && now - outgoing.SentAt < RepairHoldoff)
         {
             return false;
         }
 
         outgoing.ReportRepairs++;
         return true;
+    }
+
+    /// <summary>The smoothed time from a packet's first send to a report that it arrived (queueing included): reports
+    /// take at least this long to reflect a resend, so a packet is not resent again, nor a tail presumed lost, sooner
+    /// than twice it (and never sooner than <see cref="RegionOptions.StatusInterval"/>). Without it, a link whose queue
+    /// held more than a status interval of traffic had every queued packet "lost" and resent again every interval,
+    /// which filled the queue further (a collapse seen in simulation at 100 Mbit/s with four senders).</summary>
+    public TimeSpan ReportDelay { get; private set; }
+
+    private TimeSpan RepairHoldoff => ReportDelay * 2 > _options.StatusInterval ? ReportDelay * 2 : _options.StatusInterval;
+
+    private void SampleDelay(ulong highest)
+    {
+        if (highest <= Acknowledged || highest > LastSequence)
+        {
+            return;
+        }
+
+        var sample = _scheduler.Now - _window[highest % (ulong)_window.Length].FirstSentAt;
+        ReportDelay = ReportDelay == TimeSpan.Zero ? sample : ReportDelay + ((sample - ReportDelay) / 8);
     }
 
     /// <summary>Packets resent because a flow status named them missing (receiver window mode).</summary>
@@ -680,6 +706,7 @@ internal sealed class RegionSender : IDatagramFeed
         public bool RepairQueued;
         public ulong EndBytes; // the stream's byte position after this packet
         public int ReportRepairs; // resends flow reports asked for
+        public TimeSpan FirstSentAt;
     }
 
     /// <summary>A partition leader's latest flow status for this sender (receiver window mode).</summary>
@@ -689,5 +716,6 @@ internal sealed class RegionSender : IDatagramFeed
         public bool Complete;
         public ulong Position;
         public uint Window;
+        public ulong Highest;
     }
 }
