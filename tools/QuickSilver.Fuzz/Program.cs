@@ -29,8 +29,9 @@ if (args.Length < 2 || Catalog.Find(args[1]) is not { } chosen)
 }
 
 // The seeds once first, unchecked: static set-up (the targets' buffers, MessagePack's generated formatters, first
-// calls) happens once per process and is not what a decoder allocates per input.
-if (args[0] is "run" or "replay")
+// calls) happens once per process and is not what a decoder allocates per input. Under afl-fuzz this happens inside
+// the first run: instrumented code may only run once SharpFuzz has set up its coverage map.
+if (args[0] is "replay")
 {
     Expect.WarmUp(chosen);
 }
@@ -48,9 +49,18 @@ switch (args[0])
         Console.WriteLine($"{n} seeds for {chosen.Name} in {args[2]}");
         return 0;
     case "run":
+        // Every target calls into the instrumented assemblies even for an empty input: SharpFuzz reads the first input
+        // before afl-fuzz has written it (it is empty), and afl-fuzz gives up if that run shows no coverage.
         var buffer = new MemoryStream();
+        bool warm = false;
         Fuzzer.Run(stream =>
         {
+            if (!warm)
+            {
+                Expect.WarmUp(chosen);
+                warm = true;
+            }
+
             buffer.SetLength(0);
             stream.CopyTo(buffer);
             chosen.Run(buffer.GetBuffer().AsSpan(0, (int)buffer.Length));

@@ -154,7 +154,7 @@ internal static class QsmTargets
         long mark = Expect.Mark();
         var packet = input;
         int steps = 0;
-        while (!packet.IsEmpty && GroupWire.TryRead(packet, out uint group, out ulong seq, out var payload, out int consumed))
+        while (GroupWire.TryRead(packet, out uint group, out ulong seq, out var payload, out int consumed))
         {
             // Plain conditions: an interpolated message would allocate inside the measured walk.
             if (++steps > (input.Length / GroupWire.HeaderSize) + 1 || consumed < GroupWire.HeaderSize || consumed > packet.Length || seq == 0)
