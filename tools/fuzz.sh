@@ -54,7 +54,11 @@ fi
 rm -rf "$out/bin" "$out/seeds"
 cp -r "$plain" "$out/bin"
 echo "== instrumenting the QuickSilver assemblies (SharpFuzz)"
-for assembly in QuickSilver.Core QuickSilver.Transport QuickSilver.Membership QuickSilver.Qsm; do
+assemblies="QuickSilver.Core QuickSilver.Transport QuickSilver.Membership QuickSilver.Qsm"
+case "$target" in
+  gms|header) assemblies="$assemblies MessagePack" ;; # these decoders are MessagePack underneath: guide the fuzzer through it too
+esac
+for assembly in $assemblies; do
   (cd tools && dotnet sharpfuzz "$out/bin/$assembly.dll" >/dev/null)
 done
 dotnet "$plain/QuickSilver.Fuzz.dll" seeds "$target" "$out/seeds"

@@ -63,7 +63,7 @@ switch (args[0])
 
             buffer.SetLength(0);
             stream.CopyTo(buffer);
-            chosen.Run(buffer.GetBuffer().AsSpan(0, (int)buffer.Length));
+            Expect.Run(chosen, buffer.GetBuffer().AsSpan(0, (int)buffer.Length));
         });
         return 0;
     case "replay" when args.Length >= 3:
@@ -72,7 +72,7 @@ switch (args[0])
         {
             try
             {
-                chosen.Run(File.ReadAllBytes(file));
+                Expect.Run(chosen, File.ReadAllBytes(file));
                 Console.WriteLine($"ok    {file}");
             }
             catch (Exception e)
