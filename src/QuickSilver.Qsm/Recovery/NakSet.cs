@@ -410,7 +410,9 @@ internal sealed class NakSet
         {
             ulong first = BinaryPrimitives.ReadUInt64LittleEndian(source[offset..]);
             ulong last = BinaryPrimitives.ReadUInt64LittleEndian(source[(offset + 8)..]);
-            if (last < first || (i > 0 && first <= previousLast + 1))
+            // A range that ends at 2^64 - 1 must be the last one: previousLast + 1 would wrap to 0 and let an unsorted
+            // range through.
+            if (last < first || (i > 0 && (previousLast == ulong.MaxValue || first <= previousLast + 1)))
             {
                 Clear();
                 return -1;

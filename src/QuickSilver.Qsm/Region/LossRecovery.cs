@@ -157,15 +157,27 @@ internal sealed class LossRecovery
     }
 
     /// <summary>Pushes or answers a pull: at most <see cref="RegionOptions.MaxRepairBurst"/> packets per request (the rest
-    /// are asked for again next round), and only within what this member has seen (a peer's ranges are untrusted).</summary>
+    /// are asked for again next round), and only among the packets this member holds: a peer's ranges are untrusted, so
+    /// each is clamped to the stream's held span (at most the window wide) before it drives the loop. Clamping only to
+    /// what this member had seen let a pull for [1, 2^62], after a forged packet numbered 2^62, spin the core for good.</summary>
     private void SendRepairs(SenderStream stream, NetAddress to, NakSet indices, int partition, int partitions)
     {
-        int budget = _member.Options.MaxRepairBurst;
         ulong p = (ulong)partitions;
+        ulong residue = (ulong)partition;
+        if (!stream.HeldSpan(out ulong low, out ulong high) || high < residue)
+        {
+            return; // nothing held (or nothing of this class): nothing to repair
+        }
+
+        // Indices k whose seq k·p + partition may be held; k·p + partition ≤ high, so it cannot wrap.
+        ulong lowest = low > residue ? (low - residue) / p : 0;
+        ulong highest = (high - residue) / p;
+        int budget = _member.Options.MaxRepairBurst;
         foreach (var range in indices.Ranges)
         {
-            ulong last = Math.Min(range.Last, stream.MaxSeen / p);
-            for (ulong k = range.First; k <= last && budget > 0; k++)
+            ulong first = Math.Max(range.First, lowest);
+            ulong last = Math.Min(range.Last, highest);
+            for (ulong k = first; k <= last && budget > 0; k++)
             {
                 ulong seq = (k * p) + (ulong)partition;
                 if (stream.TryGet(seq, out var payload))
@@ -174,6 +186,11 @@ internal sealed class LossRecovery
                     int length = RegionWire.WriteData(_datagram, new DataHeader(stream.Sender, _member.View!.Region.Value, RegionWire.RepairView, seq, seq), payload);
                     _member.Data.TrySend(to, _datagram.AsSpan(0, length));
                     RepairsSent++;
+                }
+
+                if (k == last)
+                {
+                    break; // last may be 2^64 - 1, where k++ would wrap
                 }
             }
         }

@@ -32,6 +32,12 @@ internal delegate bool PacketDelivery(SenderStream stream, ulong seq, ReadOnlySp
 internal sealed class SenderStream
 {
     private const int InitialSlots = 16;
+
+    /// <summary>The highest sequence number a stream takes (2^63: centuries at a billion packets a second). A packet
+    /// numbered above it is dropped, and an anchor above it is lowered to it, so the stream's arithmetic (the next seq
+    /// to deliver, the window's end, the purge loop) never wraps at 2^64 − 1: a forged packet numbered 2^64 − 1 and a
+    /// token purging up to there used to spin the purge loop for good.</summary>
+    public const ulong MaxSequence = 1UL << 63;
     private readonly bool _fifo;
     private readonly ulong _maxHeld;
     private readonly ulong _reserve;
@@ -143,6 +149,7 @@ internal sealed class SenderStream
             return;
         }
 
+        start = Math.Min(start, MaxSequence);
         Anchored = true;
         AnchoredAt = start;
         Delivered = start;
@@ -181,6 +188,16 @@ internal sealed class SenderStream
         DeliverHeldEarly();
     }
 
+    /// <summary>The sequence numbers a held packet may have: [<paramref name="low"/>, <paramref name="high"/>], at most
+    /// the window (<see cref="RegionOptions.MaxHeldPackets"/>) apart; false when nothing is held. What a peer asks of this
+    /// stream is clamped to it, so a loop over a peer's range is bounded by the window, never by the peer's numbers.</summary>
+    public bool HeldSpan(out ulong low, out ulong high)
+    {
+        low = _low;
+        high = _top;
+        return _count > 0;
+    }
+
     /// <summary>Whether <paramref name="seq"/> was received: delivered (or not owed) at or below <see cref="Delivered"/>,
     /// or held above it.</summary>
     public bool Received(ulong seq) => seq <= Delivered ? seq > 0 : Has(seq);
@@ -205,6 +222,12 @@ internal sealed class SenderStream
     {
         if (seq == 0 || Received(seq))
         {
+            return false;
+        }
+
+        if (seq > MaxSequence)
+        {
+            _drops?.Increment(DropReason.Malformed);
             return false;
         }
 

@@ -50,6 +50,17 @@ public sealed class ProbeSender : IDatagramFeed, IDatagramHandler
     /// <summary>The lowest count acknowledged by all receivers (0 until every receiver has acknowledged once).</summary>
     public long MinAcknowledged => _minAck;
 
+    /// <summary>Sources whose acknowledgements a sender keeps at most for <paramref name="receivers"/> receivers: the
+    /// receivers, and room for as many more (restarted receivers, forged sources); acknowledgements from further
+    /// sources are ignored (<see cref="IgnoredAcks"/>), so a flood from many addresses cannot grow the sender.</summary>
+    public static int MaxTrackedSources(int receivers) => (2 * receivers) + 16;
+
+    /// <summary>Sources whose acknowledgements the sender keeps (at most <see cref="MaxTrackedSources"/>).</summary>
+    public int TrackedSources => _acks.Count;
+
+    /// <summary>Acknowledgements ignored because they came from a source beyond <see cref="MaxTrackedSources"/>.</summary>
+    public long IgnoredAcks { get; private set; }
+
     /// <summary>Set by the owner after <see cref="IDatagramTransport.RegisterFeed"/>, so acknowledgements can re-activate the feed.</summary>
     public IFeedChannel? Channel { get; set; }
 
@@ -81,6 +92,14 @@ public sealed class ProbeSender : IDatagramFeed, IDatagramHandler
             return;
         }
 
+        if (!_acks.ContainsKey(from) && _acks.Count >= MaxTrackedSources(Receivers))
+        {
+            IgnoredAcks++;
+            return;
+        }
+
+        // No receiver can have more than was sent: a count beyond it (forged, or from another run) must not open the window.
+        count = Math.Min(count, Sent);
         _acks[from] = Math.Max(count, _acks.GetValueOrDefault(from));
         if (_acks.Count < Receivers)
         {

@@ -1,0 +1,105 @@
+using CsCheck;
+
+namespace QuickSilver.Testing.Fuzz;
+
+/// <summary>
+/// Runs a property over values drawn from a CsCheck generator, deterministically: a fixed seed makes a fixed sequence of
+/// examples, each drawn from its own PCG stream, so a run takes the same inputs every time (CI), on one thread (the
+/// allocation properties read the thread's own counter). A failure names the example's index and its CsCheck seed:
+/// <c>Check.Sample(gen, property, seed: "...")</c> replays it and shrinks it to a smaller failing value.
+/// </summary>
+internal static class Property
+{
+    public static void ForAll<T>(Gen<T> gen, int iterations, ulong seed, Action<T> property, Func<T, string>? print = null)
+    {
+        ArgumentNullException.ThrowIfNull(gen);
+        ArgumentNullException.ThrowIfNull(property);
+        var master = new PCG(7, seed);
+        for (int i = 0; i < iterations; i++)
+        {
+            uint stream = master.Next();
+            ulong exampleSeed = master.Next64();
+            var value = gen.Generate(new PCG(stream, exampleSeed), null!, out _);
+            try
+            {
+                property(value);
+            }
+            catch (Exception e)
+            {
+                string shown;
+                try
+                {
+                    shown = print is null ? Check.Print(value) : print(value);
+                }
+                catch (Exception printError)
+                {
+                    shown = $"(could not print: {printError.Message})";
+                }
+
+                throw new PropertyFailedException(
+                    $"Property failed on example {i} of {iterations} (run seed {seed}; CsCheck replay seed \"{new PCG(stream, exampleSeed).ToString(exampleSeed)}\"): {e.GetType().Name}: {e.Message}\nvalue: {shown}",
+                    e);
+            }
+        }
+    }
+
+    /// <summary>
+    /// <see cref="ForAll"/> for a decoder property that returns whether the decoder accepted the example, checking that
+    /// the generator exercised both sides: at least <paramref name="minFraction"/> of the examples accepted and as many
+    /// rejected (a generator whose values all fail the first check tests nothing behind it).
+    /// </summary>
+    public static void Decodes<T>(Gen<T> gen, int iterations, ulong seed, Func<T, bool> property, double minFraction = 0.05)
+    {
+        ArgumentNullException.ThrowIfNull(property);
+        int accepted = 0;
+        ForAll(gen, iterations, seed, value =>
+        {
+            if (property(value))
+            {
+                accepted++;
+            }
+        });
+
+        int least = (int)(iterations * minFraction);
+        if (accepted < least || iterations - accepted < least)
+        {
+            throw new PropertyFailedException($"The generator is off target: {accepted} of {iterations} examples accepted, {iterations - accepted} rejected (at least {least} of each wanted).");
+        }
+    }
+
+    /// <summary>Bytes allocated on this thread while <paramref name="action"/> ran.</summary>
+    public static long Allocated(Action action)
+    {
+        ArgumentNullException.ThrowIfNull(action);
+        long before = GC.GetAllocatedBytesForCurrentThread();
+        action();
+        return GC.GetAllocatedBytesForCurrentThread() - before;
+    }
+
+    /// <summary>Runs <paramref name="decode"/> on <paramref name="input"/> and fails if it threw or allocated more than
+    /// <paramref name="maxBytes"/>; returns its result.</summary>
+    public static TResult Decode<TResult>(byte[] input, long maxBytes, Func<byte[], TResult> decode, string what)
+    {
+        ArgumentNullException.ThrowIfNull(decode);
+        TResult result = default!;
+        long before = GC.GetAllocatedBytesForCurrentThread();
+        try
+        {
+            result = decode(input);
+        }
+        catch (Exception e)
+        {
+            throw new PropertyFailedException($"{what} threw on {input.Length} bytes [{Convert.ToHexString(input.AsSpan(0, Math.Min(input.Length, 96)))}]: {e.GetType().Name}: {e.Message}", e);
+        }
+
+        long allocated = GC.GetAllocatedBytesForCurrentThread() - before;
+        if (allocated > maxBytes)
+        {
+            throw new PropertyFailedException($"{what} allocated {allocated} bytes on {input.Length} bytes of input, above its bound of {maxBytes}");
+        }
+
+        return result;
+    }
+}
+
+internal sealed class PropertyFailedException(string message, Exception? inner = null) : Exception(message, inner);
