@@ -39,6 +39,8 @@ internal sealed class ReliableConnection
     private bool _discarding;               // receive side: skipping the rest of an oversized message
     private UInt128 _cookie;                // opening side: the cookie of the last challenge (0: none yet)
     private bool _baseStartsMessage = true; // _sendBase is the first segment of a message
+    private TimeSpan _connectSentAt;        // opening side: when this phase's connect was first sent
+    private bool _connectResent;            // ... and whether it was repeated since (no RTT sample then)
 
     internal ReliableConnection(ReliableUnicast owner, NetAddress peer, ReliableUnicastOptions options, bool inbound)
     {
@@ -48,7 +50,7 @@ internal sealed class ReliableConnection
         Inbound = inbound;
         _send = new Segment[options.SendBufferSegments];
         _reorder = new Segment[options.Window];
-        _rto = options.InitialRto;
+        _rto = options.HandshakeRto; // the first connect; data starts from a handshake sample or InitialRto
         LocalEpoch = owner.NextConversationEpoch();
         OpenedAt = LastHeard = owner.Scheduler.Now;
         _rtoAlarm = new Alarm(_ => OnRetransmitTimeout());
@@ -163,6 +165,8 @@ internal sealed class ReliableConnection
     /// the retransmission timer, backing off; MaxRetransmissions unanswered in a row report the peer failed.</summary>
     internal void StartHandshake()
     {
+        _connectSentAt = _owner.Scheduler.Now;
+        _connectResent = false;
         _owner.SendConnect(this, _cookie);
         if (!_rtoAlarm.IsScheduled)
         {
@@ -170,22 +174,40 @@ internal sealed class ReliableConnection
         }
     }
 
-    /// <summary>Opening side: the peer's challenge to our connect; echo its cookie at once.</summary>
+    /// <summary>Opening side: the peer's challenge to our connect; echo its cookie at once. The first challenge to a
+    /// connect sent once is a round-trip sample (Karn's rule), so a lost echo or a lost acceptance is repeated after
+    /// the measured RTO rather than the initial one.</summary>
     internal void OnChallenge(UInt128 cookie)
     {
+        if (_cookie == UInt128.Zero && !_connectResent)
+        {
+            SampleRtt(_owner.Scheduler.Now - _connectSentAt);
+        }
+        else
+        {
+            _rto = _srtt > TimeSpan.Zero ? ComputedRto() : _options.HandshakeRto; // an answer: undo the backoff
+        }
+
         _cookie = cookie;
-        _owner.SendConnect(this, cookie);
+        _owner.Scheduler.Cancel(_rtoAlarm);
+        StartHandshake();
     }
 
     /// <summary>The handshake is done: the peer's number is known (its acknowledgement or data named ours, or its
-    /// valid cookie arrived). Queued messages start flowing.</summary>
-    internal void Establish(uint peerEpoch)
+    /// valid cookie arrived). Queued messages start flowing. <paramref name="answersOurConnect"/>: the peer's first
+    /// acknowledgement answers our connect (a round-trip sample if that was sent once).</summary>
+    internal void Establish(uint peerEpoch, bool answersOurConnect = false)
     {
+        if (answersOurConnect && _cookie != UInt128.Zero && !_connectResent)
+        {
+            SampleRtt(_owner.Scheduler.Now - _connectSentAt);
+        }
+
         PeerEpoch = peerEpoch;
         IsEstablished = true;
         _cookie = UInt128.Zero;
         _timeouts = 0;
-        _rto = _options.InitialRto;
+        _rto = _srtt > TimeSpan.Zero ? ComputedRto() : _options.InitialRto;
         _owner.Scheduler.Cancel(_rtoAlarm);
         if (_nextSeq > _sendBase)
         {
@@ -370,7 +392,9 @@ internal sealed class ReliableConnection
             }
 
             _rto = _rto * 2 > _options.MaxRto ? _options.MaxRto : _rto * 2;
-            StartHandshake();
+            _connectResent = true;
+            _owner.SendConnect(this, _cookie);
+            _owner.Scheduler.ScheduleAfter(_rtoAlarm, _rto);
             return;
         }
 
@@ -626,7 +650,7 @@ internal sealed class ReliableConnection
         _owner.Scheduler.Cancel(_rtoAlarm);
         _owner.Scheduler.Cancel(_ackAlarm);
         _timeouts = 0;
-        _rto = _options.InitialRto;
+        _rto = _options.HandshakeRto;
         _srtt = _rttvar = TimeSpan.Zero;
         IsEstablished = false;
         PeerEpoch = 0;

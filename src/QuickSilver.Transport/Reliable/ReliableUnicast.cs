@@ -257,7 +257,7 @@ internal sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControl
 
         if (!connection.IsEstablished)
         {
-            connection.Establish(ack.SenderEpoch); // the peer accepted our cookie: its first ack names our number
+            connection.Establish(ack.SenderEpoch, answersOurConnect: true); // the peer accepted our cookie: its first ack names our number
             Counters.HandshakesCompleted++;
         }
         else if (ack.SenderEpoch != connection.PeerEpoch)
