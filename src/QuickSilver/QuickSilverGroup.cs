@@ -4,6 +4,7 @@ using System.Threading.Channels;
 using QuickSilver.Core.Downcalls;
 using QuickSilver.Core.Feeds;
 using QuickSilver.Membership;
+using QuickSilver.Membership.Service;
 using QuickSilver.Qsm.Group;
 
 namespace QuickSilver;
@@ -307,6 +308,12 @@ public sealed class QuickSilverGroup : IGroupOwner
         {
             _node.Groups.ResumeDelivery(state);
         }
+    }
+
+    void IGroupOwner.OnJoinRefused(GmsRefusedException refusal, int discarded)
+    {
+        _ready.TrySetException(refusal); // JoinGroupAsync throws it
+        ((IGroupOwner)this).OnLeft(discarded);
     }
 
     void IGroupOwner.OnLeft(int discarded)
