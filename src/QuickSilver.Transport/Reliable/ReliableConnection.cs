@@ -19,7 +19,7 @@ internal sealed class ReliableConnection
 {
     private readonly ReliableUnicast _owner;
     private readonly ReliableUnicastOptions _options;
-    private readonly Segment[] _send;       // ring indexed by seq % capacity
+    private Segment[] _send = [];           // ring indexed by seq % capacity, allocated on the first send
     private readonly Segment[] _reorder;    // ring indexed by seq % window
     private readonly Alarm _rtoAlarm;
     private readonly Alarm _ackAlarm;
@@ -48,7 +48,6 @@ internal sealed class ReliableConnection
         _options = options;
         Peer = peer;
         Inbound = inbound;
-        _send = new Segment[options.SendBufferSegments];
         _reorder = new Segment[options.Window];
         _rto = options.HandshakeRto; // the first connect; data starts from a handshake sample or InitialRto
         LocalEpoch = owner.NextConversationEpoch();
@@ -80,6 +79,10 @@ internal sealed class ReliableConnection
     /// <summary>A message was sent or delivered on this connection (a connection a peer opened and never used is
     /// half-open: it expires after HalfOpenTimeout).</summary>
     internal bool Used { get; private set; }
+
+    /// <summary>Whether the send ring has been allocated (on the first message sent): a connection that only receives,
+    /// or only completed a handshake, costs a few kilobytes, not SendBufferSegments segments.</summary>
+    internal bool HasSendBuffer => _send.Length > 0;
 
     /// <summary>Segments accepted by <see cref="TrySend"/> and not yet acknowledged (a message of n bytes takes
     /// ceil(n / MaxSegmentBytes) segments, at least one).</summary>
@@ -117,6 +120,11 @@ internal sealed class ReliableConnection
         }
 
         int segments = SegmentsFor(total);
+        if (_send.Length == 0)
+        {
+            _send = new Segment[_options.SendBufferSegments]; // a connection that only receives never needs it
+        }
+
         if (_send.Length - Pending < segments)
         {
             _neededSpace = Math.Max(_neededSpace, segments);
@@ -629,11 +637,15 @@ internal sealed class ReliableConnection
         }
 
         // Segment seq s sits at index s % capacity; renumbered s - base, it belongs base % capacity places earlier.
-        var ring = _send.AsSpan();
-        int shift = (int)(_sendBase % (ulong)_send.Length);
-        ring[..shift].Reverse();
-        ring[shift..].Reverse();
-        ring.Reverse();
+        if (_send.Length > 0)
+        {
+            var ring = _send.AsSpan();
+            int shift = (int)(_sendBase % (ulong)_send.Length);
+            ring[..shift].Reverse();
+            ring[shift..].Reverse();
+            ring.Reverse();
+        }
+
         int carried = (int)(_nextSeq - _sendBase);
         for (int i = 0; i < carried; i++)
         {

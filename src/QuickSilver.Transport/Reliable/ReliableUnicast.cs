@@ -286,6 +286,7 @@ internal sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControl
         _connections.TryGetValue(from, out var connection);
         if (connection is { IsEstablished: true } && connection.PeerEpoch == connect.First)
         {
+            connection.LastHeard = Scheduler.Now;
             connection.SendAckNow(); // our acceptance was lost: the opener repeats its connect
             return;
         }

@@ -140,6 +140,10 @@ public sealed class ReliableUnicastHostileTests
         Assert.Equal(8, bots.Count(bot => bot.Established));
         Assert.Equal(8, a.Reliable.ConnectionsTo(attackerNode.Address.Ip));
         Assert.Equal(92, a.Reliable.Counters.RefusedPerSource);
+        var botAddresses = bots.Select((_, i) => new NetAddress(attackerNode.Address.Ip, (ushort)(10_000 + i)));
+        var held = botAddresses.Select(a.Reliable.Find).OfType<ReliableConnection>().ToList();
+        Assert.Equal(8, held.Count);
+        Assert.All(held, c => Assert.False(c.HasSendBuffer)); // a handshake alone costs no send ring
 
         // A real peer at another address still gets in, and keeps its connection because it uses it.
         var scenario = new ReliableTransferScenario(b, a, 200);
@@ -302,6 +306,24 @@ public sealed class ReliableUnicastHostileTests
         Assert.NotEqual(oldPeerEpoch, current.PeerEpoch);
         Assert.Equal(1, a.Reliable.Counters.ConversationsReplaced);
         Assert.Equal(2, a.Reliable.Counters.HandshakesAccepted);
+    }
+
+    [Fact]
+    public void The_checks_cost_no_allocation_per_segment_once_a_conversation_is_established()
+    {
+        // Receiver epoch first, then the sender's, then the window: on the steady path nothing is allocated (the
+        // handshake and the first messages warm the pools).
+        var net = new SimNetwork(38);
+        var a = Endpoint(net.AddNode());
+        var b = Endpoint(net.AddNode());
+        var scenario = new ReliableTransferScenario(a, b, 30_000);
+        scenario.Pump();
+        Assert.True(net.RunUntil(() => scenario.Received >= 5_000, TimeSpan.FromSeconds(10)));
+        long before = GC.GetAllocatedBytesForCurrentThread();
+        Assert.True(net.RunUntil(() => scenario.Done, TimeSpan.FromSeconds(30)), $"seed 38: {scenario.Received} of 30,000");
+        long allocated = GC.GetAllocatedBytesForCurrentThread() - before;
+        Assert.Null(scenario.Violation);
+        Assert.True(allocated < 25_000, $"{allocated} bytes allocated for 25,000 messages");
     }
 
     [Fact]
