@@ -6,12 +6,12 @@ using QuickSilver.Core.Io;
 namespace QuickSilver.Transport.Reliable;
 
 /// <summary>
-/// One peer's conversation. It starts with a handshake (docs/reliable-unicast.md, "Handshake"): the side that opens
-/// it sends connects, first without a cookie, then echoing the challenge's, until the peer's first acknowledgement or
-/// data names this side's conversation number; until then messages wait in the send buffer. The side that answers
-/// keeps nothing until a valid cookie comes back. Then: the send side (a bounded buffer of numbered segments, a window of segments in flight,
-/// RTO timers, fast retransmit of SACKed holes) and the receive side (in-order, exactly-once delivery through a bounded
-/// reorder buffer, delayed acknowledgements). A message larger than one segment is cut into consecutive segments and
+/// One peer's conversation. It starts with a handshake (docs/reliable-unicast.md, "Handshake and conversations"): the
+/// side that opens it sends connects, first without a cookie, then echoing the challenge's, until the peer's first
+/// acknowledgement or data names this side's conversation number; until then messages wait in the send buffer. The
+/// side that answers keeps nothing until a valid cookie comes back. Then: the send side (a bounded buffer of numbered
+/// segments, a window of segments in flight, RTO timers, fast retransmit of SACKed holes) and the receive side
+/// (in-order, exactly-once delivery through a bounded reorder buffer, delayed acknowledgements). A message larger than one segment is cut into consecutive segments and
 /// reassembled before delivery (docs/reliable-unicast.md). Buffers are rented from <see cref="ArrayPool{T}.Shared"/> and
 /// returned on acknowledgement or delivery. Core thread only.
 /// </summary>
@@ -662,8 +662,7 @@ internal sealed class ReliableConnection
         _owner.Scheduler.Cancel(_rtoAlarm);
         _owner.Scheduler.Cancel(_ackAlarm);
         _timeouts = 0;
-        _rto = _options.HandshakeRto;
-        _srtt = _rttvar = TimeSpan.Zero;
+        _rto = _srtt > TimeSpan.Zero ? ComputedRto() : _options.HandshakeRto; // the path is the same: keep its estimate
         IsEstablished = false;
         PeerEpoch = 0;
         _cookie = UInt128.Zero;

@@ -102,8 +102,10 @@ internal sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControl
     /// <summary>The handshake's and the peer table's counters.</summary>
     public ReliableUnicastCounters Counters { get; } = new();
 
-    /// <summary>The peer stopped acknowledging (or restarted): its connection was reset; the int is how many messages
-    /// accepted for it were never acknowledged.</summary>
+    /// <summary>The peer stopped answering (MaxRetransmissions timeouts in a row, or an unanswered handshake): its
+    /// connection was dropped; the int is how many messages accepted for it were never acknowledged. Also raised, with
+    /// 1, when a peer that restarted had acknowledged only the first segments of a message (the rest cannot be finished
+    /// in a new conversation; whole unacknowledged messages move to the new conversation and are not reported).</summary>
     public event Action<NetAddress, int>? PeerFailed;
 
     /// <summary>A connection that refused a send has room again.</summary>
@@ -277,9 +279,9 @@ internal sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControl
     private void OnConnect(NetAddress from, ReadOnlySpan<byte> datagram, ReadOnlySpan<byte> body)
     {
         var error = ReliableWire.TryReadConnect(body, out var connect);
-        if (error != WireError.None)
+        if (error != WireError.None || !IsUnicast(from))
         {
-            Reject(from, error);
+            Reject(from, error == WireError.None ? WireError.Malformed : error); // a group or broadcast source is forged
             return;
         }
 
@@ -423,9 +425,9 @@ internal sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControl
     /// it answers a connect (second = 0); the answer to data of an unknown conversation only needs the echo.</summary>
     private void Challenge(NetAddress to, uint first, uint second, int triggerLength)
     {
-        if (triggerLength < ReliableWire.MinChallengeTrigger)
+        if (triggerLength < ReliableWire.MinChallengeTrigger || !IsUnicast(to))
         {
-            return;
+            return; // never more than came in, and never to a group or broadcast address a forger named as its source
         }
 
         if (!TakeChallengeToken())
@@ -451,6 +453,8 @@ internal sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControl
             Counters.ChallengesSent++;
         }
     }
+
+    private static bool IsUnicast(NetAddress address) => !address.IsMulticast && address.Ip is not 0 and not 0xFFFFFFFF && address.Port != 0;
 
     private bool TakeChallengeToken()
     {

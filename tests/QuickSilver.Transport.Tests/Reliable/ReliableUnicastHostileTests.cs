@@ -118,6 +118,27 @@ public sealed class ReliableUnicastHostileTests
     }
 
     [Fact]
+    public void Datagrams_claiming_a_multicast_or_broadcast_source_are_never_answered()
+    {
+        // Otherwise a forger could make an endpoint send challenges to a whole multicast group.
+        var net = new SimNetwork(39);
+        var a = Endpoint(net.AddNode());
+        var attacker = net.AddNode().Open(6000);
+        var sources = new[] { new NetAddress(0xEFFF0100, 47000), new NetAddress(0xFFFFFFFF, 5000), new NetAddress(0, 5000), new NetAddress(attacker.LocalAddress.Ip, 0) };
+        foreach (var source in sources)
+        {
+            net.SendSpoofed(attacker, source, a.LocalAddress, Forge.Connect(12345, UInt128.Zero));
+            net.SendSpoofed(attacker, source, a.LocalAddress, Forge.Data(12345, 678, 0, new byte[] { TestEndpoint.Channel, 1, 2, 3 }));
+            net.SendSpoofed(attacker, source, a.LocalAddress, Forge.Ack(12345, 678, 0));
+        }
+
+        net.RunFor(TimeSpan.FromMilliseconds(10));
+        Assert.Equal(0, a.Reliable.Counters.ChallengesSent);
+        Assert.Equal(0, a.Reliable.ConnectionCount);
+        Assert.True(a.Reliable.Drops.Total >= 12);
+    }
+
+    [Fact]
     public void A_host_that_answers_challenges_gets_only_its_per_source_share_and_its_unused_connections_expire()
     {
         var options = new ReliableUnicastOptions
