@@ -312,7 +312,10 @@ public sealed class QuickSilverGroup : IGroupOwner
 
     void IGroupOwner.OnJoinRefused(GmsRefusedException refusal, int discarded)
     {
-        _ready.TrySetException(refusal); // JoinGroupAsync throws it
+        // JoinGroupAsync throws it; a group that was in already (refused when re-joined after losing the GMS) ends, and
+        // ReadAllAsync throws it.
+        _ready.TrySetException(refusal);
+        _messages.Writer.TryComplete(refusal);
         ((IGroupOwner)this).OnLeft(discarded);
     }
 
