@@ -4,6 +4,7 @@ using System.Threading.Channels;
 using QuickSilver.Core.Downcalls;
 using QuickSilver.Core.Feeds;
 using QuickSilver.Membership;
+using QuickSilver.Membership.Service;
 using QuickSilver.Qsm.Group;
 
 namespace QuickSilver;
@@ -307,6 +308,15 @@ public sealed class QuickSilverGroup : IGroupOwner
         {
             _node.Groups.ResumeDelivery(state);
         }
+    }
+
+    void IGroupOwner.OnJoinRefused(GmsRefusedException refusal, int discarded)
+    {
+        // JoinGroupAsync throws it; a group that was in already (refused when re-joined after losing the GMS) ends, and
+        // ReadAllAsync throws it.
+        _ready.TrySetException(refusal);
+        _messages.Writer.TryComplete(refusal);
+        ((IGroupOwner)this).OnLeft(discarded);
     }
 
     void IGroupOwner.OnLeft(int discarded)

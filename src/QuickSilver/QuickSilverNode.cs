@@ -83,7 +83,8 @@ public sealed class QuickSilverNode : IAsyncDisposable
 
     private QsmCounters Counters { get; }
 
-    /// <summary>Starts a node and waits until the GMS has registered it.</summary>
+    /// <summary>Starts a node and waits until the GMS has registered it. Throws <see cref="GmsRefusedException"/> when
+    /// the GMS refuses to (one of its <see cref="GmsOptions"/> limits).</summary>
     public static async Task<QuickSilverNode> StartAsync(QuickSilverNodeOptions? options = null, CancellationToken cancellationToken = default)
     {
         options ??= new QuickSilverNodeOptions();
@@ -132,11 +133,16 @@ public sealed class QuickSilverNode : IAsyncDisposable
             while (true)
             {
                 cancellationToken.ThrowIfCancellationRequested();
-                var id = await core.InvokeAsync(() => membership.Client.Node).ConfigureAwait(false);
+                var (id, refusal) = await core.InvokeAsync(() => (membership.Client.Node, membership.Client.RegistrationRefusal)).ConfigureAwait(false);
                 if (id is { } registered)
                 {
                     node.Id = registered.Value;
                     return node;
+                }
+
+                if (refusal is not null)
+                {
+                    throw refusal; // the GMS is at one of its limits (GmsOptions): a specific error rather than a wait
                 }
 
                 await Task.Delay(10, cancellationToken).ConfigureAwait(false);
@@ -167,7 +173,9 @@ public sealed class QuickSilverNode : IAsyncDisposable
     /// <summary>The longest group name, in UTF-8 bytes (names travel in every GMS message about the group).</summary>
     public const int MaxGroupNameBytes = 256;
 
-    /// <summary>Joins <paramref name="name"/> and waits until the GMS has installed a view of it that includes this node.</summary>
+    /// <summary>Joins <paramref name="name"/> and waits until the GMS has installed a view of it that includes this node.
+    /// Throws <see cref="GmsRefusedException"/> when the GMS refuses the join (too many groups for this node, a name
+    /// longer than it accepts, or too many requests per second: <see cref="GmsOptions"/>).</summary>
     public async Task<QuickSilverGroup> JoinGroupAsync(string name, CancellationToken cancellationToken = default)
     {
         ArgumentException.ThrowIfNullOrEmpty(name);

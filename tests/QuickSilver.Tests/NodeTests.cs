@@ -149,6 +149,33 @@ public sealed class NodeTests
     }
 
     [Fact]
+    public async Task The_GMS_limits_reach_the_application_as_specific_errors()
+    {
+        var gms = FreeGmsAddress();
+        using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(30));
+        var withGms = Options(gms, embedded: true);
+        withGms = withGms with { GmsServer = withGms.GmsServer with { MaxNodes = 2, MaxGroupsPerNode = 2, MaxGroupNameBytes = 8 } };
+        await using var a = await QuickSilverNode.StartAsync(withGms, cts.Token); // the embedded GMS's own node is one
+        await using var b = await QuickSilverNode.StartAsync(Options(gms, embedded: false), cts.Token);
+
+        var full = await Assert.ThrowsAsync<GmsRefusedException>(() => QuickSilverNode.StartAsync(Options(gms, embedded: false), cts.Token));
+        Assert.Equal((GmsRefusal.TooManyNodes, 2L), (full.Reason, full.Limit));
+        Assert.Contains("GmsOptions.MaxNodes", full.Message, StringComparison.Ordinal);
+
+        var name = await Assert.ThrowsAsync<GmsRefusedException>(() => b.JoinGroupAsync("123456789", cts.Token)); // 9 bytes
+        Assert.Equal((GmsRefusal.GroupNameTooLong, "123456789"), (name.Reason, name.GroupName));
+        var g1 = await b.JoinGroupAsync("g1", cts.Token);
+        await b.JoinGroupAsync("g2", cts.Token);
+        var many = await Assert.ThrowsAsync<GmsRefusedException>(() => b.JoinGroupAsync("g3", cts.Token));
+        Assert.Equal((GmsRefusal.TooManyGroups, 2L), (many.Reason, many.Limit));
+
+        // A refused join leaves nothing behind: once the node has room, the same name joins.
+        await g1.LeaveAsync();
+        var g3 = await b.JoinGroupAsync("g3", cts.Token);
+        Assert.NotNull(g3.View);
+    }
+
+    [Fact]
     public async Task A_pull_feed_delivers_in_order_and_garbage_from_a_peer_is_dropped_and_counted()
     {
         const int Messages = 5_000;

@@ -25,6 +25,9 @@ internal sealed record GmsClientOptions
 /// A node's side of the GMS: registers, keeps heartbeats going, sends the application's joins and leaves, and keeps
 /// the latest group and region views it was sent. When it loses the GMS (the channel reports failure, or the GMS says
 /// it no longer knows the node) it keeps its last views, registers again, and re-joins every group it wants to be in.
+/// A request the GMS refuses (one of its limits, <see cref="GmsOptions"/>) is reported as a
+/// <see cref="GmsRefusedException"/>: a refused join through <see cref="JoinRefused"/> (the group is no longer wanted), a
+/// refused registration through <see cref="RegistrationRefusal"/> (it keeps asking, at <see cref="GmsClientOptions.RetryInterval"/>).
 /// I/O-free; core thread only.
 /// </summary>
 internal sealed class GmsClient
@@ -74,6 +77,13 @@ internal sealed class GmsClient
 
     /// <summary>Raised when the GMS is lost; the last views stay in place.</summary>
     public event Action? GmsLost;
+
+    /// <summary>Raised when the GMS refused to let this node join a group; the group is no longer wanted (join it again to
+    /// retry).</summary>
+    public event Action<string, GmsRefusedException>? JoinRefused;
+
+    /// <summary>Why the GMS last refused to register this node, while it is not registered (null otherwise).</summary>
+    public GmsRefusedException? RegistrationRefusal { get; private set; }
 
     public IEnumerable<GroupView> Groups => _groups.Values;
 
@@ -165,6 +175,7 @@ internal sealed class GmsClient
                 }
 
                 Node = new NodeId((uint)message.Number);
+                RegistrationRefusal = null;
                 _heartbeatInterval = TimeSpan.FromMilliseconds(message.HeartbeatMs);
                 _scheduler.Cancel(_helloAlarm);
                 _scheduler.ScheduleAfter(_heartbeatAlarm, _heartbeatInterval);
@@ -189,6 +200,9 @@ internal sealed class GmsClient
                 break;
             case GmsMessageKind.Bye:
                 LoseGms(); // the GMS no longer knows us: register again
+                break;
+            case GmsMessageKind.Refused when Enum.IsDefined((GmsRefusal)Math.Min(message.Number, int.MaxValue)):
+                OnRefused((GmsRefusal)message.Number, message.GroupName, message.Limit);
                 break;
             default:
                 Drops.Increment(DropReason.Malformed);
@@ -232,6 +246,25 @@ internal sealed class GmsClient
         }
 
         ViewsChanged?.Invoke(update);
+    }
+
+    private void OnRefused(GmsRefusal reason, string? group, long limit)
+    {
+        var refusal = new GmsRefusedException(reason, group, limit);
+        if (group is null)
+        {
+            if (!IsRegistered)
+            {
+                RegistrationRefusal = refusal; // the Hello alarm keeps asking
+            }
+
+            return;
+        }
+
+        if (_wanted.Remove(group))
+        {
+            JoinRefused?.Invoke(group, refusal);
+        }
     }
 
     private void OnPeerFailed(NetAddress peer)

@@ -16,6 +16,9 @@ internal enum GmsMessageKind : byte
     Heartbeat = 5,
     Update = 6,
     Bye = 7,
+
+    /// <summary>GMS to node: a request was refused (a limit of <see cref="GmsOptions"/>); nothing of it was applied.</summary>
+    Refused = 8,
 }
 
 [MessagePackObject]
@@ -23,10 +26,11 @@ internal sealed class GmsMessage
 {
     [Key(0)] public GmsMessageKind Kind { get; set; }
 
-    /// <summary>Hello: the node's incarnation (random per process start). Welcome: the assigned node id.</summary>
+    /// <summary>Hello: the node's incarnation (random per process start). Welcome: the assigned node id. Refused: the
+    /// <see cref="GmsRefusal"/>.</summary>
     [Key(1)] public ulong Number { get; set; }
 
-    /// <summary>Join/Leave: the group name.</summary>
+    /// <summary>Join/Leave: the group name. Refused: the group of the refused join (null: registration was refused).</summary>
     [Key(2)] public string? GroupName { get; set; }
 
     /// <summary>Update: the node's incremental update.</summary>
@@ -37,6 +41,9 @@ internal sealed class GmsMessage
 
     /// <summary>Welcome: the GMS incarnation. Ids and view numbers are only comparable within one epoch.</summary>
     [Key(5)] public ulong Epoch { get; set; }
+
+    /// <summary>Refused: the value of the limit the request ran into.</summary>
+    [Key(6)] public long Limit { get; set; }
 }
 
 [MessagePackObject]

@@ -27,6 +27,30 @@ public sealed record GmsOptions
     /// <summary>Largest encoded control message the GMS accepts from a node; larger ones are dropped and counted.</summary>
     public int MaxMessageBytes { get; init; } = 64 * 1024;
 
+    /// <summary>Nodes the GMS registers at most; a further Hello is refused (<see cref="GmsRefusal.TooManyNodes"/>).</summary>
+    public int MaxNodes { get; init; } = 16_384;
+
+    /// <summary>Nodes registered from one IPv4 address at most (one host cannot fill the node table); a further Hello
+    /// from it is refused (<see cref="GmsRefusal.TooManyNodesFromAddress"/>). A host that runs more nodes needs more,
+    /// and its reliable unicast's MaxConnectionsPerIp too.</summary>
+    public int MaxNodesPerIp { get; init; } = 256;
+
+    /// <summary>Groups one node may be in (joined, or asked to join); a further join is refused
+    /// (<see cref="GmsRefusal.TooManyGroups"/>) until it leaves one.</summary>
+    public int MaxGroupsPerNode { get; init; } = 8_192;
+
+    /// <summary>Longest group name, in UTF-8 bytes, enforced on the GMS whatever the client checked; a longer one is
+    /// refused (<see cref="GmsRefusal.GroupNameTooLong"/>). Names travel in every view of the group.</summary>
+    public int MaxGroupNameBytes { get; init; } = 256;
+
+    /// <summary>Joins and Hellos a registered node may send per second (a token bucket of <see cref="RequestBurst"/>):
+    /// beyond it a join is refused (<see cref="GmsRefusal.RateLimited"/>) and a repeated Hello dropped and counted.
+    /// Leaves are not limited (a node leaves only groups it joined) and heartbeats cost nothing to apply.</summary>
+    public int MaxRequestsPerSecond { get; init; } = 1_000;
+
+    /// <summary>The burst of <see cref="MaxRequestsPerSecond"/>: enough for a node to join all its groups at start.</summary>
+    public int RequestBurst { get; init; } = 10_000;
+
     /// <summary>Designer override of regions (QSM §1.3): a region name for a node's address, or null.</summary>
     public Func<NetAddress, string?>? PinRegion { get; init; }
 
@@ -48,5 +72,11 @@ public sealed record GmsOptions
 
         OptionChecks.InRange(MulticastPoolSize, 1, 1 << 20, $"GmsOptions.{nameof(MulticastPoolSize)}");
         OptionChecks.InRange(MaxMessageBytes, 256, 16 << 20, $"GmsOptions.{nameof(MaxMessageBytes)}");
+        OptionChecks.InRange(MaxNodes, 1, 1 << 24, $"GmsOptions.{nameof(MaxNodes)}");
+        OptionChecks.InRange(MaxNodesPerIp, 1, 1 << 24, $"GmsOptions.{nameof(MaxNodesPerIp)}");
+        OptionChecks.InRange(MaxGroupsPerNode, 1, 1 << 24, $"GmsOptions.{nameof(MaxGroupsPerNode)}");
+        OptionChecks.InRange(MaxGroupNameBytes, 1, MaxMessageBytes / 2, $"GmsOptions.{nameof(MaxGroupNameBytes)}");
+        OptionChecks.InRange(MaxRequestsPerSecond, 1, 10_000_000, $"GmsOptions.{nameof(MaxRequestsPerSecond)}");
+        OptionChecks.InRange(RequestBurst, 1, 100_000_000, $"GmsOptions.{nameof(RequestBurst)}");
     }
 }

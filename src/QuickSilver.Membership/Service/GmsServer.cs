@@ -12,6 +12,12 @@ namespace QuickSilver.Membership.Service;
 /// incremental update over the reliable control channel. Failure detection: a node silent (no heartbeat or other
 /// message) for <see cref="GmsOptions.FailureTimeout"/>, or whose channel reports it failed, is declared dead and
 /// removed from every view. Runs embedded in a node's core or standalone. Core thread only.
+/// <para>What a client can make it do is bounded (<see cref="GmsOptions"/>, docs/security.md): registered nodes in total
+/// and per IP address, groups per node, group-name length, and joins and Hellos per second per node; a request beyond a
+/// limit is refused with a <see cref="GmsMessageKind.Refused"/> naming the limit, which the client raises as a
+/// <see cref="GmsRefusedException"/>. A Hello with a new incarnation from a member's address replaces the member only
+/// when it arrives on a conversation the reliable channel opened with a valid handshake cookie, i.e. from a host that
+/// receives at that address; a spoofed one never reaches this class.</para>
 /// </summary>
 internal sealed class GmsServer
 {
@@ -23,6 +29,9 @@ internal sealed class GmsServer
     private readonly List<MembershipRequest> _pending = new();
     private readonly Alarm _batchAlarm;
     private readonly Alarm _failureAlarm;
+    private readonly Dictionary<uint, int> _nodesPerIp = new();
+    private readonly long[] _refusals = new long[Enum.GetValues<GmsRefusal>().Max(r => (int)r) + 1];
+    private readonly TimeSpan?[] _refusalLogged = new TimeSpan?[Enum.GetValues<GmsRefusal>().Max(r => (int)r) + 1];
 
     /// <param name="epoch">This GMS incarnation's number (random in production, seeded in simulation); a client that
     /// sees a new epoch drops the views it kept from the previous one.</param>
@@ -56,6 +65,12 @@ internal sealed class GmsServer
     /// <summary>Nodes declared dead by the failure detector (timeouts and channel failures).</summary>
     public long FailuresDetected { get; private set; }
 
+    /// <summary>Requests refused because of <paramref name="reason"/>'s limit.</summary>
+    public long Refusals(GmsRefusal reason) => Volatile.Read(ref _refusals[(int)reason]);
+
+    /// <summary>Hellos of registered nodes dropped by the request rate limit (a node that keeps saying Hello).</summary>
+    public long HellosRateLimited { get; private set; }
+
     private void OnMessage(NetAddress from, ReadOnlySpan<byte> bytes)
     {
         var message = GmsCodec.TryDecode(bytes, _options.MaxMessageBytes);
@@ -82,10 +97,14 @@ internal sealed class GmsServer
         switch (message.Kind)
         {
             case GmsMessageKind.Join when !string.IsNullOrEmpty(message.GroupName):
-                Enqueue(new JoinRequest(session.Node, message.GroupName));
+                OnJoin(from, session, message.GroupName);
                 break;
             case GmsMessageKind.Leave when !string.IsNullOrEmpty(message.GroupName):
-                Enqueue(new LeaveRequest(session.Node, message.GroupName));
+                if (session.Groups.Remove(message.GroupName))
+                {
+                    Enqueue(new LeaveRequest(session.Node, message.GroupName));
+                }
+
                 break;
             case GmsMessageKind.Heartbeat:
                 break;
@@ -98,25 +117,93 @@ internal sealed class GmsServer
         }
     }
 
+    /// <summary>A join within the node's limits goes into the next batch; one it already asked for is not repeated.</summary>
+    private void OnJoin(NetAddress from, Session session, string group)
+    {
+        if (session.Groups.Contains(group))
+        {
+            return;
+        }
+
+        if (System.Text.Encoding.UTF8.GetByteCount(group) > _options.MaxGroupNameBytes)
+        {
+            Refuse(from, session.Node, GmsRefusal.GroupNameTooLong, group, _options.MaxGroupNameBytes);
+            return;
+        }
+
+        if (session.Groups.Count >= _options.MaxGroupsPerNode)
+        {
+            Refuse(from, session.Node, GmsRefusal.TooManyGroups, group, _options.MaxGroupsPerNode);
+            return;
+        }
+
+        if (!session.TakeRequest(_scheduler.Now, _options))
+        {
+            Refuse(from, session.Node, GmsRefusal.RateLimited, group, _options.MaxRequestsPerSecond);
+            return;
+        }
+
+        session.Groups.Add(group);
+        Enqueue(new JoinRequest(session.Node, group));
+    }
+
     private void OnHello(NetAddress from, ulong incarnation)
     {
         if (_sessions.TryGetValue(from, out var existing))
         {
+            existing.LastHeard = _scheduler.Now;
+            if (!existing.TakeRequest(_scheduler.Now, _options))
+            {
+                HellosRateLimited++;
+                Drops.Increment(DropReason.ReceiveBufferFull);
+                return;
+            }
+
             if (existing.Incarnation == incarnation)
             {
-                existing.LastHeard = _scheduler.Now;
                 SendWelcome(from, existing); // a retransmitted Hello: answer the same
                 return;
             }
 
-            Remove(from, existing, "restarted"); // same address, new process: the old one is gone
+            // Same address, new process: the old one is gone. The Hello came over a conversation whose handshake proved
+            // the sender receives at this address (a spoofed datagram opens none), and it is that process's conversation
+            // now: keep it.
+            Remove(from, existing, "restarted", forgetChannel: false);
+        }
+
+        if (_sessions.Count >= _options.MaxNodes)
+        {
+            Refuse(from, null, GmsRefusal.TooManyNodes, null, _options.MaxNodes);
+            return;
+        }
+
+        if (_nodesPerIp.GetValueOrDefault(from.Ip) >= _options.MaxNodesPerIp)
+        {
+            Refuse(from, null, GmsRefusal.TooManyNodesFromAddress, null, _options.MaxNodesPerIp);
+            return;
         }
 
         var node = State.RegisterNode(from);
-        var session = new Session(node, incarnation) { LastHeard = _scheduler.Now };
+        var session = new Session(node, incarnation, _options.RequestBurst) { LastHeard = _scheduler.Now };
         _sessions[from] = session;
+        _nodesPerIp[from.Ip] = _nodesPerIp.GetValueOrDefault(from.Ip) + 1;
         _log.Information("GMS: node {Node} at {Address} registered", node, from);
         SendWelcome(from, session);
+    }
+
+    /// <summary>Tells a node its request was refused (nothing of it applied), counted, and logged at most once per limit
+    /// every 10 seconds.</summary>
+    private void Refuse(NetAddress to, NodeId? node, GmsRefusal reason, string? group, long limit)
+    {
+        _refusals[(int)reason]++;
+        var now = _scheduler.Now;
+        if (_refusalLogged[(int)reason] is not { } logged || now - logged >= TimeSpan.FromSeconds(10))
+        {
+            _refusalLogged[(int)reason] = now;
+            _log.Warning("GMS: refused a request of {Address} (node {Node}): {Reason}, limit {Limit} ({Count} so far)", to, node, reason, limit, _refusals[(int)reason]);
+        }
+
+        Send(to, new GmsMessage { Kind = GmsMessageKind.Refused, Number = (ulong)reason, GroupName = group, Limit = limit });
     }
 
     private void SendWelcome(NetAddress to, Session session)
@@ -161,10 +248,24 @@ internal sealed class GmsServer
         _scheduler.ScheduleAfter(_failureAlarm, _options.HeartbeatInterval);
     }
 
-    private void Remove(NetAddress address, Session session, string why)
+    private void Remove(NetAddress address, Session session, string why, bool forgetChannel = true)
     {
         _sessions.Remove(address);
-        _channel.Forget(address);
+        int left = _nodesPerIp.GetValueOrDefault(address.Ip) - 1;
+        if (left <= 0)
+        {
+            _nodesPerIp.Remove(address.Ip);
+        }
+        else
+        {
+            _nodesPerIp[address.Ip] = left;
+        }
+
+        if (forgetChannel)
+        {
+            _channel.Forget(address);
+        }
+
         _log.Information("GMS: node {Node} at {Address} removed ({Why})", session.Node, address, why);
         Enqueue(new NodeDownRequest(session.Node));
     }
@@ -250,10 +351,30 @@ internal sealed class GmsServer
         }
     }
 
-    private sealed class Session(NodeId node, ulong incarnation)
+    private sealed class Session(NodeId node, ulong incarnation, double burst)
     {
+        private double _tokens = burst;
+        private TimeSpan _tokensAt;
+
         public NodeId Node { get; } = node;
         public ulong Incarnation { get; } = incarnation;
         public TimeSpan LastHeard { get; set; }
+
+        /// <summary>The groups the node is in or has asked to join (at most MaxGroupsPerNode names).</summary>
+        public HashSet<string> Groups { get; } = new(StringComparer.Ordinal);
+
+        /// <summary>Takes one request from the node's token bucket (MaxRequestsPerSecond, RequestBurst deep).</summary>
+        public bool TakeRequest(TimeSpan now, GmsOptions options)
+        {
+            _tokens = Math.Min(options.RequestBurst, _tokens + ((now - _tokensAt).TotalSeconds * options.MaxRequestsPerSecond));
+            _tokensAt = now;
+            if (_tokens < 1)
+            {
+                return false;
+            }
+
+            _tokens--;
+            return true;
+        }
     }
 }

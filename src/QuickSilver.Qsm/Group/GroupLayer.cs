@@ -44,6 +44,7 @@ internal sealed class GroupLayer : IProtocolLayer
         _gms = context.Below<MembershipLayer>().Client;
         _regions = context.Below<RegionLayer>();
         _gms.ViewsChanged += OnViews;
+        _gms.JoinRefused += OnJoinRefused;
         _regions.Consumer = OnRegionDelivery;
     }
 
@@ -78,21 +79,36 @@ internal sealed class GroupLayer : IProtocolLayer
     {
         if (_groupsByName.Remove(name, out var group))
         {
-            if (group.View is { } view)
-            {
-                _groupsById.Remove(view.Group.Value);
-                foreach (var rr in view.Regions)
-                {
-                    _feeds.GetValueOrDefault(rr.Region.Value)?.Groups.Remove(group);
-                }
-            }
-
+            Detach(group);
             _gms.Leave(name);
             group.Owner.OnLeft(group.DiscardPending()); // the published messages it never sent (their slots free)
             return true;
         }
 
         return false;
+    }
+
+    /// <summary>The GMS refused the join (a limit of its own): the group is dropped here as on a leave, and its owner
+    /// told why.</summary>
+    private void OnJoinRefused(string name, GmsRefusedException refusal)
+    {
+        if (_groupsByName.Remove(name, out var group))
+        {
+            Detach(group);
+            group.Owner.OnJoinRefused(refusal, group.DiscardPending());
+        }
+    }
+
+    private void Detach(NodeGroup group)
+    {
+        if (group.View is { } view)
+        {
+            _groupsById.Remove(view.Group.Value);
+            foreach (var rr in view.Regions)
+            {
+                _feeds.GetValueOrDefault(rr.Region.Value)?.Groups.Remove(group);
+            }
+        }
     }
 
     internal void Enqueue(NodeGroup group, byte[] message)

@@ -24,6 +24,10 @@ internal interface IGroupOwner
 
     /// <summary>The group was left; <paramref name="discarded"/> published messages were never sent.</summary>
     void OnLeft(int discarded);
+
+    /// <summary>The GMS refused this node's join (one of its limits): the node is not in the group, as after a leave;
+    /// <paramref name="discarded"/> published messages were never sent.</summary>
+    void OnJoinRefused(Membership.Service.GmsRefusedException refusal, int discarded) => OnLeft(discarded);
 }
 
 /// <summary>A group's state on the core thread: what waits to be sent (published messages, the pull feed, the outbox of

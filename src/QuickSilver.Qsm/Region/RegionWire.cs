@@ -41,7 +41,7 @@ internal static class RegionWire
     public const int DataHeaderSize = PacketHeader.Size + 24;
 
     /// <summary>The packet type of receivers' flow status reports (docs/wire-format.md, "Flow status").</summary>
-    public const PacketType StatusType = (PacketType)32;
+    public const PacketType StatusType = (PacketType)34;
 
     public const int StatusSize = PacketHeader.Size + 44;
 

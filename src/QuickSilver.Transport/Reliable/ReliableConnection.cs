@@ -6,9 +6,12 @@ using QuickSilver.Core.Io;
 namespace QuickSilver.Transport.Reliable;
 
 /// <summary>
-/// One peer's conversation: the send side (a bounded buffer of numbered segments, a window of segments in flight,
-/// RTO timers, fast retransmit of SACKed holes) and the receive side (in-order, exactly-once delivery through a bounded
-/// reorder buffer, delayed acknowledgements). A message larger than one segment is cut into consecutive segments and
+/// One peer's conversation. It starts with a handshake (docs/reliable-unicast.md, "Handshake and conversations"): the
+/// side that opens it sends connects, first without a cookie, then echoing the challenge's, until the peer's first
+/// acknowledgement or data names this side's conversation number; until then messages wait in the send buffer. The
+/// side that answers keeps nothing until a valid cookie comes back. Then: the send side (a bounded buffer of numbered
+/// segments, a window of segments in flight, RTO timers, fast retransmit of SACKed holes) and the receive side
+/// (in-order, exactly-once delivery through a bounded reorder buffer, delayed acknowledgements). A message larger than one segment is cut into consecutive segments and
 /// reassembled before delivery (docs/reliable-unicast.md). Buffers are rented from <see cref="ArrayPool{T}.Shared"/> and
 /// returned on acknowledgement or delivery. Core thread only.
 /// </summary>
@@ -16,7 +19,7 @@ internal sealed class ReliableConnection
 {
     private readonly ReliableUnicast _owner;
     private readonly ReliableUnicastOptions _options;
-    private readonly Segment[] _send;       // ring indexed by seq % capacity
+    private Segment[] _send = [];           // ring indexed by seq % capacity, allocated on the first send
     private readonly Segment[] _reorder;    // ring indexed by seq % window
     private readonly Alarm _rtoAlarm;
     private readonly Alarm _ackAlarm;
@@ -34,28 +37,52 @@ internal sealed class ReliableConnection
     private int _assemblyLength;
     private bool _assembling;
     private bool _discarding;               // receive side: skipping the rest of an oversized message
+    private UInt128 _cookie;                // opening side: the cookie of the last challenge (0: none yet)
+    private bool _baseStartsMessage = true; // _sendBase is the first segment of a message
+    private TimeSpan _connectSentAt;        // opening side: when this phase's connect was first sent
+    private bool _connectResent;            // ... and whether it was repeated since (no RTT sample then)
 
-    internal ReliableConnection(ReliableUnicast owner, NetAddress peer, ReliableUnicastOptions options)
+    internal ReliableConnection(ReliableUnicast owner, NetAddress peer, ReliableUnicastOptions options, bool inbound)
     {
         _owner = owner;
         _options = options;
         Peer = peer;
-        _send = new Segment[options.SendBufferSegments];
+        Inbound = inbound;
         _reorder = new Segment[options.Window];
-        _rto = options.InitialRto;
+        _rto = options.HandshakeRto; // the first connect; data starts from a handshake sample or InitialRto
         LocalEpoch = owner.NextConversationEpoch();
+        OpenedAt = LastHeard = owner.Scheduler.Now;
         _rtoAlarm = new Alarm(_ => OnRetransmitTimeout());
         _ackAlarm = new Alarm(_ => SendAck());
     }
 
     public NetAddress Peer { get; }
 
-    /// <summary>This side's conversation number, fresh for every connection object (a failed connection is replaced by
-    /// a new one), never 0. A reset forced by the peer's new number keeps it, so the two sides converge.</summary>
-    public uint LocalEpoch { get; }
+    /// <summary>This side's conversation number: fresh for every connection object (a failed, replaced or expired
+    /// connection is replaced by a new one), unpredictable, never 0. Data and acknowledgements must name it.</summary>
+    public uint LocalEpoch { get; private set; }
 
-    /// <summary>The peer's conversation number once known (0 before): a change means the peer restarted or reset.</summary>
-    public uint PeerEpoch { get; internal set; }
+    /// <summary>The peer's conversation number once the handshake is done (0 before).</summary>
+    public uint PeerEpoch { get; private set; }
+
+    /// <summary>The handshake is done: both numbers are known and data flows.</summary>
+    public bool IsEstablished { get; private set; }
+
+    /// <summary>The peer opened this conversation (its cookie was valid); false when this side did.</summary>
+    public bool Inbound { get; }
+
+    internal TimeSpan OpenedAt { get; }
+
+    /// <summary>When the last datagram of this conversation arrived from the peer (or the connection was opened).</summary>
+    internal TimeSpan LastHeard { get; set; }
+
+    /// <summary>A message was sent or delivered on this connection (a connection a peer opened and never used is
+    /// half-open: it expires after HalfOpenTimeout).</summary>
+    internal bool Used { get; private set; }
+
+    /// <summary>Whether the send ring has been allocated (on the first message sent): a connection that only receives,
+    /// or only completed a handshake, costs a few kilobytes, not SendBufferSegments segments.</summary>
+    internal bool HasSendBuffer => _send.Length > 0;
 
     /// <summary>Segments accepted by <see cref="TrySend"/> and not yet acknowledged (a message of n bytes takes
     /// ceil(n / MaxSegmentBytes) segments, at least one).</summary>
@@ -93,6 +120,11 @@ internal sealed class ReliableConnection
         }
 
         int segments = SegmentsFor(total);
+        if (_send.Length == 0)
+        {
+            _send = new Segment[_options.SendBufferSegments]; // a connection that only receives never needs it
+        }
+
         if (_send.Length - Pending < segments)
         {
             _neededSpace = Math.Max(_neededSpace, segments);
@@ -132,13 +164,86 @@ internal sealed class ReliableConnection
             _nextSeq++;
         }
 
+        Used = true;
         _owner.WantsToTransmit(this);
         return true;
+    }
+
+    /// <summary>Opening side: sends a connect (with the cookie of the last challenge, if any) and keeps repeating it on
+    /// the retransmission timer, backing off; MaxRetransmissions unanswered in a row report the peer failed.</summary>
+    internal void StartHandshake()
+    {
+        _connectSentAt = _owner.Scheduler.Now;
+        _connectResent = false;
+        _owner.SendConnect(this, _cookie);
+        if (!_rtoAlarm.IsScheduled)
+        {
+            _owner.Scheduler.ScheduleAfter(_rtoAlarm, _rto);
+        }
+    }
+
+    /// <summary>Opening side: the peer's challenge to our connect; echo its cookie at once. The first challenge to a
+    /// connect sent once is a round-trip sample (Karn's rule), so a lost echo or a lost acceptance is repeated after
+    /// the measured RTO rather than the initial one.</summary>
+    internal void OnChallenge(UInt128 cookie)
+    {
+        if (_cookie == UInt128.Zero && !_connectResent)
+        {
+            SampleRtt(_owner.Scheduler.Now - _connectSentAt);
+        }
+        else
+        {
+            _rto = _srtt > TimeSpan.Zero ? ComputedRto() : _options.HandshakeRto; // an answer: undo the backoff
+        }
+
+        _cookie = cookie;
+        _owner.Scheduler.Cancel(_rtoAlarm);
+        StartHandshake();
+    }
+
+    /// <summary>The handshake is done: the peer's number is known (its acknowledgement or data named ours, or its
+    /// valid cookie arrived). Queued messages start flowing. <paramref name="answersOurConnect"/>: the peer's first
+    /// acknowledgement answers our connect (a round-trip sample if that was sent once).</summary>
+    internal void Establish(uint peerEpoch, bool answersOurConnect = false)
+    {
+        if (answersOurConnect && _cookie != UInt128.Zero && !_connectResent)
+        {
+            SampleRtt(_owner.Scheduler.Now - _connectSentAt);
+        }
+
+        PeerEpoch = peerEpoch;
+        IsEstablished = true;
+        _cookie = UInt128.Zero;
+        _timeouts = 0;
+        _rto = _srtt > TimeSpan.Zero ? ComputedRto() : _options.InitialRto;
+        _owner.Scheduler.Cancel(_rtoAlarm);
+        if (_nextSeq > _sendBase)
+        {
+            _owner.WantsToTransmit(this);
+        }
+    }
+
+    /// <summary>Whether the sweep drops this connection now: nothing of ours unacknowledged and the peer silent for
+    /// IdleTimeout, or opened by the peer and never used for HalfOpenTimeout. A conversation still opening is left to
+    /// its handshake timer.</summary>
+    internal bool IsExpired(TimeSpan now)
+    {
+        if (!IsEstablished || Pending > 0)
+        {
+            return false;
+        }
+
+        return now - LastHeard >= _options.IdleTimeout || (Inbound && !Used && now - OpenedAt >= _options.HalfOpenTimeout);
     }
 
     /// <summary>Transmits new segments the window and the rate limit allow. Returns false when the rate limit stopped it.</summary>
     internal bool TransmitNew()
     {
+        if (!IsEstablished)
+        {
+            return true; // sent once the handshake is done
+        }
+
         while (_nextToTransmit < _nextSeq && _nextToTransmit < _sendBase + (ulong)_options.Window)
         {
             if (!Transmit(_nextToTransmit))
@@ -195,6 +300,7 @@ internal sealed class ReliableConnection
                 SampleRtt(now - segment.SentAt);
             }
 
+            _baseStartsMessage = segment.Last;
             Release(ref segment);
             _sendBase++;
             progress = true;
@@ -285,6 +391,21 @@ internal sealed class ReliableConnection
 
     private void OnRetransmitTimeout()
     {
+        if (!IsEstablished)
+        {
+            if (++_timeouts > _options.MaxRetransmissions)
+            {
+                _owner.ReportFailed(this);
+                return;
+            }
+
+            _rto = _rto * 2 > _options.MaxRto ? _options.MaxRto : _rto * 2;
+            _connectResent = true;
+            _owner.SendConnect(this, _cookie);
+            _owner.Scheduler.ScheduleAfter(_rtoAlarm, _rto);
+            return;
+        }
+
         if (_sendBase >= _nextToTransmit)
         {
             return;
@@ -369,6 +490,7 @@ internal sealed class ReliableConnection
             return;
         }
 
+        Used = true;
         if (!_assembling && last)
         {
             _owner.Deliver(this, payload);
@@ -468,22 +590,15 @@ internal sealed class ReliableConnection
             Release(ref segment);
         }
 
-        ReleaseAssembly();
-        _discarding = false;
         _neededSpace = 0;
-
-        for (int i = 0; i < _reorder.Length; i++)
-        {
-            if (_reorder[i].Buffer is { } b)
-            {
-                ArrayPool<byte>.Shared.Return(b);
-                _reorder[i].Buffer = null;
-            }
-        }
-
+        _baseStartsMessage = true;
+        DropReceiveState();
         _owner.Scheduler.Cancel(_rtoAlarm);
         _owner.Scheduler.Cancel(_ackAlarm);
         _sendBase = _nextSeq = _nextToTransmit = _expected = 0;
+        IsEstablished = false;
+        PeerEpoch = 0;
+        _cookie = UInt128.Zero;
         _timeouts = 0;
         _rto = _options.InitialRto;
         _srtt = _rttvar = TimeSpan.Zero;
@@ -492,8 +607,88 @@ internal sealed class ReliableConnection
 
     internal void MarkFailed() => Failed = true;
 
-    /// <summary>Tells the peer our current conversation number (after it sent us data for an old one).</summary>
-    internal void Announce() => SendAck();
+    /// <summary>
+    /// The peer proved it no longer has this conversation (it expired it, or restarted): starts a new one under a new
+    /// number <paramref name="localEpoch"/>, not yet established. Whole messages the peer had not acknowledged move to
+    /// its start, renumbered from 0, and go out once the new handshake is done: when the peer expired the old
+    /// conversation none of them reached it (it expires one only after hearing nothing for IdleTimeout while this side,
+    /// with something unacknowledged, would have been retransmitting), so nothing is lost or duplicated; when it
+    /// restarted, they may have reached its previous incarnation. A message whose first segments were acknowledged
+    /// cannot be finished in a new conversation: it is dropped, and returned (0 or 1) as lost. Receive state is dropped
+    /// (what the peer had not finished sending is its own to resend). No allocation: the send ring is rotated in place.
+    /// </summary>
+    internal int Renew(uint localEpoch)
+    {
+        int lost = 0;
+        if (!_baseStartsMessage)
+        {
+            lost = 1;
+            while (_sendBase < _nextSeq)
+            {
+                ref var segment = ref _send[_sendBase % (ulong)_send.Length];
+                bool last = segment.Last;
+                Release(ref segment);
+                _sendBase++;
+                if (last)
+                {
+                    break;
+                }
+            }
+        }
+
+        // Segment seq s sits at index s % capacity; renumbered s - base, it belongs base % capacity places earlier.
+        if (_send.Length > 0)
+        {
+            var ring = _send.AsSpan();
+            int shift = (int)(_sendBase % (ulong)_send.Length);
+            ring[..shift].Reverse();
+            ring[shift..].Reverse();
+            ring.Reverse();
+        }
+
+        int carried = (int)(_nextSeq - _sendBase);
+        for (int i = 0; i < carried; i++)
+        {
+            ref var segment = ref _send[i];
+            segment.Acked = false;
+            segment.Retransmitted = false;
+            segment.SentAt = TimeSpan.MinValue;
+        }
+
+        _sendBase = _nextToTransmit = 0;
+        _nextSeq = (ulong)carried;
+        _baseStartsMessage = true;
+        DropReceiveState();
+        _owner.Scheduler.Cancel(_rtoAlarm);
+        _owner.Scheduler.Cancel(_ackAlarm);
+        _timeouts = 0;
+        _rto = _srtt > TimeSpan.Zero ? ComputedRto() : _options.HandshakeRto; // the path is the same: keep its estimate
+        IsEstablished = false;
+        PeerEpoch = 0;
+        _cookie = UInt128.Zero;
+        LocalEpoch = localEpoch;
+        return lost; // a sender waiting for room hears of it with the new conversation's first acknowledgement
+    }
+
+    /// <summary>Acknowledges at once: the answering side's acceptance of a handshake (its first acknowledgement tells
+    /// the opener our number), repeated when the opener repeats its connect.</summary>
+    internal void SendAckNow() => SendAck();
+
+    private void DropReceiveState()
+    {
+        ReleaseAssembly();
+        _discarding = false;
+        _unackedArrivals = 0;
+        _expected = 0;
+        for (int i = 0; i < _reorder.Length; i++)
+        {
+            if (_reorder[i].Buffer is { } b)
+            {
+                ArrayPool<byte>.Shared.Return(b);
+                _reorder[i].Buffer = null;
+            }
+        }
+    }
 
     private static void Release(ref Segment segment)
     {

@@ -24,6 +24,12 @@ internal sealed record ReliableUnicastOptions
 
     public TimeSpan InitialRto { get; init; } = TimeSpan.FromMilliseconds(200);
 
+    /// <summary>When an unanswered connect is first repeated (then doubling up to MaxRto, MaxRetransmissions times). A
+    /// connect is 36 bytes and carries nothing, so repeating it early costs almost nothing, while every first contact
+    /// between two peers waits for its handshake: shorter than InitialRto. Once a challenge has given a round-trip
+    /// sample, the handshake's remaining steps and the data use the measured RTO.</summary>
+    public TimeSpan HandshakeRto { get; init; } = TimeSpan.FromMilliseconds(50);
+
     public TimeSpan MinRto { get; init; } = TimeSpan.FromMilliseconds(20);
 
     public TimeSpan MaxRto { get; init; } = TimeSpan.FromSeconds(2);
@@ -40,8 +46,34 @@ internal sealed record ReliableUnicastOptions
     /// <summary>Token bucket depth of the rate limit.</summary>
     public int RateBurstBytes { get; init; } = 256 * 1024;
 
-    /// <summary>Peers an endpoint keeps state for; datagrams from further peers are dropped and counted.</summary>
+    /// <summary>Connections an endpoint keeps (the peer table), whoever opened them. At the bound a peer's handshake is
+    /// not answered (counted as <see cref="ReliableUnicastCounters.RefusedTableFull"/>; the peer retries and gets in once
+    /// idle connections have expired), and a send to a new peer is refused (a control channel's Send returns false,
+    /// counted the same). Peers that never echoed a cookie take no room.</summary>
     public int MaxPeers { get; init; } = 4096;
+
+    /// <summary>Connections with peers at one IPv4 address, beyond which a handshake from that address is not answered
+    /// (counted as <see cref="ReliableUnicastCounters.RefusedPerSource"/>): one host cannot fill the peer table. A host
+    /// running more nodes than this (many processes on one machine) needs a larger value. Above MaxPeers it is
+    /// MaxPeers.</summary>
+    public int MaxConnectionsPerIp { get; init; } = 256;
+
+    /// <summary>How long a handshake cookie is made for: one is accepted for between one and two lifetimes after the
+    /// challenge that carried it. Longer than a round trip, short enough that a stolen cookie soon expires.</summary>
+    public TimeSpan CookieLifetime { get; init; } = TimeSpan.FromSeconds(5);
+
+    /// <summary>Challenges an endpoint sends per second at most (bursts of a tenth of that), whatever the number of
+    /// sources: what a flood of first contacts can cost it in MACs and replies. Beyond it a contact is dropped and
+    /// counted (<see cref="ReliableUnicastCounters.ChallengesSuppressed"/>); the real initiator repeats its connect.</summary>
+    public int MaxChallengesPerSecond { get; init; } = 10_000;
+
+    /// <summary>A connection that has nothing unacknowledged and has heard nothing from its peer for this long is
+    /// dropped without report; the next message to or from that peer starts a new conversation with a handshake.</summary>
+    public TimeSpan IdleTimeout { get; init; } = TimeSpan.FromSeconds(60);
+
+    /// <summary>A connection a peer opened (its handshake done) that has delivered no message and on which this side
+    /// has sent nothing is dropped after this long: a handshake alone holds a table slot only briefly.</summary>
+    public TimeSpan HalfOpenTimeout { get; init; } = TimeSpan.FromSeconds(10);
 
     public void Validate()
     {
@@ -58,6 +90,11 @@ internal sealed record ReliableUnicastOptions
 
         OptionChecks.Positive(InitialRto, $"ReliableUnicastOptions.{nameof(InitialRto)}");
         OptionChecks.Positive(MinRto, $"ReliableUnicastOptions.{nameof(MinRto)}");
+        if (HandshakeRto < MinRto || HandshakeRto > MaxRto)
+        {
+            throw new ArgumentOutOfRangeException(nameof(HandshakeRto), HandshakeRto, $"ReliableUnicastOptions.HandshakeRto must be between MinRto ({MinRto}) and MaxRto ({MaxRto}).");
+        }
+
         if (MaxRto < MinRto)
         {
             throw new ArgumentOutOfRangeException(nameof(MaxRto), MaxRto, $"ReliableUnicastOptions.MaxRto must be at least MinRto ({MinRto}).");
@@ -72,5 +109,18 @@ internal sealed record ReliableUnicastOptions
         OptionChecks.InRange(RateLimitBytesPerSecond, 1000, long.MaxValue / 2, $"ReliableUnicastOptions.{nameof(RateLimitBytesPerSecond)}");
         OptionChecks.InRange(RateBurstBytes, MaxSegmentBytes + PacketHeader.Size + ReliableWire.DataHeaderSize, 1 << 30, $"ReliableUnicastOptions.{nameof(RateBurstBytes)}");
         OptionChecks.InRange(MaxPeers, 1, 1 << 20, $"ReliableUnicastOptions.{nameof(MaxPeers)}");
+        OptionChecks.InRange(MaxConnectionsPerIp, 1, 1 << 20, $"ReliableUnicastOptions.{nameof(MaxConnectionsPerIp)}");
+        OptionChecks.InRange(MaxChallengesPerSecond, 1, 10_000_000, $"ReliableUnicastOptions.{nameof(MaxChallengesPerSecond)}");
+        if (CookieLifetime < MaxRto)
+        {
+            throw new ArgumentOutOfRangeException(nameof(CookieLifetime), CookieLifetime,
+                $"ReliableUnicastOptions.CookieLifetime ({CookieLifetime}) must be at least MaxRto ({MaxRto}): an initiator must be able to echo a cookie after a backed-off retransmission.");
+        }
+
+        if (HalfOpenTimeout < MaxRto || HalfOpenTimeout > IdleTimeout)
+        {
+            throw new ArgumentOutOfRangeException(nameof(HalfOpenTimeout), HalfOpenTimeout,
+                $"ReliableUnicastOptions.HalfOpenTimeout ({HalfOpenTimeout}) must be between MaxRto ({MaxRto}) and IdleTimeout ({IdleTimeout}).");
+        }
     }
 }

@@ -198,7 +198,23 @@ public sealed class SimNetwork
     /// reordering and duplication per receiver. Downlinks are reserved in the order datagrams reach the switch, so a
     /// sender whose uplink is backlogged does not book a receiver's downlink ahead of datagrams that arrive earlier from
     /// other senders.</summary>
-    internal void Send(SimTransport source, NetAddress to, ReadOnlySpan<byte> datagram)
+    internal void Send(SimTransport source, NetAddress to, ReadOnlySpan<byte> datagram) => Send(source, to, datagram, source.LocalAddress);
+
+    /// <summary>Sends <paramref name="datagram"/> through <paramref name="via"/>'s node and links, but with
+    /// <paramref name="claimedSource"/> as its source address, as a host that forges source addresses would (tests of
+    /// hostile networks). The receiver sees the claimed source; its answers go there, not to <paramref name="via"/>.</summary>
+    public void SendSpoofed(IDatagramTransport via, NetAddress claimedSource, NetAddress to, ReadOnlySpan<byte> datagram)
+    {
+        if (via is not SimTransport source)
+        {
+            throw new ArgumentException("The sending endpoint must be an endpoint of a simulated network.", nameof(via));
+        }
+
+        CheckOwned(source.Node);
+        Send(source, to, datagram, claimedSource);
+    }
+
+    private void Send(SimTransport source, NetAddress to, ReadOnlySpan<byte> datagram, NetAddress from)
     {
         var node = source.Node;
         var upDone = node.Uplink.Reserve(Now, datagram.Length);
@@ -214,7 +230,7 @@ public sealed class SimNetwork
             return;
         }
 
-        var packet = RentPacket(datagram, source.LocalAddress);
+        var packet = RentPacket(datagram, from);
         var alarm = _hopPool.Count > 0 ? _hopPool.Pop() : new Alarm(_onSwitch) { State = new SimHop() };
         var hop = (SimHop)alarm.State!;
         hop.Packet = packet; // the sender's reference moves to the hop
