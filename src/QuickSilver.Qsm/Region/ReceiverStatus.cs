@@ -28,7 +28,8 @@ internal sealed class ReceiverStatus
     private readonly int _packetBytes;
     private readonly Dictionary<uint, PartitionFlow> _partition = new();
     private readonly Alarm _timer;
-    private int _active = 1;
+    private uint _window;     // this member's share of the receive window per sender (bytes)
+    private ulong _threshold; // packets taken between two reports
     private bool _stopped;
 
     public ReceiverStatus(RegionMember member, FlowStatusSink sink, int maxDatagramSize)
@@ -37,6 +38,7 @@ internal sealed class ReceiverStatus
         _sink = sink;
         _options = member.Options;
         _packetBytes = RegionWire.DataHeaderSize + RegionSender.PayloadCapacity(maxDatagramSize, _options);
+        ShareWindow(1);
         _timer = new Alarm(_ => OnTimer());
         member.Scheduler.ScheduleAfter(_timer, _options.StatusInterval);
     }
@@ -48,11 +50,16 @@ internal sealed class ReceiverStatus
     public long ReportsReceived { get; private set; }
 
     /// <summary>This member's share of the receive window per sender (bytes).</summary>
-    public uint Window => (uint)Math.Max(_packetBytes, _options.ReceiveWindowBytes / _active);
+    public uint Window => _window;
 
-    /// <summary>Packets taken between two reports: an eighth of the window, in the largest packets (a quarter, Aeron's
-    /// choice, left the sender idle between bursts when two hops of reports were on the way).</summary>
-    private ulong Threshold => (ulong)Math.Max(1, Window / 8 / _packetBytes);
+    /// <summary>Shares the receive window among the <paramref name="active"/> streams that moved in the last interval,
+    /// and sets the report threshold: an eighth of the share, in the largest packets (a quarter, Aeron's choice, left the
+    /// sender idle between bursts when two hops of reports were on the way). Once per timer tick, not per packet.</summary>
+    private void ShareWindow(int active)
+    {
+        _window = (uint)Math.Max(_packetBytes, _options.ReceiveWindowBytes / Math.Max(1, active));
+        _threshold = (ulong)Math.Max(1, _window / 8 / _packetBytes);
+    }
 
     public void Stop()
     {
@@ -70,12 +77,12 @@ internal sealed class ReceiverStatus
         }
     }
 
-    /// <summary>A packet of <paramref name="stream"/> was taken (or delivery resumed): reports once a quarter of the
+    /// <summary>A packet of <paramref name="stream"/> was taken (or delivery resumed): reports once an eighth of the
     /// window has been taken since the last report. Per packet, so one comparison when there is nothing to say.</summary>
     public void OnProgress(SenderStream stream)
     {
         ulong position = stream.FlowPosition;
-        if (position >= stream.Report.Sent + Threshold && !_stopped && stream.Sender != _member.Node)
+        if (position >= stream.Report.Sent + _threshold && !_stopped && stream.Sender != _member.Node)
         {
             Report(stream, position);
         }
@@ -177,29 +184,29 @@ internal sealed class ReceiverStatus
         flow.Missing[slot] = missing;
         flow.Highest[slot] = highest;
         flow.Heard[slot] = true;
-        flow.Aggregate(out ulong minimum, out _, out bool complete, out ulong gaps, out _);
-        if (minimum >= flow.Forwarded + Threshold || (complete && !flow.ForwardedComplete) || (gaps != 0 && gaps != flow.ForwardedMissing))
+        var summary = flow.Aggregate();
+        if (summary.Position >= flow.Forwarded + _threshold || (summary.Complete && !flow.ForwardedComplete)
+            || (summary.Missing != 0 && summary.Missing != flow.ForwardedMissing))
         {
-            Forward(sender, flow);
+            Forward(sender, flow, summary);
         }
     }
 
-    private void Forward(uint sender, PartitionFlow flow)
+    private void Forward(uint sender, PartitionFlow flow, in PartitionSummary summary)
     {
-        flow.Aggregate(out ulong minimum, out uint window, out bool complete, out ulong missing, out ulong highest);
-        if (minimum == ulong.MaxValue)
+        if (summary.Position == ulong.MaxValue)
         {
             return; // only the sender itself reported: nothing to say
         }
 
-        if (minimum != flow.Forwarded || complete != flow.ForwardedComplete)
+        if (summary.Position != flow.Forwarded || summary.Complete != flow.ForwardedComplete)
         {
             flow.Repeated = 0;
         }
 
-        flow.Forwarded = minimum;
-        flow.ForwardedComplete = complete;
-        flow.ForwardedMissing = missing;
+        flow.Forwarded = summary.Position;
+        flow.ForwardedComplete = summary.Complete;
+        flow.ForwardedMissing = summary.Missing;
         if (!_member.Streams.TryGetValue(sender, out var stream) || stream.Address == default)
         {
             return;
@@ -208,7 +215,7 @@ internal sealed class ReceiverStatus
         var view = _member.View!;
         ReportsSent++;
         _sink(stream.Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, sender, _member.Partition,
-            Aggregate: true, complete, minimum, window, missing, highest));
+            Aggregate: true, summary.Complete, summary.Position, summary.Window, summary.Missing, summary.Highest));
     }
 
     private void OnTimer()
@@ -242,13 +249,13 @@ internal sealed class ReceiverStatus
                 }
             }
 
-            _active = Math.Max(1, active);
+            ShareWindow(active);
             foreach (var (sender, flow) in _partition)
             {
-                flow.Aggregate(out ulong minimum, out _, out bool complete, out ulong missing, out _);
-                if (minimum != flow.Forwarded || complete != flow.ForwardedComplete || Repeat(ref flow.Repeated, missing != 0))
+                var summary = flow.Aggregate();
+                if (summary.Position != flow.Forwarded || summary.Complete != flow.ForwardedComplete || Repeat(ref flow.Repeated, summary.Missing != 0))
                 {
-                    Forward(sender, flow);
+                    Forward(sender, flow, summary);
                 }
             }
         }
@@ -278,8 +285,6 @@ internal sealed class ReceiverStatus
         public bool ForwardedComplete;
         public int Repeated;
 
-        /// <summary>The minimum position and window over the members heard, whether all were, and the union of their gaps
-        /// within the 64 packets after the minimum, and the lowest highest packet any of them has.</summary>
         public void Exempt(int slot)
         {
             Positions[slot] = ulong.MaxValue;
@@ -288,13 +293,11 @@ internal sealed class ReceiverStatus
             Heard[slot] = true;
         }
 
-        public void Aggregate(out ulong minimum, out uint window, out bool complete, out ulong missing, out ulong highest)
+        public PartitionSummary Aggregate()
         {
-            highest = ulong.MaxValue;
-            minimum = ulong.MaxValue;
-            window = uint.MaxValue;
-            complete = true;
-            missing = 0;
+            ulong minimum = ulong.MaxValue, highest = ulong.MaxValue, missing = 0;
+            uint window = uint.MaxValue;
+            bool complete = true;
             for (int i = 0; i < Positions.Length; i++)
             {
                 if (!Heard[i])
@@ -308,15 +311,7 @@ internal sealed class ReceiverStatus
                 window = Math.Min(window, Windows[i]);
             }
 
-            if (minimum == ulong.MaxValue)
-            {
-                minimum = 0;
-                window = 0;
-                highest = 0;
-                return;
-            }
-
-            for (int i = 0; i < Positions.Length; i++)
+            for (int i = 0; i < Positions.Length && minimum != ulong.MaxValue; i++)
             {
                 ulong shift = Positions[i] - minimum;
                 if (Heard[i] && shift < 64)
@@ -324,9 +319,17 @@ internal sealed class ReceiverStatus
                     missing |= Missing[i] << (int)shift;
                 }
             }
+
+            return new PartitionSummary(minimum, window, complete, missing, highest);
         }
     }
 }
+
+/// <summary>A partition leader's aggregate of its members' reports on one stream: the minimum position and window over
+/// the members heard, whether all were, the union of their gaps within the 64 packets after the minimum, and the lowest
+/// highest packet. <see cref="Position"/> is <see cref="ulong.MaxValue"/> when no member but the sender itself was heard
+/// (nothing to say).</summary>
+internal readonly record struct PartitionSummary(ulong Position, uint Window, bool Complete, ulong Missing, ulong Highest);
 
 /// <summary>What a member last reported of one sender's stream (<see cref="ReceiverStatus"/>).</summary>
 internal sealed class FlowReport

@@ -250,7 +250,7 @@ internal sealed class RegionSender : IDatagramFeed
             outgoing.SentAt = _scheduler.Now;
             outgoing.FirstSentAt = outgoing.SentAt;
             outgoing.RepairQueued = false;
-            outgoing.ReportRepairs = 0;
+            outgoing.ResentOnReport = false;
             _sentBytes += (ulong)length;
             outgoing.EndBytes = _sentBytes;
             Sent?.Invoke(next, slot[RegionWire.DataHeaderSize..length]);
@@ -565,12 +565,12 @@ internal sealed class RegionSender : IDatagramFeed
         }
 
         ref var outgoing = ref _window[seq % (ulong)_window.Length];
-        if (outgoing.ReportRepairs > 0 && now - outgoing.SentAt < RepairHoldoff)
+        if (outgoing.ResentOnReport && now - outgoing.SentAt < RepairHoldoff)
         {
             return false;
         }
 
-        outgoing.ReportRepairs++;
+        outgoing.ResentOnReport = true;
         return true;
     }
 
@@ -705,7 +705,7 @@ internal sealed class RegionSender : IDatagramFeed
         public TimeSpan SentAt;
         public bool RepairQueued;
         public ulong EndBytes; // the stream's byte position after this packet
-        public int ReportRepairs; // resends flow reports asked for
+        public bool ResentOnReport; // a flow report had it resent already (later ones wait a hold-off)
         public TimeSpan FirstSentAt;
     }
 

@@ -16,6 +16,7 @@ namespace QuickSilver.Tests.Simulation;
 public sealed class FlowControlSimulationTests(ITestOutputHelper output)
 {
     private const int PacketBytes = 16 * 1024;
+    private const string Group = "flow";
 
     /// <summary>A receiver whose CPU takes 1 ms per datagram (1,000 packets/s) and queues at most 48 datagrams; the
     /// region's window is 32 packets. With receiver flow control the sender slows to it: nothing is dropped anywhere and
@@ -33,15 +34,13 @@ public sealed class FlowControlSimulationTests(ITestOutputHelper output)
             FlowControl = mode,
             ReceiveWindowBytes = 32 * PacketBytes,
         }, configureNode: node => node.ReceiveQueueLimit = 48, rate: new RateControlOptions { MinRate = 10_000 });
-        var all = cluster.AddNodes(3);
-        cluster.Join(all, "bulk");
-        cluster.SettleViews("bulk", all);
+        var all = Members(cluster, 3);
         var (sender, slow) = (all[0], all[2]);
         slow.Sim.ProcessingCostPerPacket = TimeSpan.FromMilliseconds(1);
         long dropsBefore = cluster.Network.Drops[DropReason.ReceiveBufferFull];
-        sender.PublishNumbered("bulk", Messages, size: 1_000);
+        sender.PublishNumbered(Group, Messages, size: 1_000);
 
-        bool done = cluster.Network.RunUntil(() => all.All(n => n.Groups["bulk"].CountFrom(sender.Id) == Messages), TimeSpan.FromSeconds(30));
+        bool done = RunUntilAllHave(cluster, all, sender, Messages, TimeSpan.FromSeconds(30));
         long overflows = cluster.Network.Drops[DropReason.ReceiveBufferFull] - dropsBefore;
         var regionSender = sender.Region!.Senders.Values.Single();
         output.WriteLine($"{mode}: done {done} at {cluster.Network.Now}, receive queue overflows {overflows}, packets {regionSender.LastSequence}, " +
@@ -52,13 +51,10 @@ public sealed class FlowControlSimulationTests(ITestOutputHelper output)
             return;
         }
 
-        Assert.True(done, $"seed {seed}: not every message arrived in 30 s: {string.Join(", ", all.Select(n => n.Groups["bulk"].CountFrom(sender.Id)))}");
+        Assert.True(done, $"seed {seed}: not every message arrived in 30 s: {string.Join(", ", all.Select(n => n.Groups[Group].CountFrom(sender.Id)))}");
         Assert.Equal(0, overflows);
         Assert.True(regionSender.WindowBlocked > 0, $"seed {seed}: the sender was never held by the window");
-        foreach (var node in all)
-        {
-            Assert.Equal(Enumerable.Range(1, Messages), node.Groups["bulk"].Received[sender.Id]);
-        }
+        AssertEveryMessageInOrder(all, sender, Messages);
     }
 
     /// <summary>Receivers that each take at most 5,000 packets/s (200 µs of CPU a packet), and a sender that is not its
@@ -77,9 +73,7 @@ public sealed class FlowControlSimulationTests(ITestOutputHelper output)
             TokenInterval = TimeSpan.FromSeconds(1),
             ReceiveWindowBytes = 64 * PacketBytes,
         });
-        var all = cluster.AddNodes(3);
-        cluster.Join(all, "fast");
-        cluster.SettleViews("fast", all);
+        var all = Members(cluster, 3);
         var sender = all[2];
         Assert.NotEqual(0, sender.Region!.Member!.Index); // not the leader of the only partition
         foreach (var receiver in all.Take(2))
@@ -88,8 +82,8 @@ public sealed class FlowControlSimulationTests(ITestOutputHelper output)
         }
 
         var start = cluster.Network.Now;
-        sender.PublishNumbered("fast", Messages, size: 1_000);
-        bool done = cluster.Network.RunUntil(() => all.All(n => n.Groups["fast"].CountFrom(sender.Id) == Messages), TimeSpan.FromSeconds(10));
+        sender.PublishNumbered(Group, Messages, size: 1_000);
+        bool done = RunUntilAllHave(cluster, all, sender, Messages, TimeSpan.FromSeconds(10));
         var elapsed = cluster.Network.Now - start;
         var regionSender = sender.Region!.Senders.Values.Single();
         double packetsPerSecond = regionSender.LastSequence / elapsed.TotalSeconds;
@@ -112,24 +106,19 @@ public sealed class FlowControlSimulationTests(ITestOutputHelper output)
             SenderWindow = 256,
             MaxHeldPackets = 16_384,
         });
-        var all = cluster.AddNodes(3);
-        cluster.Join(all, "acks");
-        cluster.SettleViews("acks", all);
+        var all = Members(cluster, 3);
         var sender = all[0];
         var start = cluster.Network.Now;
-        sender.PublishNumbered("acks", Messages, size: 1_000);
+        sender.PublishNumbered(Group, Messages, size: 1_000);
 
-        bool done = cluster.Network.RunUntil(() => all.All(n => n.Groups["acks"].CountFrom(sender.Id) == Messages), TimeSpan.FromSeconds(5));
+        bool done = RunUntilAllHave(cluster, all, sender, Messages, TimeSpan.FromSeconds(5));
         var regionSender = sender.Region!.Senders.Values.Single();
         output.WriteLine($"done {done} in {cluster.Network.Now - start}, packets {regionSender.LastSequence}, acknowledged {regionSender.Acknowledged}, " +
                          $"token acks {regionSender.AcknowledgedByToken}, status reports {regionSender.StatusReports}");
-        Assert.True(done, $"seed {Seed}: {string.Join(", ", all.Select(n => n.Groups["acks"].CountFrom(sender.Id)))} of {Messages} in 5 s");
+        Assert.True(done, $"seed {Seed}: {string.Join(", ", all.Select(n => n.Groups[Group].CountFrom(sender.Id)))} of {Messages} in 5 s");
         Assert.True(regionSender.LastSequence > 4 * 256, $"seed {Seed}: only {regionSender.LastSequence} packets; the test proves nothing");
         Assert.True(cluster.Network.Now - start < TimeSpan.FromSeconds(2), $"seed {Seed}: took {cluster.Network.Now - start}");
-        foreach (var node in all)
-        {
-            Assert.Equal(Enumerable.Range(1, Messages), node.Groups["acks"].Received[sender.Id]);
-        }
+        AssertEveryMessageInOrder(all, sender, Messages);
     }
 
     /// <summary>5 % loss and bursts, the token every 10 s (so neither its recovery nor the sender's timeout acts within
@@ -144,24 +133,19 @@ public sealed class FlowControlSimulationTests(ITestOutputHelper output)
         const int Messages = 20_000;
         var link = new LinkOptions { LossRate = 0.05, Burst = new BurstLoss(0.002, 0.3) };
         var cluster = new NodeCluster(seed, link, new RegionOptions { TokenInterval = TimeSpan.FromSeconds(10) });
-        var all = cluster.AddNodes(4);
-        cluster.Join(all, "lossy");
-        cluster.SettleViews("lossy", all);
+        var all = Members(cluster, 4);
         var sender = all[0];
         var start = cluster.Network.Now;
-        sender.PublishNumbered("lossy", Messages, size: 1_000);
+        sender.PublishNumbered(Group, Messages, size: 1_000);
 
-        bool done = cluster.Network.RunUntil(() => all.All(n => n.Groups["lossy"].CountFrom(sender.Id) == Messages), TimeSpan.FromSeconds(8));
+        bool done = RunUntilAllHave(cluster, all, sender, Messages, TimeSpan.FromSeconds(8));
         var regionSender = sender.Region!.Senders.Values.Single();
         output.WriteLine($"done {done} in {cluster.Network.Now - start}, packets {regionSender.LastSequence}, resent on status {regionSender.RetransmittedOnStatus}, " +
                          $"on NAK {regionSender.RetransmittedOnNak}, on timeout {regionSender.RetransmittedOnTimeout}, rounds {all.Sum(n => n.Region!.Member!.RoundsCompleted)}");
-        Assert.True(done, $"seed {seed}: {string.Join(", ", all.Select(n => n.Groups["lossy"].CountFrom(sender.Id)))} of {Messages} in 8 s");
+        Assert.True(done, $"seed {seed}: {string.Join(", ", all.Select(n => n.Groups[Group].CountFrom(sender.Id)))} of {Messages} in 8 s");
         Assert.True(regionSender.RetransmittedOnStatus > 0, $"seed {seed}: nothing resent on a report");
         Assert.Equal(0, regionSender.RetransmittedOnTimeout);
-        foreach (var node in all)
-        {
-            Assert.Equal(Enumerable.Range(1, Messages), node.Groups["lossy"].Received[sender.Id]);
-        }
+        AssertEveryMessageInOrder(all, sender, Messages);
     }
 
     /// <summary>Four senders in one region of six sending as fast as they may, over 100 Mbit/s links: the receivers'
@@ -177,12 +161,12 @@ public sealed class FlowControlSimulationTests(ITestOutputHelper output)
         const int Messages = 1_000_000; // more than 3 s can carry: every sender is busy throughout
         var cluster = new NodeCluster(seed, new LinkOptions { BandwidthBitsPerSecond = 100_000_000, LossRate = loss }, new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(100) });
         var all = cluster.AddNodes(6);
-        cluster.Join(all, keepPayloads: false, "shared");
-        cluster.SettleViews("shared", all);
+        cluster.Join(all, keepPayloads: false, Group);
+        cluster.SettleViews(Group, all);
         var senders = all.Take(4).ToList();
         foreach (var sender in senders)
         {
-            sender.PublishNumbered("shared", Messages, size: 1_000);
+            sender.PublishNumbered(Group, Messages, size: 1_000);
         }
 
         cluster.Network.RunFor(TimeSpan.FromSeconds(3));
@@ -203,13 +187,11 @@ public sealed class FlowControlSimulationTests(ITestOutputHelper output)
         const int Seed = 1231;
         const int Messages = 30_000;
         var cluster = new NodeCluster(Seed, new LinkOptions(), new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(100), ReplicationFactor = 4 });
-        var all = cluster.AddNodes(12);
-        cluster.Join(all, "wide");
-        cluster.SettleViews("wide", all);
+        var all = Members(cluster, 12);
         var sender = all[0];
-        sender.PublishNumbered("wide", Messages, size: 1_000);
+        sender.PublishNumbered(Group, Messages, size: 1_000);
 
-        bool done = cluster.Network.RunUntil(() => all.All(n => n.Groups["wide"].CountFrom(sender.Id) == Messages), TimeSpan.FromSeconds(10));
+        bool done = RunUntilAllHave(cluster, all, sender, Messages, TimeSpan.FromSeconds(10));
         var regionSender = sender.Region!.Senders.Values.Single();
         long memberReports = all.Sum(n => n.Region!.Member!.StatusReportsSent);
         var member = sender.Region!.Member!;
@@ -220,5 +202,25 @@ public sealed class FlowControlSimulationTests(ITestOutputHelper output)
         Assert.True(regionSender.StatusReports > 0, $"seed {Seed}: the sender heard no report");
         Assert.True(regionSender.StatusReports * 2 < memberReports, $"seed {Seed}: the sender heard {regionSender.StatusReports} of {memberReports} reports");
         Assert.Equal(0, regionSender.Drops.Total);
+    }
+
+    /// <summary>Adds <paramref name="count"/> nodes, all in <see cref="Group"/>, and waits for the views.</summary>
+    private static List<NodeCluster.Node> Members(NodeCluster cluster, int count)
+    {
+        var all = cluster.AddNodes(count);
+        cluster.Join(all, Group);
+        cluster.SettleViews(Group, all);
+        return all;
+    }
+
+    private static bool RunUntilAllHave(NodeCluster cluster, List<NodeCluster.Node> all, NodeCluster.Node sender, int messages, TimeSpan limit)
+        => cluster.Network.RunUntil(() => all.All(n => n.Groups[Group].CountFrom(sender.Id) == messages), limit);
+
+    private static void AssertEveryMessageInOrder(List<NodeCluster.Node> all, NodeCluster.Node sender, int messages)
+    {
+        foreach (var node in all)
+        {
+            Assert.Equal(Enumerable.Range(1, messages), node.Groups[Group].Received[sender.Id]);
+        }
     }
 }
