@@ -31,6 +31,11 @@ public enum DropReason
     /// <summary>Well-formed, but addressed to a region (or view) this node is not in: overlapping multicast groups, a stale
     /// view, or the node's own multicast looped back. Expected in small numbers around view changes.</summary>
     NotForThisNode,
+
+    /// <summary>Well-formed, but from a node that may not send it here: data from a node the current views do not admit
+    /// as a sender into the region (or from another address than the views give it), a repair, token or pull from a node
+    /// outside the region's view, a NAK or ACK from outside the sender's view of the region (docs/security.md).</summary>
+    NotAMember,
 }
 
 /// <summary>

@@ -166,7 +166,8 @@ internal sealed class GmsClient
 
         switch (message.Kind)
         {
-            case GmsMessageKind.Welcome when message.Number is > 0 and <= uint.MaxValue && message.HeartbeatMs > 0:
+            case GmsMessageKind.Welcome when message.Number is > 0 and <= uint.MaxValue && message.HeartbeatMs > 0
+                                              && message.HeartbeatMs <= GmsOptions.MaxHeartbeatInterval.TotalMilliseconds:
                 bool first = !IsRegistered;
                 if (message.Epoch != _epoch)
                 {

@@ -9,7 +9,11 @@ public sealed record GmsOptions
     /// <summary>How often the GMS applies the requests it has collected (the "predefined maximum rate" of QSM §2.1).</summary>
     public TimeSpan BatchInterval { get; init; } = TimeSpan.FromMilliseconds(100);
 
-    /// <summary>How often nodes send heartbeats.</summary>
+    /// <summary>The longest <see cref="HeartbeatInterval"/>: a node takes no longer one from a Welcome (so a forged or
+    /// broken one cannot make it go silent for days and be declared dead).</summary>
+    public static readonly TimeSpan MaxHeartbeatInterval = TimeSpan.FromMinutes(1);
+
+    /// <summary>How often nodes send heartbeats, at most <see cref="MaxHeartbeatInterval"/>.</summary>
     public TimeSpan HeartbeatInterval { get; init; } = TimeSpan.FromMilliseconds(500);
 
     /// <summary>A node silent for this long is declared dead and removed from every view.</summary>
@@ -58,6 +62,12 @@ public sealed record GmsOptions
     {
         OptionChecks.Positive(BatchInterval, $"GmsOptions.{nameof(BatchInterval)}");
         OptionChecks.Positive(HeartbeatInterval, $"GmsOptions.{nameof(HeartbeatInterval)}");
+        if (HeartbeatInterval > MaxHeartbeatInterval)
+        {
+            throw new ArgumentOutOfRangeException(nameof(HeartbeatInterval), HeartbeatInterval,
+                $"GmsOptions.HeartbeatInterval ({HeartbeatInterval}) must be at most {MaxHeartbeatInterval}.");
+        }
+
         OptionChecks.Positive(FailureTimeout, $"GmsOptions.{nameof(FailureTimeout)}");
         if (FailureTimeout <= HeartbeatInterval * 2)
         {

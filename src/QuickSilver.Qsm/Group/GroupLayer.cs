@@ -191,11 +191,43 @@ internal sealed class GroupLayer : IProtocolLayer
             }
         }
 
+        AdmitSenders();
         foreach (var feed in _feeds.Values)
         {
             EnsureSender(feed);
             feed.Sender?.Signal();
         }
+    }
+
+    /// <summary>Tells the region layer who may send into this node's region of overlap: the members of every region of
+    /// every group mapped to it. Those groups are this node's own (a region is the set of nodes in exactly the same
+    /// groups), and the GMS sends this node the views of all their regions (it sends into each), so the set follows
+    /// from the views this node has (docs/security.md, "Accept only members").</summary>
+    private void AdmitSenders()
+    {
+        if (_regions.Member?.View?.Region is not { } region)
+        {
+            return;
+        }
+
+        var senders = new List<ViewMember>();
+        foreach (var group in _gms.Groups)
+        {
+            if (!group.Regions.Any(r => r.Region == region))
+            {
+                continue;
+            }
+
+            foreach (var rr in group.Regions)
+            {
+                if (_gms.FindRegion(rr.Region) is { } view)
+                {
+                    senders.AddRange(view.Members);
+                }
+            }
+        }
+
+        _regions.AdmitSenders(senders);
     }
 
     /// <summary>A region this node sends into gets a sender once its view is known, fed by the region's feed.</summary>

@@ -30,6 +30,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     private IControlChannel _control = null!;
     private uint? _node;
     private StatusOutbox? _statusOutbox;
+    private ViewMember[] _admitted = [];
 
     public string Name => "qsm-region";
 
@@ -134,6 +135,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
                     member.EnableFlowStatus(SendStatus);
                 }
 
+                member.AdmitSenders(_admitted);
                 member.Delivered += (sender, seq, payload) => Delivered?.Invoke(sender, seq, payload);
                 member.Consumer = (sender, seq, payload) => Consumer?.Invoke(sender, seq, payload) ?? true;
                 Member = member;
@@ -151,6 +153,17 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         {
             existing.InstallView(view);
         }
+    }
+
+    /// <summary>Sets the nodes that may send into this node's region of overlap besides its members: the members of
+    /// every region of every group mapped to it (the group layer works them out from the GMS's views after each update).
+    /// Data from anyone else is dropped and counted (<see cref="DropReason.NotAMember"/>); see
+    /// <see cref="RegionMember.AdmitSenders"/>.</summary>
+    public void AdmitSenders(IEnumerable<ViewMember> senders)
+    {
+        ArgumentNullException.ThrowIfNull(senders);
+        _admitted = [.. senders];
+        Member?.AdmitSenders(_admitted);
     }
 
     /// <summary>The sender into <paramref name="view"/>'s region, created on first use.</summary>

@@ -47,6 +47,9 @@ internal sealed class RegionMember
     private readonly RateEstimator _lossRate;
     private List<RegionLayout.Partition> _partitions = new();
     private ReceiverStatus? _status;
+    private readonly Dictionary<uint, NetAddress> _admitted = new();
+    private readonly Dictionary<uint, NetAddress> _viewMembers = new();
+    private readonly HashSet<NetAddress> _viewAddresses = new();
 
     /// <param name="rateOptions">k and Δ of the receive-rate and loss estimates this member reports (§2.4).</param>
     public RegionMember(uint node, IDatagramTransport data, IControlChannel control, IAlarmScheduler scheduler, RegionOptions? options = null,
@@ -155,6 +158,14 @@ internal sealed class RegionMember
 
         bool changed = View is not null && View.ViewNumber != view.ViewNumber;
         View = view;
+        _viewMembers.Clear();
+        _viewAddresses.Clear();
+        foreach (var m in view.Members)
+        {
+            _viewMembers[m.Node.Value] = m.Address;
+            _viewAddresses.Add(m.Address);
+        }
+
         Index = view.IndexOf(new NodeId(_node));
         Partitions = view.PartitionCount(_options.ReplicationFactor);
         Partition = Index >= 0 ? view.PartitionOf(Index, _options.ReplicationFactor) : 0;
@@ -210,8 +221,21 @@ internal sealed class RegionMember
             return;
         }
 
+        if (!Admits(from, header))
+        {
+            Drops.Increment(DropReason.NotAMember);
+            return;
+        }
+
+        bool repair = header.View == RegionWire.RepairView;
+        if (repair && !_streams.ContainsKey(header.Sender))
+        {
+            Drops.Increment(DropReason.NotForThisNode); // a repair for a stream this node has not started
+            return;
+        }
+
         var stream = Stream(header.Sender);
-        if (header.View != RegionWire.RepairView)
+        if (!repair)
         {
             stream.Address = from; // an original or a sender's retransmission: from the sender itself
             if (!stream.Anchored && stream.Candidate is null)
@@ -247,6 +271,47 @@ internal sealed class RegionMember
             _status?.OnGap(stream); // say so now: the sender resends it, instead of its window filling up behind it
         }
     }
+
+    /// <summary>Sets the nodes that may send into this region (issue 12, "accept only members"): the members of every
+    /// region of every group mapped to it, at the addresses their views give. The layer above installs them with each
+    /// change of views (the group layer from the GMS's views; a region simulation with its senders). The view's own
+    /// members are always admitted.</summary>
+    internal void AdmitSenders(IEnumerable<ViewMember> senders)
+    {
+        _admitted.Clear();
+        foreach (var sender in senders)
+        {
+            _admitted[sender.Node.Value] = sender.Address;
+        }
+    }
+
+    /// <summary>Nodes admitted as senders by <see cref="AdmitSenders"/> (the view's members besides).</summary>
+    internal int AdmittedSenders => _admitted.Count;
+
+    /// <summary>
+    /// Whether a data packet comes from where it may: an original or a sender's retransmission from the sender itself,
+    /// a node admitted to send here (<see cref="AdmitSenders"/>) or a member of the view, at the address the views give
+    /// it, or a sender whose stream this member already has, at the address that stream was admitted at (a sender that
+    /// left the region's groups keeps its stream until it ends: its last packets are still owed); a repair from a
+    /// member of the current view (only members cache and forward packets). Anything else is counted
+    /// (<see cref="DropReason.NotAMember"/>) and never creates a stream, so a forged sender id costs nothing.
+    /// </summary>
+    private bool Admits(NetAddress from, in DataHeader header)
+    {
+        if (header.View == RegionWire.RepairView)
+        {
+            return _viewAddresses.Contains(from);
+        }
+
+        uint sender = header.Sender;
+        return (_admitted.TryGetValue(sender, out var admitted) && admitted == from)
+               || (_viewMembers.TryGetValue(sender, out var member) && member == from)
+               || (_streams.TryGetValue(sender, out var stream) && stream.Address == from && from != default);
+    }
+
+    /// <summary>Whether <paramref name="from"/> is a member of the current view (tokens and pulls come only from
+    /// members).</summary>
+    internal bool IsViewMember(NetAddress from) => _viewAddresses.Contains(from);
 
     /// <summary>The fraction of the senders' packets this member found missing on arrival (gaps), over its last k samples.</summary>
     public double LossFraction
@@ -309,6 +374,12 @@ internal sealed class RegionMember
         if (message.IsEmpty || View is null)
         {
             Drops.Increment(DropReason.Malformed);
+            return;
+        }
+
+        if (!_viewAddresses.Contains(from))
+        {
+            Drops.Increment(DropReason.NotAMember); // a token or pull from a node outside the view would move streams and send repairs
             return;
         }
 

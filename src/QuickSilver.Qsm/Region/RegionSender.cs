@@ -45,6 +45,7 @@ internal sealed class RegionSender : IDatagramFeed
     private readonly RateController _rate;
     private readonly Outgoing[] _window;
     private readonly Queue<ulong> _repairs = new();
+    private readonly HashSet<NetAddress> _viewAddresses = new();
     private readonly NakSet _naks;
     private readonly Alarm _retransmitAlarm;
     private readonly IFeedChannel _feed;
@@ -66,6 +67,7 @@ internal sealed class RegionSender : IDatagramFeed
     {
         _node = node;
         _view = view ?? throw new ArgumentNullException(nameof(view));
+        SetViewAddresses(view);
         _data = data ?? throw new ArgumentNullException(nameof(data));
         _scheduler = scheduler ?? throw new ArgumentNullException(nameof(scheduler));
         _options = options ?? new RegionOptions();
@@ -160,9 +162,20 @@ internal sealed class RegionSender : IDatagramFeed
         }
 
         _view = view;
+        SetViewAddresses(view);
         ResetReports();
         _fanoutSeq = 0; // a fan-out in progress follows the old membership: the region's recovery covers the rest
         Signal();
+    }
+
+    /// <summary>The addresses of the members of this sender's view of the region: NAKs and ACKs come only from them.</summary>
+    private void SetViewAddresses(RegionView view)
+    {
+        _viewAddresses.Clear();
+        foreach (var member in view.Members)
+        {
+            _viewAddresses.Add(member.Address);
+        }
     }
 
     /// <summary>The transport has a free send slot: the next datagram, written in place. Order: the rest of a
@@ -348,6 +361,12 @@ internal sealed class RegionSender : IDatagramFeed
         if (message.IsEmpty)
         {
             Drops.Increment(DropReason.Malformed);
+            return;
+        }
+
+        if (!_viewAddresses.Contains(from))
+        {
+            Drops.Increment(DropReason.NotAMember); // only the region's members acknowledge and NAK
             return;
         }
 

@@ -126,7 +126,7 @@ internal static class RegionWire
         sender = BinaryPrimitives.ReadUInt32LittleEndian(message[5..]);
         partition = BinaryPrimitives.ReadUInt16LittleEndian(message[9..]);
         partitions = BinaryPrimitives.ReadUInt16LittleEndian(message[11..]);
-        return partitions > 0 && partition < partitions && into.TryRead(message[13..]) > 0;
+        return partitions > 0 && partition < partitions && into.TryRead(message[13..]) == message.Length - 13; // no trailing bytes
     }
 
     /// <summary>The collective ACK: <c>u8 kind | u32 region | u32 sender | u32 view | u64 stable | u64 maxSeen | f64 rate |

@@ -51,9 +51,11 @@ internal sealed class RegionCluster
         View = new RegionView(new RegionId(1), 1,
             [.. Nodes.Where(n => n.IsMember).Select(n => new ViewMember(new NodeId(n.Id), n.Address)).OrderBy(m => m.Address.Port).ThenBy(m => m.Address.Ip)],
             Group);
+        var admitted = Senders.Select(s => new ViewMember(new NodeId(s.Id), s.Address)).ToArray();
         foreach (var node in Nodes)
         {
             node.Region.InstallView(View);
+            node.Region.AdmitSenders(admitted); // the GMS's part: who may send into the region (docs/security.md)
         }
 
         foreach (var s in Senders)

@@ -1,5 +1,6 @@
 using CsCheck;
 using QuickSilver.Core.Alarms;
+using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
 using QuickSilver.Core.Stack;
 using QuickSilver.Membership.Service;
@@ -98,5 +99,29 @@ public sealed class GmsServiceProperties
 
             time.RunFor(TimeSpan.FromSeconds(5));
         });
+    }
+
+    [Fact]
+    public void A_welcome_naming_a_heartbeat_interval_beyond_the_bound_is_dropped()
+    {
+        // A Welcome saying "heartbeat every 24 days" made the node go silent and the GMS declare it dead.
+        var gms = Source(0);
+        var time = new VirtualScheduler();
+        var channel = new Channel();
+        var client = new GmsClient(time, channel, gms, incarnation: 99);
+        client.Start();
+        channel.Receive!(gms, GmsCodec.Encode(new GmsMessage { Kind = GmsMessageKind.Welcome, Number = 5, HeartbeatMs = int.MaxValue, Epoch = 1 }));
+        Assert.False(client.IsRegistered);
+        Assert.Equal(1, client.Drops[DropReason.Malformed]);
+
+        channel.Receive!(gms, GmsCodec.Encode(new GmsMessage { Kind = GmsMessageKind.Welcome, Number = 5, HeartbeatMs = 500, Epoch = 1 }));
+        Assert.True(client.IsRegistered);
+    }
+
+    [Fact]
+    public void A_heartbeat_interval_beyond_the_bound_fails_validation_naming_the_option()
+    {
+        var error = Assert.Throws<ArgumentOutOfRangeException>(() => new GmsOptions { HeartbeatInterval = TimeSpan.FromMinutes(2), FailureTimeout = TimeSpan.FromMinutes(5) }.Validate());
+        Assert.Contains("GmsOptions.HeartbeatInterval", error.Message);
     }
 }

@@ -1,3 +1,4 @@
+using System.Buffers.Binary;
 using System.Collections.Immutable;
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Io;
@@ -21,9 +22,13 @@ internal sealed class RegionRig
     public static readonly NetAddress Self = NetAddress.Loopback(5001);
     public static readonly NetAddress Peer2 = NetAddress.Loopback(5002);
     public static readonly NetAddress Peer3 = NetAddress.Loopback(5003);
+
+    /// <summary>A host outside the region's view (it can still open a reliable conversation: it receives at its address).</summary>
+    public static readonly NetAddress Outsider = NetAddress.Loopback(5009);
     public static readonly NetAddress Group = new(0xEF0A0001, 6000);
 
-    private readonly Dictionary<NetAddress, (uint Epoch, ulong Next)> _conversations = new();
+    private readonly Dictionary<NetAddress, (uint Epoch, uint Theirs, ulong Next)> _conversations = new();
+    private (NetAddress To, UInt128? Cookie, uint? AckFrom, uint AckTo) _heard;
     private readonly byte[] _datagram = new byte[1500];
     private readonly byte[] _message = new byte[256 * 1024];
     private uint _epochs = 0x1000;
@@ -39,6 +44,7 @@ internal sealed class RegionRig
             Reliable = new ReliableUnicastOptions { MaxSegmentBytes = 1400, MaxPeers = 64 },
         });
         Layer = Stack.Get<RegionLayer>();
+        Transport.Observer = OnSent;
         View = new RegionView(new RegionId(1), 1,
             ImmutableArray.Create(new ViewMember(new NodeId(1), Self), new ViewMember(new NodeId(2), Peer2), new ViewMember(new NodeId(3), Peer3)),
             multicast ? Group : null);
@@ -81,10 +87,8 @@ internal sealed class RegionRig
     /// segments (fragmented as the reliable layer would).</summary>
     public void Control(NetAddress from, ReadOnlySpan<byte> message)
     {
-        if (!_conversations.TryGetValue(from, out var conversation))
-        {
-            conversation = (++_epochs, 0);
-        }
+        Open(from);
+        var conversation = _conversations[from];
 
         _message[0] = RegionWire.ControlChannel;
         message.CopyTo(_message.AsSpan(1));
@@ -94,14 +98,75 @@ internal sealed class RegionRig
         {
             int length = Math.Min(1400, total - offset);
             bool last = offset + length == total;
-            int size = ReliableWire.WriteData(_datagram, last ? ReliableWire.DataType : ReliableWire.FragmentType, 0, conversation.Epoch, 0,
-                conversation.Next++, _message.AsSpan(offset, length));
+            int size = ReliableWire.WriteData(_datagram, last ? ReliableWire.DataType : ReliableWire.FragmentType, 0, conversation.Epoch,
+                conversation.Theirs, conversation.Next++, _message.AsSpan(offset, length));
             Transport.Receive(from, _datagram.AsSpan(0, size));
             offset += length;
         }
         while (offset < total);
 
         _conversations[from] = conversation;
+    }
+
+    /// <summary>A token of this rig's region and view, at its start (partition 0, step 0), with one section for
+    /// <paramref name="sender"/> whose cutoff, purge point and stability point are all <paramref name="purgeUpTo"/>.</summary>
+    public byte[] Token(uint sender, ulong purgeUpTo, ulong round)
+    {
+        var token = new Token { Region = View.Region.Value, View = View.ViewNumber, Round = round, Partition = 0, Step = 0 };
+        token.Sections.Add(new TokenSection(sender, Options.MaxNakRanges) { Cutoff = purgeUpTo, PurgeUpTo = purgeUpTo, StableBefore = purgeUpTo });
+        var message = new byte[4096];
+        return message.AsSpan(0, token.Write(message)).ToArray();
+    }
+
+    /// <summary>Opens the reliable conversation <see cref="Control"/> uses from <paramref name="from"/>, unless it is open.</summary>
+    public void Open(NetAddress from)
+    {
+        if (!_conversations.ContainsKey(from))
+        {
+            _conversations[from] = Handshake(from);
+        }
+    }
+
+    /// <summary>Opens a conversation from <paramref name="from"/> as a peer that receives there does: a connect, the
+    /// stack's challenge and a connect echoing its cookie, then the stack's acknowledgement names its own number (both
+    /// read off the transport).</summary>
+    private (uint Epoch, uint Theirs, ulong Next) Handshake(NetAddress from)
+    {
+        uint epoch = ++_epochs;
+        Span<byte> cookie = stackalloc byte[16];
+        _heard = default;
+        Transport.Receive(from, _datagram.AsSpan(0, ReliableWire.WriteHandshake(_datagram, ReliableWire.ConnectType, 0, epoch, 0, cookie)));
+        if (_heard.Cookie is not { } challenge || _heard.To != from)
+        {
+            throw new InvalidOperationException($"The stack did not challenge a connect from {from}.");
+        }
+
+        BinaryPrimitives.WriteUInt128LittleEndian(cookie, challenge);
+        Transport.Receive(from, _datagram.AsSpan(0, ReliableWire.WriteHandshake(_datagram, ReliableWire.ConnectType, 0, epoch, 0, cookie)));
+        if (_heard.AckFrom is not { } theirs || _heard.AckTo != epoch)
+        {
+            throw new InvalidOperationException($"The stack did not accept the handshake from {from}.");
+        }
+
+        return (epoch, theirs, 0);
+    }
+
+    private void OnSent(NetAddress to, ReadOnlySpan<byte> datagram)
+    {
+        if (PacketHeader.TryRead(datagram, out var header) != WireError.None)
+        {
+            return;
+        }
+
+        var body = datagram[PacketHeader.Size..];
+        if (header.Type == ReliableWire.ChallengeType && ReliableWire.TryReadChallenge(body, out _) == WireError.None)
+        {
+            _heard = _heard with { To = to, Cookie = BinaryPrimitives.ReadUInt128LittleEndian(datagram[ReliableWire.CookieOffset..]) };
+        }
+        else if (header.Type == ReliableWire.AckType && ReliableWire.TryReadAck(body, out var ack) == WireError.None)
+        {
+            _heard = _heard with { AckFrom = ack.SenderEpoch, AckTo = ack.ReceiverEpoch };
+        }
     }
 
     /// <summary>Lets the stack work: virtual time passes (alarms fire) and the sender's feed is pulled a little.</summary>

@@ -3,9 +3,12 @@ using QuickSilver.Core.Io;
 
 namespace QuickSilver.Testing.Fuzz;
 
+/// <summary>A datagram a <see cref="CaptureTransport"/>'s stack sent; valid only during the call.</summary>
+internal delegate void SentObserver(NetAddress to, ReadOnlySpan<byte> datagram);
+
 /// <summary>
 /// A transport double for feeding a stack hostile datagrams: <see cref="Receive"/> hands one to the stack's handler as
-/// if it had arrived from <c>from</c>; what the stack sends is only counted (the last few kept), and registered feeds
+/// if it had arrived from <c>from</c>; what the stack sends is counted and shown to the <see cref="Observer"/>, and registered feeds
 /// are pulled on <see cref="PullFeeds"/>, at most a given number of datagrams, so a test bounds the work it asks for.
 /// </summary>
 internal sealed class CaptureTransport(NetAddress local, int maxDatagramSize = 1500) : IDatagramTransport
@@ -23,6 +26,9 @@ internal sealed class CaptureTransport(NetAddress local, int maxDatagramSize = 1
 
     public HashSet<NetAddress> Joined { get; } = new();
 
+    /// <summary>Sees each datagram the stack sends (a rig that plays a peer reads its answers here).</summary>
+    public SentObserver? Observer { get; set; }
+
     public void SetHandler(IDatagramHandler handler) => _handler = handler;
 
     public void Receive(NetAddress from, ReadOnlySpan<byte> datagram) =>
@@ -36,6 +42,7 @@ internal sealed class CaptureTransport(NetAddress local, int maxDatagramSize = 1
         }
 
         Sent++;
+        Observer?.Invoke(to, datagram);
         return true;
     }
 
@@ -53,6 +60,7 @@ internal sealed class CaptureTransport(NetAddress local, int maxDatagramSize = 1
         }
 
         Sent++;
+        Observer?.Invoke(to, _slot.AsSpan(0, length));
     }
 
     public IFeedChannel RegisterFeed(IDatagramFeed feed)
@@ -74,7 +82,7 @@ internal sealed class CaptureTransport(NetAddress local, int maxDatagramSize = 1
         {
             while (pulled < budget && feed.IsActive)
             {
-                int length = feed.Source.Pull(_slot, out _);
+                int length = feed.Source.Pull(_slot, out var to);
                 if (length <= 0)
                 {
                     feed.IsActive = false;
@@ -83,6 +91,7 @@ internal sealed class CaptureTransport(NetAddress local, int maxDatagramSize = 1
 
                 pulled++;
                 Sent++;
+                Observer?.Invoke(to, _slot.AsSpan(0, length));
             }
         }
 
