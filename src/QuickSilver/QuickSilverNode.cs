@@ -122,6 +122,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
                     RateControl = options.RateControl,
                     Security = options.Security,
                 }, new RateLimitedLog(logger, core));
+                counters.SetSecurity(built.Security?.Counters);
                 var regions = built.Get<RegionLayer>();
                 regions.MemberChanged += counters.SetMember;
                 regions.SenderAdded += sender => counters.Add(sender.Region, sender);
