@@ -443,6 +443,8 @@ public class StackPathBenchmarks
 
         public void Commit(NetAddress to, int length) => ControlDatagrams++;
 
+        public Span<byte> ClaimedSlot => _scratch;
+
         public virtual IFeedChannel RegisterFeed(IDatagramFeed feed) => new FeedChannel(feed);
 
         public void JoinGroup(NetAddress group)

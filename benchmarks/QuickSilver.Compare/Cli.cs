@@ -27,6 +27,22 @@ internal static class Cli
         {
             Description = "Override QuickSilver's starting/minimum send rate (RateControlOptions.MinRate, packets/s; default 1000) to see past rate control's warm-up.",
         };
+        var auth = new Option<string[]>("--auth")
+        {
+            Description = "QuickSilver's datagram security, one series per mode, side by side in this run: off, authenticate, encrypt (comma- or space-separated; default off).",
+            DefaultValueFactory = _ => ["off"],
+            AllowMultipleArgumentsPerToken = true,
+        };
+        auth.Validators.Add(r =>
+        {
+            foreach (var mode in SplitModes(r.GetValueOrDefault<string[]>() ?? []))
+            {
+                if (!Enum.TryParse<QuickSilver.Core.Security.DatagramSecurity>(mode, ignoreCase: true, out _))
+                {
+                    r.AddError($"--auth takes off, authenticate and encrypt; got '{mode}'.");
+                }
+            }
+        });
         var timeout = new Option<int?>("--timeout") { Description = "Seconds any one process of a pass may run (default 60 in quick mode, 240 in full mode)." };
         CliChecks.AtLeast(messages, 1);
         CliChecks.AtLeast(warmup, 0);
@@ -41,11 +57,12 @@ internal static class Cli
         
         var root = new RootCommand("QuickSilver vs JGroups vs raw UDP over loopback IP multicast: a CSV, a PNG and ratios per experiment.")
         {
-            quick, output, systems, messages, warmup, timeout, minRate,
+            quick, output, systems, messages, warmup, timeout, minRate, auth,
         };
         root.SetAction((parse, _) => Runner.RunAsync(new RunOptions(
             parse.GetValue(quick), parse.GetValue(output)!, parse.GetValue(systems)!, parse.GetValue(messages), parse.GetValue(warmup),
-            TimeSpan.FromSeconds(parse.GetValue(timeout) ?? (parse.GetValue(quick) ? 60 : 240)), parse.GetValue(minRate))));
+            TimeSpan.FromSeconds(parse.GetValue(timeout) ?? (parse.GetValue(quick) ? 60 : 240)), parse.GetValue(minRate),
+            [.. SplitModes(parse.GetValue(auth) ?? []).Select(m => Enum.Parse<QuickSilver.Core.Security.DatagramSecurity>(m, ignoreCase: true))])));
         
         var roleName = new Argument<string>("name");
         var roleArgs = new Argument<string[]>("args") { Arity = ArgumentArity.ZeroOrMore };
@@ -56,4 +73,7 @@ internal static class Cli
         root.Subcommands.Add(role);
         return root;
     }
+
+    private static IEnumerable<string> SplitModes(IEnumerable<string> values)
+        => values.SelectMany(v => v.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries));
 }

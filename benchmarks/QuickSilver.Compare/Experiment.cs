@@ -1,3 +1,5 @@
+using QuickSilver.Core.Security;
+
 namespace QuickSilver.Compare;
 
 /// <summary>One measured configuration: the same for every system measured at it. The sender first sends
@@ -33,6 +35,14 @@ internal static class Systems
     public const string RawUdp = "RawUDP";
 
     public static readonly IReadOnlyList<string> All = [QuickSilver, JGroups, RawUdp];
+
+    /// <summary>QuickSilver with datagram security <paramref name="mode"/>: "QuickSilver" when off, else
+    /// "QuickSilver+Authenticate" or "QuickSilver+Encrypt" (a series of its own in the CSV, plot and ratios).</summary>
+    public static string QuickSilverWith(DatagramSecurity mode)
+        => mode == DatagramSecurity.Off ? QuickSilver : $"{QuickSilver}+{mode}";
+
+    /// <summary>Whether <paramref name="system"/> is QuickSilver, with or without datagram security.</summary>
+    public static bool IsQuickSilver(string system) => system.StartsWith(QuickSilver, StringComparison.Ordinal);
 }
 
 /// <summary>The first byte of every benchmark message, the same in the C# roles and the Java harness.</summary>

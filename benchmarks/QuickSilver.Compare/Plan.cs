@@ -34,5 +34,5 @@ internal static class Plan
     }
 
     /// <summary>JGroups and raw UDP run only without loss: injected loss is a QuickSilver transport option.</summary>
-    public static bool Runs(string system, ExperimentPoint point) => system == Systems.QuickSilver || point.Loss == 0;
+    public static bool Runs(string system, ExperimentPoint point) => Systems.IsQuickSilver(system) || point.Loss == 0;
 }

@@ -1,4 +1,5 @@
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
 
 namespace QuickSilver.Compare;
 
@@ -23,6 +24,9 @@ internal static class QsReceiverRole
         {
             Gms = NetAddress.Loopback((ushort)a.Int("gms", 47001)),
             InjectedLossRate = a.Double("loss", 0),
+            Security = Enum.Parse<DatagramSecurity>(a.String("security", nameof(DatagramSecurity.Off))) is var mode && mode != DatagramSecurity.Off
+                ? new DatagramSecurityOptions { Mode = mode, ClusterSecret = Convert.FromBase64String(a.String("secret", "")) }
+                : new DatagramSecurityOptions(),
         }, deadline.Token);
         var joined = await Task.WhenAll(Enumerable.Range(0, groups).Select(g => node.JoinGroupAsync(GroupName(g), deadline.Token)));
         var count = new ArrivalCounter();

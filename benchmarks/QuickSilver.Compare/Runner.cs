@@ -4,7 +4,8 @@ using QuickSilver.Compare.Passes;
 
 namespace QuickSilver.Compare;
 
-internal sealed record RunOptions(bool Quick, string Output, IReadOnlyList<string> Systems, long? Messages, long? Warmup, TimeSpan Timeout, double? QsMinRate);
+internal sealed record RunOptions(bool Quick, string Output, IReadOnlyList<string> Systems, long? Messages, long? Warmup, TimeSpan Timeout, double? QsMinRate,
+    IReadOnlyList<QuickSilver.Core.Security.DatagramSecurity>? QsSecurity = null);
 
 /// <summary>Runs every experiment's points for every system (a point shared by experiments runs once), then writes a
 /// CSV, a PNG and a ratio table per experiment.</summary>
@@ -19,7 +20,9 @@ internal static class Runner
         }
 
         Directory.CreateDirectory(options.Output);
-        var systems = options.Systems.Distinct().ToList();
+        var systems = options.Systems.Distinct()
+            .SelectMany(s => s == Systems.QuickSilver ? (options.QsSecurity ?? [default]).Distinct().Select(Systems.QuickSilverWith) : [s])
+            .ToList();
         string? classPath = null;
         if (systems.Contains(Systems.JGroups))
         {
@@ -43,7 +46,7 @@ internal static class Runner
                 {
                     if (!done.TryGetValue((system, point), out var result))
                     {
-                        result = await RunPassAsync(system, new PassContext(point, options.Timeout, options.QsMinRate), classPath);
+                        result = await RunPassAsync(system, new PassContext(point, options.Timeout, options.QsMinRate, SecurityOf(system)), classPath);
                         done[(system, point)] = result;
                         Console.WriteLine(Describe(experiment.Name, result));
                     }
@@ -70,7 +73,7 @@ internal static class Runner
         {
             return system switch
             {
-                Systems.QuickSilver => await QsPass.RunAsync(context),
+                _ when Systems.IsQuickSilver(system) => await QsPass.RunAsync(context),
                 Systems.JGroups => await JGroupsPass.RunAsync(context, classPath!),
                 _ => await UdpPass.RunAsync(context),
             };
@@ -81,7 +84,10 @@ internal static class Runner
         }
     }
 
+    private static QuickSilver.Core.Security.DatagramSecurity SecurityOf(string system)
+        => Enum.GetValues<QuickSilver.Core.Security.DatagramSecurity>().FirstOrDefault(m => Systems.QuickSilverWith(m) == system);
+
     private static string Describe(string experiment, PassResult r) => string.Create(CultureInfo.InvariantCulture,
-        $"{experiment,-16} {r.System,-11} R={r.Point.Receivers} G={r.Point.Groups,-3} S={r.Point.Size,-4} loss={r.Point.Loss:P0} " +
+        $"{experiment,-16} {r.System,-24} R={r.Point.Receivers} G={r.Point.Groups,-3} S={r.Point.Size,-4} loss={r.Point.Loss:P0} " +
         $"{r.MessagesPerSecond,10:N0} msg/s {r.MegabytesPerSecond,7:N1} MB/s  {r.MinReceived}/{r.Point.Total} (warm-up {r.Point.Warmup}) {(r.AllArrived ? "all arrived" : "NOT ALL ARRIVED")} {r.Note}");
 }

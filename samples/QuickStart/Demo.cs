@@ -1,4 +1,5 @@
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
 using QuickSilver.Membership.Service;
 
 namespace QuickSilver.Samples.QuickStart;
@@ -18,12 +19,18 @@ internal static class Demo
     /// so "prices/all" spans up to three regions of overlap.</summary>
     public static IReadOnlyList<string> GroupsOf(int receiver) => Groups[..((receiver % Groups.Length) + 1)];
 
-    /// <summary>A small publish buffer so that "sent" tracks what the protocol actually let out.</summary>
-    public static QuickSilverNodeOptions NodeOptions(NetAddress gms, bool embeddedGms) => new()
+    /// <summary>The environment variable through which the publisher hands its receivers the demo's cluster secret
+    /// (base64): the publisher makes a new one each run, so there is nothing to configure.</summary>
+    public const string SecretVariable = "QS_DEMO_CLUSTER_SECRET";
+
+    /// <summary>A small publish buffer so that "sent" tracks what the protocol actually let out. Every datagram is
+    /// authenticated under <paramref name="secret"/> (docs/security.md).</summary>
+    public static QuickSilverNodeOptions NodeOptions(NetAddress gms, bool embeddedGms, byte[] secret) => new()
     {
         Gms = gms,
         EmbeddedGms = embeddedGms,
         PublishBuffer = 1_000,
+        Security = new DatagramSecurityOptions { Mode = DatagramSecurity.Authenticate, ClusterSecret = secret },
         GmsServer = new GmsOptions
         {
             BatchInterval = TimeSpan.FromMilliseconds(20),
@@ -31,6 +38,11 @@ internal static class Demo
             MulticastPoolStart = new NetAddress(0xEFFD0000u | ((uint)Random.Shared.Next(1, 250) << 8), (ushort)Random.Shared.Next(20_000, 60_000)),
         },
     };
+
+    /// <summary>The secret the publisher put in this receiver's environment.</summary>
+    public static byte[] SecretFromPublisher() => Environment.GetEnvironmentVariable(SecretVariable) is { Length: > 0 } text
+        ? DatagramSecurityOptions.DecodeSecret(text, SecretVariable)
+        : throw new InvalidOperationException($"{SecretVariable} is not set: receivers are started by the publisher, which hands them the demo's secret.");
 
     /// <summary>A UDP port on 127.0.0.1 that was free a moment ago.</summary>
     public static ushort FreeLoopbackPort()

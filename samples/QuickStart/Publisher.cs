@@ -1,6 +1,7 @@
 using System.Diagnostics;
 using System.Globalization;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
 
 namespace QuickSilver.Samples.QuickStart;
 
@@ -20,7 +21,8 @@ internal static class Publisher
     {
         var clock = Stopwatch.StartNew();
         var gms = NetAddress.Loopback(Demo.FreeLoopbackPort());
-        var options = Demo.NodeOptions(gms, embeddedGms: true);
+        var secret = DatagramSecurityOptions.GenerateSecret();
+        var options = Demo.NodeOptions(gms, embeddedGms: true, secret);
         using var startCts = new CancellationTokenSource(StartTimeout);
         await using var node = await QuickSilverNode.StartAsync(options, startCts.Token);
         Say($"GMS at {gms}, embedded in this publisher process (pid {Environment.ProcessId}); region multicast addresses from {options.GmsServer.MulticastPoolStart}");
@@ -40,7 +42,7 @@ internal static class Publisher
 
             for (int i = 0; i < settings.Receivers; i++)
             {
-                receivers.Add(ReceiverProcess.Start(i, gms, lifetime));
+                receivers.Add(ReceiverProcess.Start(i, gms, lifetime, secret));
             }
 
             var ids = await Task.WhenAll(receivers.Select(r => r.Ready)).WaitAsync(startCts.Token);

@@ -24,7 +24,7 @@ internal static class Receiver
         stdin.Start();
         try
         {
-            await using var node = await QuickSilverNode.StartAsync(Demo.NodeOptions(gms, embeddedGms: false), stop.Token);
+            await using var node = await QuickSilverNode.StartAsync(Demo.NodeOptions(gms, embeddedGms: false, Demo.SecretFromPublisher()), stop.Token);
             var check = new SequenceCheck();
             foreach (var name in Demo.GroupsOf(index))
             {

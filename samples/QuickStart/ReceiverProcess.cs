@@ -46,9 +46,12 @@ internal sealed class ReceiverProcess : IDisposable
 
     public bool HasExited => _process.HasExited;
 
-    public static ReceiverProcess Start(int index, NetAddress gms, TimeSpan lifetime)
+    /// <param name="secret">The demo's cluster secret, handed over in the child's environment (not its command line,
+    /// which other users of the machine can read).</param>
+    public static ReceiverProcess Start(int index, NetAddress gms, TimeSpan lifetime, byte[] secret)
     {
         var start = SelfStartInfo();
+        start.Environment[Demo.SecretVariable] = Convert.ToBase64String(secret);
         foreach (var arg in new[] { "--role", "receiver", "--gms", gms.ToString(), "--index", index.ToString(CultureInfo.InvariantCulture),
                      "--lifetime", ((int)lifetime.TotalSeconds).ToString(CultureInfo.InvariantCulture) })
         {

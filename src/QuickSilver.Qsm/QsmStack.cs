@@ -1,6 +1,7 @@
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
 using QuickSilver.Core.Stack;
 using QuickSilver.Membership.Service;
 using QuickSilver.Qsm.Group;
@@ -28,6 +29,9 @@ internal sealed record QsmStackOptions
     public ReliableUnicastOptions? Reliable { get; init; }
 
     public GmsClientOptions? GmsClient { get; init; }
+
+    /// <summary>Datagram authentication and encryption of the whole stack; null: off.</summary>
+    public DatagramSecurityOptions? Security { get; init; }
 }
 
 /// <summary>
@@ -39,7 +43,8 @@ internal sealed record QsmStackOptions
 /// GMS:         transport → reliable unicast → GMS server
 /// </code>
 /// The real node (QuickSilverNode), the whole-stack simulation (NodeCluster), the region simulation (RegionCluster)
-/// and the embedded or standalone GMS all call these. Call on the core thread that owns the transport.
+/// and the embedded or standalone GMS all call these. With security on, the transport under every layer is the
+/// <see cref="SecureTransport"/> around the endpoint. Call on the core thread that owns the transport.
 /// </summary>
 internal static class QsmStack
 {
@@ -49,7 +54,8 @@ internal static class QsmStack
         ArgumentNullException.ThrowIfNull(transport);
         ArgumentNullException.ThrowIfNull(options);
         return new StackBuilder(transport, scheduler, log)
-            .Add(new ReliableUnicast(options.Epoch, ReliableOptions(transport, options.Reliable)))
+            .Secure(options.Security)
+            .Add(new ReliableUnicast(options.Epoch, ReliableOptions(transport, options.Reliable, options.Security)))
             .Add(new MembershipLayer(options.Gms, options.Epoch, options.GmsClient))
             .Add(new RegionLayer(options.Region, options.RateControl))
             .Add(new GroupLayer())
@@ -62,7 +68,8 @@ internal static class QsmStack
         ArgumentNullException.ThrowIfNull(transport);
         ArgumentNullException.ThrowIfNull(options);
         var stack = new StackBuilder(transport, scheduler, log)
-            .Add(new ReliableUnicast(options.Epoch, ReliableOptions(transport, options.Reliable)))
+            .Secure(options.Security)
+            .Add(new ReliableUnicast(options.Epoch, ReliableOptions(transport, options.Reliable, options.Security)))
             .Add(new RegionLayer(options.Region, options.RateControl))
             .Build();
         stack.Get<RegionLayer>().SetNode(node);
@@ -71,16 +78,17 @@ internal static class QsmStack
 
     /// <summary>A GMS: reliable unicast and the GMS server.</summary>
     public static ProtocolStack BuildGms(IDatagramTransport transport, IAlarmScheduler scheduler, uint epoch, ulong gmsEpoch, GmsOptions options,
-        ReliableUnicastOptions? reliable = null, ILogger? logger = null, RateLimitedLog? log = null)
+        ReliableUnicastOptions? reliable = null, ILogger? logger = null, RateLimitedLog? log = null, DatagramSecurityOptions? security = null)
     {
         ArgumentNullException.ThrowIfNull(transport);
         return new StackBuilder(transport, scheduler, log)
-            .Add(new ReliableUnicast(epoch, ReliableOptions(transport, reliable)))
+            .Secure(security)
+            .Add(new ReliableUnicast(epoch, ReliableOptions(transport, reliable, security)))
             .Add(new GmsServerLayer(gmsEpoch, options, logger))
             .Build();
     }
 
-    /// <summary>Segments sized to the transport's datagrams (64 bytes left for headers) unless given.</summary>
-    private static ReliableUnicastOptions ReliableOptions(IDatagramTransport transport, ReliableUnicastOptions? given)
-        => given ?? new ReliableUnicastOptions { MaxSegmentBytes = transport.MaxDatagramSize - 64 };
+    /// <summary>Segments sized to the transport's datagrams (64 bytes left for headers, and the security trailer's room) unless given.</summary>
+    private static ReliableUnicastOptions ReliableOptions(IDatagramTransport transport, ReliableUnicastOptions? given, DatagramSecurityOptions? security)
+        => given ?? new ReliableUnicastOptions { MaxSegmentBytes = transport.MaxDatagramSize - 64 - (security is { Enabled: true } ? DatagramSealer.Overhead : 0) };
 }

@@ -1,4 +1,5 @@
 using System.Diagnostics.Metrics;
+using QuickSilver.Core.Security;
 using QuickSilver.Qsm.Region;
 
 namespace QuickSilver;
@@ -17,6 +18,7 @@ internal sealed class QsmCounters : IDisposable
     private readonly Meter _meter = new(MeterName);
     private volatile KeyValuePair<uint, RegionSender>[] _senders = [];
     private volatile RegionMember? _member;
+    private volatile DatagramSecurityCounters? _security;
 
     public QsmCounters(string node)
     {
@@ -33,7 +35,22 @@ internal sealed class QsmCounters : IDisposable
         _meter.CreateObservableCounter("qs.qsm.token.rounds", () => new Measurement<long>(_member?.RoundsCompleted ?? 0, tag), "{round}", "Token rounds completed while this node led its region");
         _meter.CreateObservableCounter("qs.qsm.repairs", () => new Measurement<long>(_member?.RepairsSent ?? 0, tag), "{packet}", "Packets pushed or pulled to a peer");
         _meter.CreateObservableCounter("qs.qsm.pulls", () => new Measurement<long>(_member?.PullsSent ?? 0, tag), "{request}");
+        _meter.CreateObservableCounter("qs.security.opened", () => new Measurement<long>(_security?.Opened ?? 0, tag), "{packet}", "Received datagrams verified (datagram security on)");
+        _meter.CreateObservableCounter("qs.security.rejected", ObserveRejections, "{packet}", "Received datagrams dropped by datagram security, by reason");
         _meter.CreateObservableCounter("qs.qsm.naks", () => new Measurement<long>(_member?.NaksSent ?? 0, tag), "{request}", "Collective NAKs sent to senders");
+
+        IEnumerable<Measurement<long>> ObserveRejections()
+        {
+            if (_security is not { } security)
+            {
+                yield break;
+            }
+
+            foreach (var reason in Enum.GetValues<DatagramRejection>().Where(r => r != DatagramRejection.None))
+            {
+                yield return new Measurement<long>(security[reason], tag, new KeyValuePair<string, object?>("reason", reason.ToString()));
+            }
+        }
 
         void Sender(string name, Func<RegionSender, double> read, string? unit, string description)
             => _meter.CreateObservableGauge(name, () => _senders.Select(kv => new Measurement<double>(read(kv.Value), tag,
@@ -42,6 +59,9 @@ internal sealed class QsmCounters : IDisposable
 
     /// <summary>Core thread: a sender was created.</summary>
     public void Add(uint region, RegionSender sender) => _senders = [.. _senders, new(region, sender)];
+
+    /// <summary>The node stack's datagram-security counters (when security is on).</summary>
+    public void SetSecurity(DatagramSecurityCounters? counters) => _security = counters;
 
     /// <summary>Core thread: the node's region member changed.</summary>
     public void SetMember(RegionMember member) => _member = member;

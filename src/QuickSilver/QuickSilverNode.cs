@@ -106,7 +106,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
                 }
 
                 gms = await core.InvokeAsync(() => QsmStack.BuildGms(gmsEndpoint, core, epoch ^ 0x5A5A5A5Au | 1,
-                        (ulong)Random.Shared.NextInt64(1, long.MaxValue), gmsOptions, logger: logger, log: new RateLimitedLog(logger, core))
+                        (ulong)Random.Shared.NextInt64(1, long.MaxValue), gmsOptions, logger: logger, log: new RateLimitedLog(logger, core), security: options.Security)
                     .Get<GmsServerLayer>().Server).ConfigureAwait(false);
             }
 
@@ -120,7 +120,9 @@ public sealed class QuickSilverNode : IAsyncDisposable
                     Gms = options.Gms,
                     Region = options.Region,
                     RateControl = options.RateControl,
+                    Security = options.Security,
                 }, new RateLimitedLog(logger, core));
+                counters.SetSecurity(built.Security?.Counters);
                 var regions = built.Get<RegionLayer>();
                 regions.MemberChanged += counters.SetMember;
                 regions.SenderAdded += sender => counters.Add(sender.Region, sender);

@@ -1,5 +1,6 @@
 using QuickSilver.Core;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
 using QuickSilver.Membership.Service;
 using QuickSilver.Qsm.RateControl;
 using QuickSilver.Qsm.Region;
@@ -61,6 +62,12 @@ public sealed record QuickSilverNodeOptions
 
     public GmsOptions GmsServer { get; init; } = new();
 
+    /// <summary>Authentication (and optional encryption) of every datagram this node, and its embedded GMS, sends and
+    /// receives: <see cref="DatagramSecurityOptions.Mode"/> and the <see cref="DatagramSecurityOptions.ClusterSecret"/>
+    /// every node and the GMS share. Off by default; a node whose secret or mode differs from the cluster's cannot
+    /// register or exchange anything with it (docs/security.md, "Datagram authentication").</summary>
+    public DatagramSecurityOptions Security { get; init; } = new();
+
     public void Validate()
     {
         if (Gms.IsMulticast || Gms.Port == 0)
@@ -84,6 +91,8 @@ public sealed record QuickSilverNodeOptions
         ArgumentNullException.ThrowIfNull(Region, nameof(Region));
         ArgumentNullException.ThrowIfNull(RateControl, nameof(RateControl));
         ArgumentNullException.ThrowIfNull(GmsServer, nameof(GmsServer));
+        ArgumentNullException.ThrowIfNull(Security, nameof(Security));
+        Security.Validate($"QuickSilverNodeOptions.{nameof(Security)}");
         Region.Validate();
         RateControl.Validate();
         GmsServer.Validate();

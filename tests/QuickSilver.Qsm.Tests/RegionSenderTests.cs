@@ -36,6 +36,8 @@ public sealed class RegionSenderTests
 
         public void Commit(NetAddress to, int length) => throw new InvalidOperationException();
 
+        public Span<byte> ClaimedSlot => throw new InvalidOperationException("the sender must only be pulled");
+
         public IFeedChannel RegisterFeed(IDatagramFeed feed)
         {
             _feed = feed;

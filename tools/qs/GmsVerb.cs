@@ -21,14 +21,21 @@ internal static class GmsVerb
             }
         });
         var seconds = Cli.Int("--seconds", "Stop after this many seconds; 0 runs until Ctrl+C", 0, 0, 30 * 86_400);
-        var command = new Command("gms", "Run a standalone group membership service.") { listen, pool, seconds };
+        var security = SecurityFlags.Create();
+        var command = new Command("gms", "Run a standalone group membership service.") { listen, pool, seconds, security.SecretFile, security.Mode };
         command.SetAction(async (parse, cancellationToken) =>
         {
+            if (!security.TryRead(parse, out var datagrams))
+            {
+                return Cli.BadOptions;
+            }
+
             var options = new QuickSilverNodeOptions
             {
                 Gms = parse.GetValue(listen),
                 EmbeddedGms = true,
                 GmsServer = new GmsOptions { MulticastPoolStart = NetAddress.Parse(parse.GetValue(pool)!) },
+                Security = datagrams,
             };
             int limit = parse.GetValue(seconds);
             using var stop = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
@@ -38,7 +45,7 @@ internal static class GmsVerb
             }
 
             await using var node = await QuickSilverNode.StartAsync(options, stop.Token);
-            Console.WriteLine($"gms listening on {options.Gms}, multicast pool from {options.GmsServer.MulticastPoolStart}; Ctrl+C stops it");
+            Console.WriteLine($"gms listening on {options.Gms}, multicast pool from {options.GmsServer.MulticastPoolStart}, datagram security {datagrams.Mode}; Ctrl+C stops it");
             while (!stop.IsCancellationRequested)
             {
                 await Task.Delay(TimeSpan.FromSeconds(5), stop.Token).ContinueWith(_ => { }, TaskScheduler.Default);

@@ -1,11 +1,13 @@
 using System.CommandLine;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
 using QuickSilver.Samples;
 
 namespace QuickSilver.Tools;
 
 /// <summary>Settings of <c>qs node</c>. The first joined group is the main one: --publish sends there and --expect counts there.</summary>
-internal sealed record NodeSettings(NetAddress Gms, IReadOnlyList<string> Groups, int Publish, int Size, int WaitRegions, int Expect, int Seconds, int Linger);
+internal sealed record NodeSettings(NetAddress Gms, IReadOnlyList<string> Groups, int Publish, int Size, int WaitRegions, int Expect, int Seconds, int Linger,
+    DatagramSecurityOptions Security);
 
 /// <summary><c>qs node</c>: option definitions and validation; the run itself is in <see cref="NodeRun"/>.</summary>
 internal static class NodeVerb
@@ -27,13 +29,16 @@ internal static class NodeVerb
         var expect = Cli.Int("--expect", "Exit once this many messages arrived in the first group; exit 1 unless exactly that many, in order", 0, 0, 100_000_000);
         var seconds = Cli.Int("--seconds", "Stop after this many seconds whatever happens", 60, 1, 30 * 86_400);
         var linger = Cli.Int("--linger", "After publishing, stay this many seconds to answer repairs", 5, 0, 86_400);
+        var security = SecurityFlags.Create();
         var command = new Command("node", "Run a node: join groups, optionally publish, print delivered counts once a second.")
         {
-            gms, join, publish, size, waitRegions, expect, seconds, linger,
+            gms, join, publish, size, waitRegions, expect, seconds, linger, security.SecretFile, security.Mode,
         };
-        command.SetAction((parse, cancellationToken) => NodeRun.RunAsync(new NodeSettings(
-            parse.GetValue(gms), parse.GetValue(join)!, parse.GetValue(publish), parse.GetValue(size), parse.GetValue(waitRegions),
-            parse.GetValue(expect), parse.GetValue(seconds), parse.GetValue(linger)), cancellationToken));
+        command.SetAction((parse, cancellationToken) => security.TryRead(parse, out var datagrams)
+            ? NodeRun.RunAsync(new NodeSettings(
+                parse.GetValue(gms), parse.GetValue(join)!, parse.GetValue(publish), parse.GetValue(size), parse.GetValue(waitRegions),
+                parse.GetValue(expect), parse.GetValue(seconds), parse.GetValue(linger), datagrams), cancellationToken)
+            : Task.FromResult(Cli.BadOptions));
         return command;
     }
 }

@@ -10,15 +10,20 @@ internal static class Ratios
     public static string Markdown(Experiment experiment, IReadOnlyList<PassResult> results)
     {
         var text = new StringBuilder();
-        text.Append(CultureInfo.InvariantCulture, $"| {experiment.XLabel} | QuickSilver msg/s | JGroups msg/s | raw UDP msg/s | QS/JGroups | QS/raw UDP | notes |\n");
-        text.Append("|---|---|---|---|---|---|---|\n");
-        foreach (var qs in results.Where(r => r.System == Systems.QuickSilver))
+        bool secured = results.Any(r => Systems.IsQuickSilver(r.System) && r.System != Systems.QuickSilver);
+        string series = secured ? " series |" : "";
+        string versusOff = secured ? " vs security off |" : "";
+        text.Append(CultureInfo.InvariantCulture, $"| {experiment.XLabel} |{series} QuickSilver msg/s | JGroups msg/s | raw UDP msg/s | QS/JGroups | QS/raw UDP |{versusOff} notes |\n");
+        text.Append(secured ? "|---|---|---|---|---|---|---|---|---|\n" : "|---|---|---|---|---|---|---|\n");
+        foreach (var qs in results.Where(r => Systems.IsQuickSilver(r.System)))
         {
             var jg = Find(results, Systems.JGroups, qs.Point);
             var udp = Find(results, Systems.RawUdp, qs.Point);
+            var off = results.FirstOrDefault(r => r.System == Systems.QuickSilver && r.Point == qs.Point);
             var notes = new[] { qs, jg, udp }.OfType<PassResult>().Where(r => r.Note.Length > 0).Select(r => $"{r.System}: {r.Note}");
-            text.Append(CultureInfo.InvariantCulture,
-                $"| {experiment.X(qs.Point):0.##} | {Rate(qs)} | {Rate(jg)} | {Rate(udp)} | {Ratio(qs, jg)} | {Ratio(qs, udp)} | {string.Join("; ", notes)} |\n");
+            text.Append(CultureInfo.InvariantCulture, $"| {experiment.X(qs.Point):0.##} |{(secured ? $" {qs.System} |" : "")} {Rate(qs)} | {Rate(jg)} | {Rate(udp)} | {Ratio(qs, jg)} | {Ratio(qs, udp)} |");
+            text.Append(secured ? $" {Ratio(qs, off)} |" : "");
+            text.Append(CultureInfo.InvariantCulture, $" {string.Join("; ", notes)} |\n");
         }
 
         return text.ToString();

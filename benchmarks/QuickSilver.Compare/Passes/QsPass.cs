@@ -1,4 +1,5 @@
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
 using System.Globalization;
 using QuickSilver.Core.Feeds;
 using QuickSilver.Membership.Service;
@@ -17,6 +18,10 @@ internal static class QsPass
     public static async Task<PassResult> RunAsync(PassContext context)
     {
         var p = context.Point;
+        string system = Systems.QuickSilverWith(context.QsSecurity);
+        var security = context.QsSecurity == DatagramSecurity.Off
+            ? new DatagramSecurityOptions()
+            : new DatagramSecurityOptions { Mode = context.QsSecurity, ClusterSecret = DatagramSecurityOptions.GenerateSecret() };
         var (port, tag) = PassContext.FreshAddress();
         using var deadline = new CancellationTokenSource(context.Grace);
         await using var node = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions
@@ -24,6 +29,7 @@ internal static class QsPass
             Gms = NetAddress.Loopback((ushort)port),
             EmbeddedGms = true,
             RateControl = context.QsMinRate is { } rate ? new RateControlOptions { MinRate = rate } : new RateControlOptions(),
+            Security = security,
             GmsServer = new GmsOptions
             {
                 BatchInterval = TimeSpan.FromMilliseconds(20),
@@ -37,19 +43,20 @@ internal static class QsPass
         }
 
         var args = RoleArgs.Make(("gms", port), ("groups", p.Groups), ("messages", p.Messages), ("warmup", p.Warmup), ("loss", p.Loss),
-            ("timeout", (int)context.Timeout.TotalSeconds));
+            ("timeout", (int)context.Timeout.TotalSeconds), ("security", security.Mode),
+            ("secret", security.ClusterSecret is { } secret ? Convert.ToBase64String(secret) : "")); // a fresh secret per pass, on loopback
         var children = Enumerable.Range(0, p.Receivers).Select(_ => ChildProcess.StartSelf(Roles.QsReceive, args)).ToList();
         var feeds = new List<IFeedChannel>();
         try
         {
             if (!await context.AllSayAsync(children, "READY"))
             {
-                return PassResult.Failed(Systems.QuickSilver, p, "a receiver did not join");
+                return PassResult.Failed(system, p, "a receiver did not join");
             }
 
             if (!await ProbeAsync(groups, children, context))
             {
-                return PassResult.Failed(Systems.QuickSilver, p, "a receiver did not see the sender in every group");
+                return PassResult.Failed(system, p, "a receiver did not see the sender in every group");
             }
 
             // As in the JGroups and raw UDP passes, the first W messages sent, over all groups, are the warm-up: the node
@@ -73,7 +80,7 @@ internal static class QsPass
                 notes.Add(string.Create(CultureInfo.InvariantCulture, $"rate control MinRate {minRate} packets/s"));
             }
 
-            var result = PassResult.From(Systems.QuickSilver, p, schedule.MeasuredStartMicros, results, string.Join("; ", notes));
+            var result = PassResult.From(system, p, schedule.MeasuredStartMicros, results, string.Join("; ", notes));
             if (!result.AllArrived || Environment.GetEnvironmentVariable("QS_COMPARE_DESCRIBE") == "1")
             {
                 Console.Error.WriteLine($"QuickSilver sender at {p}: {await node.DescribeAsync()}"); // with the receivers' own lines: where it stalled

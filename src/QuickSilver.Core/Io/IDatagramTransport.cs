@@ -47,6 +47,11 @@ public interface IDatagramTransport
     /// <summary>Queues the claimed slot's first <paramref name="length"/> bytes for <paramref name="to"/>.</summary>
     void Commit(NetAddress to, int length);
 
+    /// <summary>The slot the last <see cref="TryClaim"/> returned, while it is claimed (until <see cref="Commit"/>):
+    /// a decorator that finishes a datagram in place on commit (<c>SecureTransport</c> appends its trailer) reads it
+    /// back here. <see cref="InvalidOperationException"/> when no slot is claimed.</summary>
+    Span<byte> ClaimedSlot { get; }
+
     /// <summary>Registers a pull-model feed. The returned channel re-activates the feed (<see cref="IFeedChannel.Signal"/>) and removes it.</summary>
     IFeedChannel RegisterFeed(IDatagramFeed feed);
 

@@ -143,6 +143,10 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
         return true;
     }
 
+    public Span<byte> ClaimedSlot => _claimed
+        ? Slot((_head + _count) % Capacity)
+        : throw new InvalidOperationException("No send slot is claimed (TryClaim).");
+
     public void Commit(NetAddress to, int length)
     {
         if (!_claimed)

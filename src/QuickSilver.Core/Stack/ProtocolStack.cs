@@ -1,6 +1,7 @@
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
 using QuickSilver.Core.Wire;
 
 namespace QuickSilver.Core.Stack;
@@ -24,7 +25,11 @@ public sealed class ProtocolStack
         Dispatcher = new PacketDispatcher(Drops, log);
     }
 
+    /// <summary>What the layers send and receive through: the endpoint, or the <see cref="Security"/> decorator around it.</summary>
     public IDatagramTransport Transport { get; }
+
+    /// <summary>The decorator that seals and verifies every datagram, when the stack was built with security on.</summary>
+    public SecureTransport? Security => Transport as SecureTransport;
 
     public IAlarmScheduler Scheduler { get; }
 
@@ -78,6 +83,7 @@ public sealed class ProtocolStack
 
     /// <summary>The stack as one list, bottom first, each layer with its state.</summary>
     public string Describe() =>
-        $"transport {Transport.LocalAddress} (dispatcher drops {Drops.Total})" +
+        $"transport {Transport.LocalAddress} (dispatcher drops {Drops.Total}" +
+        (Security is { } security ? $"; {security.Mode}: {security.Counters})" : "; security off)") +
         string.Concat(_layers.Select(l => $" | {l.Name}: {l.Describe()}"));
 }

@@ -54,6 +54,8 @@ internal sealed class SimTransport : IDatagramTransport
         return true; // the simulated uplink queues (and may drop, counted) instead of refusing
     }
 
+    public Span<byte> ClaimedSlot => _claimBuffer;
+
     public void Commit(NetAddress to, int length)
     {
         ArgumentOutOfRangeException.ThrowIfNegative(length);

@@ -1,5 +1,6 @@
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
 using QuickSilver.Core.Stack;
 using QuickSilver.Membership;
 using QuickSilver.Membership.Service;
@@ -27,8 +28,10 @@ internal sealed class NodeCluster
     /// <param name="maxDatagramSize">The nodes' endpoint datagram limit: 16 KiB (loopback-sized) by default; 1,472 for an
     /// Ethernet-MTU testbed.</param>
     /// <param name="gms">GMS timing; by default fast (50 ms batches, 1 s failure timeout) for tests.</param>
+    /// <param name="security">Datagram authentication of the GMS and every node (null: off); <see cref="AddNodes"/>
+    /// can give a node other options.</param>
     public NodeCluster(int seed, LinkOptions link, RegionOptions? region = null, bool multicast = true, Action<SimNode>? configureNode = null,
-        RateControlOptions? rate = null, int maxDatagramSize = 16 * 1024, GmsOptions? gms = null)
+        RateControlOptions? rate = null, int maxDatagramSize = 16 * 1024, GmsOptions? gms = null, DatagramSecurityOptions? security = null)
     {
         _configureNode = configureNode;
         Network = new SimNetwork(seed, link);
@@ -39,11 +42,16 @@ internal sealed class NodeCluster
             RateControl = rate ?? new RateControlOptions { MinRate = 2_000 },
             GmsServer = GmsOptions,
             MaxDatagramSize = maxDatagramSize,
+            Security = security ?? new DatagramSecurityOptions(),
         };
         var gmsNode = Network.AddNode();
         var gmsEndpoint = gmsNode.Open(47001, _options.DatagramSize);
         GmsEndpoint = gmsEndpoint.LocalAddress;
-        gmsNode.TryPost(_ => Gms = QsmStack.BuildGms(gmsEndpoint, gmsNode, 7, 7, GmsOptions).Get<GmsServerLayer>().Server, null);
+        gmsNode.TryPost(_ =>
+        {
+            GmsStack = QsmStack.BuildGms(gmsEndpoint, gmsNode, 7, 7, GmsOptions, security: _options.Security);
+            Gms = GmsStack.Get<GmsServerLayer>().Server;
+        }, null);
         Network.RunFor(TimeSpan.FromMilliseconds(1));
     }
 
@@ -55,22 +63,33 @@ internal sealed class NodeCluster
 
     public GmsServer? Gms { get; private set; }
 
+    /// <summary>The GMS's stack (transport → reliable unicast → GMS server), once built.</summary>
+    public ProtocolStack? GmsStack { get; private set; }
+
     public List<Node> Nodes { get; } = new();
 
     /// <summary>Adds <paramref name="count"/> nodes and runs until the GMS has registered them all.</summary>
     public List<Node> AddNodes(int count)
+    {
+        var added = AddNodesUnregistered(count);
+        Require(() => added.All(n => n.Gms?.Node is not null), TimeSpan.FromSeconds(30), "registration");
+        return added;
+    }
+
+    /// <summary>Adds <paramref name="count"/> nodes without waiting for them to register; <paramref name="security"/>
+    /// overrides the cluster's datagram security for these nodes (a node with another secret).</summary>
+    public List<Node> AddNodesUnregistered(int count, DatagramSecurityOptions? security = null)
     {
         var added = new List<Node>();
         for (int i = 0; i < count; i++)
         {
             var sim = Network.AddNode();
             _configureNode?.Invoke(sim);
-            var node = new Node(this, sim);
+            var node = new Node(this, sim, security ?? _options.Security);
             Nodes.Add(node);
             added.Add(node);
         }
 
-        Require(() => added.All(n => n.Gms?.Node is not null), TimeSpan.FromSeconds(30), "registration");
         return added;
     }
 
@@ -123,7 +142,7 @@ internal sealed class NodeCluster
     {
         private readonly NodeCluster _cluster;
 
-        public Node(NodeCluster cluster, SimNode sim)
+        public Node(NodeCluster cluster, SimNode sim, DatagramSecurityOptions security)
         {
             _cluster = cluster;
             Sim = sim;
@@ -137,6 +156,7 @@ internal sealed class NodeCluster
                     Gms = cluster.GmsEndpoint,
                     Region = options.Region,
                     RateControl = options.RateControl,
+                    Security = security,
                 });
                 Gms = Stack.Get<MembershipLayer>().Client;
                 Region = Stack.Get<RegionLayer>();

@@ -36,6 +36,8 @@ public sealed class StackTests
         {
         }
 
+        public Span<byte> ClaimedSlot => throw new NotSupportedException();
+
         public IFeedChannel RegisterFeed(IDatagramFeed feed) => throw new NotSupportedException();
 
         public void JoinGroup(NetAddress group)

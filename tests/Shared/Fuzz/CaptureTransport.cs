@@ -52,6 +52,8 @@ internal sealed class CaptureTransport(NetAddress local, int maxDatagramSize = 1
         return true;
     }
 
+    public Span<byte> ClaimedSlot => _slot;
+
     public void Commit(NetAddress to, int length)
     {
         if (length < 0 || length > maxDatagramSize)
