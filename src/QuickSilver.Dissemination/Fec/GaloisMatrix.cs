@@ -5,10 +5,11 @@ internal static class GaloisMatrix
 {
     /// <summary>
     /// Inverts the m × m matrix in <paramref name="matrix"/> into <paramref name="inverse"/> by Gauss–Jordan
-    /// elimination, destroying <paramref name="matrix"/>: O(m³) table multiplies, no allocation. Returns false if the
+    /// elimination, destroying <paramref name="matrix"/>: O(m²) row operations of m bytes, each by the packet kernel
+    /// <paramref name="kernel"/>, no allocation. Returns false if the
     /// matrix is singular (never for a square submatrix of the code's Cauchy matrix).
     /// </summary>
-    public static bool TryInvert(Span<byte> matrix, Span<byte> inverse, int m)
+    public static bool TryInvert(Span<byte> matrix, Span<byte> inverse, int m, GaloisKernel kernel)
     {
         matrix = matrix[..(m * m)];
         inverse = inverse[..(m * m)];
@@ -38,8 +39,8 @@ internal static class GaloisMatrix
             }
 
             byte scale = GaloisField.Inverse(matrix[(col * m) + col]);
-            ScaleRow(matrix.Slice(col * m, m), scale);
-            ScaleRow(inverse.Slice(col * m, m), scale);
+            GaloisRegion.Multiply(kernel, scale, matrix.Slice(col * m, m), matrix.Slice(col * m, m));
+            GaloisRegion.Multiply(kernel, scale, inverse.Slice(col * m, m), inverse.Slice(col * m, m));
 
             for (int row = 0; row < m; row++)
             {
@@ -49,8 +50,8 @@ internal static class GaloisMatrix
                     continue;
                 }
 
-                AddScaledRow(matrix.Slice(row * m, m), matrix.Slice(col * m, m), factor);
-                AddScaledRow(inverse.Slice(row * m, m), inverse.Slice(col * m, m), factor);
+                GaloisRegion.MultiplyAdd(kernel, factor, matrix.Slice(col * m, m), matrix.Slice(row * m, m));
+                GaloisRegion.MultiplyAdd(kernel, factor, inverse.Slice(col * m, m), inverse.Slice(row * m, m));
             }
         }
 
@@ -64,22 +65,6 @@ internal static class GaloisMatrix
         for (int i = 0; i < m; i++)
         {
             (rowA[i], rowB[i]) = (rowB[i], rowA[i]);
-        }
-    }
-
-    private static void ScaleRow(Span<byte> row, byte scale)
-    {
-        for (int i = 0; i < row.Length; i++)
-        {
-            row[i] = GaloisField.Multiply(row[i], scale);
-        }
-    }
-
-    private static void AddScaledRow(Span<byte> target, ReadOnlySpan<byte> row, byte factor)
-    {
-        for (int i = 0; i < target.Length; i++)
-        {
-            target[i] ^= GaloisField.Multiply(row[i], factor);
         }
     }
 }

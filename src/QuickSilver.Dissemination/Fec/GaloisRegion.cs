@@ -154,19 +154,14 @@ public static class GaloisRegion
             return false;
         }
 
-        ref byte tables = ref MemoryMarshal.GetReference(GaloisField.NibbleTables(c));
-        Vector128<byte> low128 = Vector128.LoadUnsafe(ref tables);
-        Vector128<byte> high128 = Vector128.LoadUnsafe(ref tables, 16);
-        Vector512<byte> low = Vector512.Create(Vector256.Create(low128, low128), Vector256.Create(low128, low128));
-        Vector512<byte> high = Vector512.Create(Vector256.Create(high128, high128), Vector256.Create(high128, high128));
+        var (low, high) = Tables512(c);
         Vector512<byte> nibble = Vector512.Create((byte)0x0F);
 
         nuint end = (nuint)length;
         nuint i = 0;
         for (; i + Width <= end; i += Width)
         {
-            Vector512<byte> s = Vector512.LoadUnsafe(ref source, i);
-            Vector512<byte> p = Avx512BW.Shuffle(low, s & nibble) ^ Avx512BW.Shuffle(high, Vector512.ShiftRightLogical(s.AsUInt16(), 4).AsByte() & nibble);
+            Vector512<byte> p = Product512(low, high, nibble, Vector512.LoadUnsafe(ref source, i));
             if (TMode.Accumulates)
             {
                 p ^= Vector512.LoadUnsafe(ref destination, i);
@@ -179,8 +174,7 @@ public static class GaloisRegion
         {
             nuint last = end - Width;
             Vector512<byte> keep = Vector512.LoadUnsafe(ref MemoryMarshal.GetArrayDataReference(TailMask), 64 - (i - last));
-            Vector512<byte> s = Vector512.LoadUnsafe(ref source, last);
-            Vector512<byte> p = Avx512BW.Shuffle(low, s & nibble) ^ Avx512BW.Shuffle(high, Vector512.ShiftRightLogical(s.AsUInt16(), 4).AsByte() & nibble);
+            Vector512<byte> p = Product512(low, high, nibble, Vector512.LoadUnsafe(ref source, last));
             Vector512<byte> d = Vector512.LoadUnsafe(ref destination, last);
             (TMode.Accumulates ? d ^ (p & keep) : Vector512.ConditionalSelect(keep, p, d)).StoreUnsafe(ref destination, last);
         }
@@ -197,19 +191,14 @@ public static class GaloisRegion
             return false;
         }
 
-        ref byte tables = ref MemoryMarshal.GetReference(GaloisField.NibbleTables(c));
-        Vector128<byte> low128 = Vector128.LoadUnsafe(ref tables);
-        Vector128<byte> high128 = Vector128.LoadUnsafe(ref tables, 16);
-        Vector256<byte> low = Vector256.Create(low128, low128);
-        Vector256<byte> high = Vector256.Create(high128, high128);
+        var (low, high) = Tables256(c);
         Vector256<byte> nibble = Vector256.Create((byte)0x0F);
 
         nuint end = (nuint)length;
         nuint i = 0;
         for (; i + Width <= end; i += Width)
         {
-            Vector256<byte> s = Vector256.LoadUnsafe(ref source, i);
-            Vector256<byte> p = Avx2.Shuffle(low, s & nibble) ^ Avx2.Shuffle(high, Vector256.ShiftRightLogical(s.AsUInt16(), 4).AsByte() & nibble);
+            Vector256<byte> p = Product256(low, high, nibble, Vector256.LoadUnsafe(ref source, i));
             if (TMode.Accumulates)
             {
                 p ^= Vector256.LoadUnsafe(ref destination, i);
@@ -222,8 +211,7 @@ public static class GaloisRegion
         {
             nuint last = end - Width;
             Vector256<byte> keep = Vector256.LoadUnsafe(ref MemoryMarshal.GetArrayDataReference(TailMask), 64 - (i - last));
-            Vector256<byte> s = Vector256.LoadUnsafe(ref source, last);
-            Vector256<byte> p = Avx2.Shuffle(low, s & nibble) ^ Avx2.Shuffle(high, Vector256.ShiftRightLogical(s.AsUInt16(), 4).AsByte() & nibble);
+            Vector256<byte> p = Product256(low, high, nibble, Vector256.LoadUnsafe(ref source, last));
             Vector256<byte> d = Vector256.LoadUnsafe(ref destination, last);
             (TMode.Accumulates ? d ^ (p & keep) : Vector256.ConditionalSelect(keep, p, d)).StoreUnsafe(ref destination, last);
         }
@@ -269,6 +257,169 @@ public static class GaloisRegion
 
         return true;
     }
+
+    /// <summary>
+    /// <paramref name="destination"/> = (or ⊕=, unless <paramref name="overwrite"/>) Σ c_q · s_q over the four packets
+    /// s0..s3 with <paramref name="coefficients"/>[q] = c_q, in one pass over the destination: the codec's inner
+    /// operation, since every repair or rebuilt packet is such a sum over k packets. Four products per destination load
+    /// and store, and one call instead of four. Lengths are the caller's to check (all equal, the destination apart
+    /// from the sources). The 128-bit and scalar kernels make four single passes.
+    /// </summary>
+    internal static void MultiplyAdd4(GaloisKernel kernel, bool overwrite, ReadOnlySpan<byte> coefficients,
+        ReadOnlySpan<byte> s0, ReadOnlySpan<byte> s1, ReadOnlySpan<byte> s2, ReadOnlySpan<byte> s3, Span<byte> destination)
+    {
+        if (overwrite)
+        {
+            Apply4<Overwrite>(kernel, coefficients, s0, s1, s2, s3, destination);
+        }
+        else
+        {
+            Apply4<Accumulate>(kernel, coefficients, s0, s1, s2, s3, destination);
+        }
+    }
+
+    private static void Apply4<TMode>(GaloisKernel kernel, ReadOnlySpan<byte> c,
+        ReadOnlySpan<byte> s0, ReadOnlySpan<byte> s1, ReadOnlySpan<byte> s2, ReadOnlySpan<byte> s3, Span<byte> destination)
+        where TMode : struct, IStoreMode
+    {
+        int length = destination.Length;
+        ref byte d = ref MemoryMarshal.GetReference(destination);
+        ref byte r0 = ref MemoryMarshal.GetReference(s0);
+        ref byte r1 = ref MemoryMarshal.GetReference(s1);
+        ref byte r2 = ref MemoryMarshal.GetReference(s2);
+        ref byte r3 = ref MemoryMarshal.GetReference(s3);
+        bool done = kernel switch
+        {
+            GaloisKernel.Vector512 => Apply512x4<TMode>(c, ref r0, ref r1, ref r2, ref r3, ref d, length)
+                || Apply256x4<TMode>(c, ref r0, ref r1, ref r2, ref r3, ref d, length),
+            GaloisKernel.Vector256 => Apply256x4<TMode>(c, ref r0, ref r1, ref r2, ref r3, ref d, length),
+            _ => false,
+        };
+
+        if (!done)
+        {
+            Apply<TMode>(kernel, c[0], ref r0, ref d, length);
+            Apply<Accumulate>(kernel, c[1], ref r1, ref d, length);
+            Apply<Accumulate>(kernel, c[2], ref r2, ref d, length);
+            Apply<Accumulate>(kernel, c[3], ref r3, ref d, length);
+        }
+    }
+
+    private static bool Apply512x4<TMode>(ReadOnlySpan<byte> c, ref byte s0, ref byte s1, ref byte s2, ref byte s3, ref byte destination, int length)
+        where TMode : struct, IStoreMode
+    {
+        const int Width = 64;
+        if (length < Width)
+        {
+            return false;
+        }
+
+        var (low0, high0) = Tables512(c[0]);
+        var (low1, high1) = Tables512(c[1]);
+        var (low2, high2) = Tables512(c[2]);
+        var (low3, high3) = Tables512(c[3]);
+        Vector512<byte> nibble = Vector512.Create((byte)0x0F);
+
+        nuint end = (nuint)length;
+        nuint i = 0;
+        for (; i + Width <= end; i += Width)
+        {
+            Vector512<byte> p = Product512(low0, high0, nibble, Vector512.LoadUnsafe(ref s0, i))
+                ^ Product512(low1, high1, nibble, Vector512.LoadUnsafe(ref s1, i))
+                ^ Product512(low2, high2, nibble, Vector512.LoadUnsafe(ref s2, i))
+                ^ Product512(low3, high3, nibble, Vector512.LoadUnsafe(ref s3, i));
+            if (TMode.Accumulates)
+            {
+                p ^= Vector512.LoadUnsafe(ref destination, i);
+            }
+
+            p.StoreUnsafe(ref destination, i);
+        }
+
+        if (i < end)
+        {
+            nuint last = end - Width;
+            Vector512<byte> keep = Vector512.LoadUnsafe(ref MemoryMarshal.GetArrayDataReference(TailMask), 64 - (i - last));
+            Vector512<byte> p = Product512(low0, high0, nibble, Vector512.LoadUnsafe(ref s0, last))
+                ^ Product512(low1, high1, nibble, Vector512.LoadUnsafe(ref s1, last))
+                ^ Product512(low2, high2, nibble, Vector512.LoadUnsafe(ref s2, last))
+                ^ Product512(low3, high3, nibble, Vector512.LoadUnsafe(ref s3, last));
+            Vector512<byte> d = Vector512.LoadUnsafe(ref destination, last);
+            (TMode.Accumulates ? d ^ (p & keep) : Vector512.ConditionalSelect(keep, p, d)).StoreUnsafe(ref destination, last);
+        }
+
+        return true;
+    }
+
+    private static bool Apply256x4<TMode>(ReadOnlySpan<byte> c, ref byte s0, ref byte s1, ref byte s2, ref byte s3, ref byte destination, int length)
+        where TMode : struct, IStoreMode
+    {
+        const int Width = 32;
+        if (length < Width)
+        {
+            return false;
+        }
+
+        var (low0, high0) = Tables256(c[0]);
+        var (low1, high1) = Tables256(c[1]);
+        var (low2, high2) = Tables256(c[2]);
+        var (low3, high3) = Tables256(c[3]);
+        Vector256<byte> nibble = Vector256.Create((byte)0x0F);
+
+        nuint end = (nuint)length;
+        nuint i = 0;
+        for (; i + Width <= end; i += Width)
+        {
+            Vector256<byte> p = Product256(low0, high0, nibble, Vector256.LoadUnsafe(ref s0, i))
+                ^ Product256(low1, high1, nibble, Vector256.LoadUnsafe(ref s1, i))
+                ^ Product256(low2, high2, nibble, Vector256.LoadUnsafe(ref s2, i))
+                ^ Product256(low3, high3, nibble, Vector256.LoadUnsafe(ref s3, i));
+            if (TMode.Accumulates)
+            {
+                p ^= Vector256.LoadUnsafe(ref destination, i);
+            }
+
+            p.StoreUnsafe(ref destination, i);
+        }
+
+        if (i < end)
+        {
+            nuint last = end - Width;
+            Vector256<byte> keep = Vector256.LoadUnsafe(ref MemoryMarshal.GetArrayDataReference(TailMask), 64 - (i - last));
+            Vector256<byte> p = Product256(low0, high0, nibble, Vector256.LoadUnsafe(ref s0, last))
+                ^ Product256(low1, high1, nibble, Vector256.LoadUnsafe(ref s1, last))
+                ^ Product256(low2, high2, nibble, Vector256.LoadUnsafe(ref s2, last))
+                ^ Product256(low3, high3, nibble, Vector256.LoadUnsafe(ref s3, last));
+            Vector256<byte> d = Vector256.LoadUnsafe(ref destination, last);
+            (TMode.Accumulates ? d ^ (p & keep) : Vector256.ConditionalSelect(keep, p, d)).StoreUnsafe(ref destination, last);
+        }
+
+        return true;
+    }
+
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private static (Vector512<byte> Low, Vector512<byte> High) Tables512(byte c)
+    {
+        var (low, high) = Tables256(c);
+        return (Vector512.Create(low, low), Vector512.Create(high, high));
+    }
+
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private static (Vector256<byte> Low, Vector256<byte> High) Tables256(byte c)
+    {
+        ref byte tables = ref MemoryMarshal.GetReference(GaloisField.NibbleTables(c));
+        Vector128<byte> low = Vector128.LoadUnsafe(ref tables);
+        Vector128<byte> high = Vector128.LoadUnsafe(ref tables, 16);
+        return (Vector256.Create(low, low), Vector256.Create(high, high));
+    }
+
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private static Vector512<byte> Product512(Vector512<byte> low, Vector512<byte> high, Vector512<byte> nibble, Vector512<byte> s) =>
+        Avx512BW.Shuffle(low, s & nibble) ^ Avx512BW.Shuffle(high, Vector512.ShiftRightLogical(s.AsUInt16(), 4).AsByte() & nibble);
+
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private static Vector256<byte> Product256(Vector256<byte> low, Vector256<byte> high, Vector256<byte> nibble, Vector256<byte> s) =>
+        Avx2.Shuffle(low, s & nibble) ^ Avx2.Shuffle(high, Vector256.ShiftRightLogical(s.AsUInt16(), 4).AsByte() & nibble);
 
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private static Vector128<byte> Product128(Vector128<byte> low, Vector128<byte> high, Vector128<byte> nibble, Vector128<byte> s)

@@ -32,7 +32,6 @@ public sealed class ReedSolomon
 
     private readonly byte[] _generator;
     private readonly int[] _missing;
-    private readonly int[] _used;
     private readonly byte[] _matrix;
     private readonly byte[] _inverse;
     private readonly byte[] _rows;
@@ -59,10 +58,9 @@ public sealed class ReedSolomon
 
         int maxLost = Math.Min(k, n - k);
         _missing = new int[k];
-        _used = new int[maxLost];
         _matrix = new byte[maxLost * maxLost];
         _inverse = new byte[maxLost * maxLost];
-        _rows = new byte[maxLost * (k + maxLost)];
+        _rows = new byte[maxLost * k];
     }
 
     /// <summary>k: the source packets per page.</summary>
@@ -184,11 +182,13 @@ public sealed class ReedSolomon
         where TSource : IReadPackets, allows ref struct
     {
         ReadOnlySpan<byte> coefficients = _generator.AsSpan(row * SourceCount, SourceCount);
-        GaloisRegion.Multiply(_kernel, coefficients[0], source[0], repair);
-        for (int i = 1; i < coefficients.Length; i++)
+        var sum = new LinearCombination(_kernel, repair);
+        for (int i = 0; i < coefficients.Length; i++)
         {
-            GaloisRegion.MultiplyAdd(_kernel, coefficients[i], source[i], repair);
+            sum.Add(coefficients[i], source[i]);
         }
+
+        sum.Finish();
     }
 
     private int DecodeCore<TSource, TRepair>(TSource source, ReadOnlySpan<bool> received, TRepair repair, ReadOnlySpan<int> repairIndices)
@@ -226,10 +226,9 @@ public sealed class ReedSolomon
             return 0;
         }
 
-        // The m × m Cauchy submatrix C[P, M], inverted.
+        // The m × m Cauchy submatrix C[P, M] of the first m repair packets and the missing sources, inverted.
         for (int a = 0; a < m; a++)
         {
-            _used[a] = repairIndices[a];
             ReadOnlySpan<byte> row = _generator.AsSpan(repairIndices[a] * k, k);
             for (int b = 0; b < m; b++)
             {
@@ -237,52 +236,40 @@ public sealed class ReedSolomon
             }
         }
 
-        if (!GaloisMatrix.TryInvert(_matrix, _inverse, m))
+        if (!GaloisMatrix.TryInvert(_matrix, _inverse, m, _kernel))
         {
             throw new InvalidOperationException("A Cauchy submatrix was singular: the generator is corrupt.");
         }
 
-        // Per missing packet b, one row of k coefficients: Inverse[b, a] for the m repair packets, then
-        // Σ_a Inverse[b, a] · C[P_a, i] for each received source packet i.
-        int width = k;
         for (int b = 0; b < m; b++)
         {
-            Span<byte> row = _rows.AsSpan(b * width, width);
-            row.Clear();
+            // Row b of Inverse · C[P, ·]: the multiple of each received source packet in missing packet b (its entries
+            // at missing columns are not used). A sum of m generator rows, k bytes each, done by the packet kernels.
+            ReadOnlySpan<byte> inverse = _inverse.AsSpan(b * m, m);
+            Span<byte> coefficients = _rows.AsSpan(b * k, k);
+            var rowSum = new LinearCombination(_kernel, coefficients);
             for (int a = 0; a < m; a++)
             {
-                byte factor = _inverse[(b * m) + a];
-                row[a] = factor;
-                ReadOnlySpan<byte> generator = _generator.AsSpan(_used[a] * k, k);
-                int column = m;
-                for (int i = 0; i < k; i++)
-                {
-                    if (received[i])
-                    {
-                        row[column++] ^= GaloisField.Multiply(factor, generator[i]);
-                    }
-                }
+                rowSum.Add(inverse[a], _generator.AsSpan(repairIndices[a] * k, k));
             }
-        }
 
-        for (int b = 0; b < m; b++)
-        {
-            ReadOnlySpan<byte> row = _rows.AsSpan(b * width, width);
-            Span<byte> target = source.Target(_missing[b]);
-            GaloisRegion.Multiply(_kernel, row[0], repair[0], target);
-            for (int a = 1; a < m; a++)
+            rowSum.Finish();
+
+            var sum = new LinearCombination(_kernel, source.Target(_missing[b]));
+            for (int a = 0; a < m; a++)
             {
-                GaloisRegion.MultiplyAdd(_kernel, row[a], repair[a], target);
+                sum.Add(inverse[a], repair[a]);
             }
 
-            int column = m;
             for (int i = 0; i < k; i++)
             {
                 if (received[i])
                 {
-                    GaloisRegion.MultiplyAdd(_kernel, row[column++], source[i], target);
+                    sum.Add(coefficients[i], source[i]);
                 }
             }
+
+            sum.Finish();
         }
 
         return m;

@@ -77,6 +77,80 @@ public class GaloisRegionTests
         }
     }
 
+    [SkippableTheory]
+    [MemberData(nameof(Kernels))]
+    public void TheFourPacketKernelMatchesTheSumOfScalarProducts(GaloisKernel kernel)
+    {
+        Skip.IfNot(GaloisRegion.IsSupported(kernel), $"this processor does not run {kernel}");
+        var gen = Gen.Select(Gen.Byte.Array[4], Gen.Frequency((3, Gen.Int[0, 200]), (1, Gen.Int[0, 2000])), Gen.Bool, Gen.Int);
+        Property.ForAll(gen, 1500, seed: 14, t =>
+        {
+            var (c, length, overwrite, seed) = t;
+            var random = new Random(seed);
+            byte[][] sources = [.. Enumerable.Range(0, 4).Select(_ => new byte[length])];
+            foreach (byte[] source in sources)
+            {
+                random.NextBytes(source);
+            }
+
+            var before = new byte[length + (2 * Guard)];
+            before.AsSpan().Fill(GuardByte);
+            random.NextBytes(before.AsSpan(Guard, length));
+            byte[] actual = [.. before];
+            GaloisRegion.MultiplyAdd4(kernel, overwrite, c, sources[0], sources[1], sources[2], sources[3], actual.AsSpan(Guard, length));
+            for (int i = 0; i < length; i++)
+            {
+                int expected = overwrite ? 0 : before[Guard + i];
+                for (int q = 0; q < 4; q++)
+                {
+                    expected ^= GaloisFieldTests.Reference(c[q], sources[q][i]);
+                }
+
+                Assert.True(expected == actual[Guard + i], $"byte {i} of {length}");
+            }
+
+            Assert.True(actual.AsSpan(0, Guard).SequenceEqual(before.AsSpan(0, Guard)) && actual.AsSpan(Guard + length).SequenceEqual(before.AsSpan(Guard + length)), "wrote outside the destination");
+        });
+    }
+
+    [SkippableTheory]
+    [MemberData(nameof(Kernels))]
+    public void ALinearCombinationOfAnyNumberOfTermsMatchesTheScalarSum(GaloisKernel kernel)
+    {
+        Skip.IfNot(GaloisRegion.IsSupported(kernel), $"this processor does not run {kernel}");
+        var gen = Gen.Select(Gen.Frequency((1, Gen.Const((byte)0)), (1, Gen.Const((byte)1)), (4, Gen.Byte)).Array[0, 13], Gen.Int[0, 300], Gen.Int);
+        Property.ForAll(gen, 1000, seed: 15, t =>
+        {
+            var (c, length, seed) = t;
+            var random = new Random(seed);
+            byte[][] packets = [.. c.Select(_ => new byte[length])];
+            foreach (byte[] packet in packets)
+            {
+                random.NextBytes(packet);
+            }
+
+            var target = new byte[length];
+            random.NextBytes(target);
+            var sum = new LinearCombination(kernel, target);
+            for (int q = 0; q < c.Length; q++)
+            {
+                sum.Add(c[q], packets[q]);
+            }
+
+            sum.Finish();
+            for (int i = 0; i < length; i++)
+            {
+                int expected = 0;
+                for (int q = 0; q < c.Length; q++)
+                {
+                    expected ^= GaloisFieldTests.Reference(c[q], packets[q][i]);
+                }
+
+                Assert.True(expected == target[i], $"byte {i} of {length} with {c.Length} terms");
+            }
+        });
+    }
+
     [Fact]
     public void MisuseIsRejectedNamingTheDestination()
     {
