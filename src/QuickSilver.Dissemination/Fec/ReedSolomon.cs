@@ -15,10 +15,13 @@ namespace QuickSilver.Dissemination.Fec;
 /// <para><b>Decoding.</b> With m source packets missing, the decoder takes m received repair packets P and solves
 /// for the missing sources M: repair_P = C[P, present] · source_present + C[P, M] · source_M, so
 /// source_M = C[P, M]⁻¹ · (repair_P + C[P, present] · source_present). It inverts only the m × m Cauchy submatrix
-/// C[P, M] (Gauss–Jordan) and folds it into one coefficient row per missing packet: these rows are exactly the rows,
+/// C[P, M] (in closed form, O(m²): <see cref="CauchyMatrix"/>) and folds it into one coefficient row per missing
+/// packet: these rows are exactly the rows,
 /// for the missing packets, of the inverse of the k × k matrix of the received set, found without building it.
 /// Each missing packet is then written straight into its buffer with k multiply-adds; received packets are not
-/// touched. Work per page: m·k packet multiply-adds, plus O(m²·k) scalar ones for the matrices.</para>
+/// touched. Work per page: m·k packet multiply-adds, plus m² multiply-adds of k-byte coefficient rows and the m × m
+/// inversion (m² row operations of m bytes), all by the packet kernels, four terms per pass
+/// (<see cref="LinearCombination"/>).</para>
 /// <para><b>Cost and threads.</b> The generator and the decoder's scratch (matrices for up to min(k, n − k) losses)
 /// are allocated by the constructor; <see cref="Encode(ReadOnlySpan{ReadOnlyMemory{byte}}, ReadOnlySpan{Memory{byte}})"/>
 /// and <see cref="Decode(ReadOnlySpan{Memory{byte}}, ReadOnlySpan{bool}, ReadOnlySpan{ReadOnlyMemory{byte}}, ReadOnlySpan{int})"/>
@@ -32,8 +35,9 @@ public sealed class ReedSolomon
 
     private readonly byte[] _generator;
     private readonly int[] _missing;
-    private readonly byte[] _matrix;
+    private readonly int[] _repairRows;
     private readonly byte[] _inverse;
+    private readonly byte[] _scratch;
     private readonly byte[] _rows;
     private GaloisKernel _kernel = GaloisRegion.Best;
 
@@ -58,8 +62,9 @@ public sealed class ReedSolomon
 
         int maxLost = Math.Min(k, n - k);
         _missing = new int[k];
-        _matrix = new byte[maxLost * maxLost];
+        _repairRows = new int[maxLost];
         _inverse = new byte[maxLost * maxLost];
+        _scratch = new byte[4 * maxLost];
         _rows = new byte[maxLost * k];
     }
 
@@ -226,20 +231,9 @@ public sealed class ReedSolomon
             return 0;
         }
 
-        // The m × m Cauchy submatrix C[P, M] of the first m repair packets and the missing sources, inverted.
-        for (int a = 0; a < m; a++)
-        {
-            ReadOnlySpan<byte> row = _generator.AsSpan(repairIndices[a] * k, k);
-            for (int b = 0; b < m; b++)
-            {
-                _matrix[(a * m) + b] = row[_missing[b]];
-            }
-        }
-
-        if (!GaloisMatrix.TryInvert(_matrix, _inverse, m, _kernel))
-        {
-            throw new InvalidOperationException("A Cauchy submatrix was singular: the generator is corrupt.");
-        }
+        // The inverse of the m × m submatrix C[P, M] (first m repair packets, missing sources), in closed form.
+        repairIndices[..m].CopyTo(_repairRows);
+        CauchyMatrix.InvertSubmatrix(k, _repairRows.AsSpan(0, m), _missing.AsSpan(0, m), _inverse, _scratch);
 
         for (int b = 0; b < m; b++)
         {
@@ -366,12 +360,9 @@ public sealed class ReedSolomon
         var generator = new byte[repairs * k];
         for (int j = 0; j < repairs; j++)
         {
-            byte x = (byte)(k + j);
             for (int i = 0; i < k; i++)
             {
-                byte y = (byte)i;
-                byte x0 = (byte)k;
-                generator[(j * k) + i] = GaloisField.Divide(GaloisField.Add(x0, y), GaloisField.Add(x, y));
+                generator[(j * k) + i] = CauchyMatrix.Coefficient(k, j, i);
             }
         }
 

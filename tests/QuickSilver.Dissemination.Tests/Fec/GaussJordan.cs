@@ -1,13 +1,16 @@
-namespace QuickSilver.Dissemination.Fec;
+using QuickSilver.Dissemination.Fec;
 
-/// <summary>Square matrices over GF(2^8), row-major in caller-owned spans: the decoder's Gauss–Jordan inversion.</summary>
-internal static class GaloisMatrix
+namespace QuickSilver.Dissemination.Tests.Fec;
+
+/// <summary>The reference model for the decoder's closed-form Cauchy inverse: Gauss–Jordan elimination over GF(2^8),
+/// m × m row-major matrices.</summary>
+internal static class GaussJordan
 {
     /// <summary>
     /// Inverts the m × m matrix in <paramref name="matrix"/> into <paramref name="inverse"/> by Gauss–Jordan
     /// elimination, destroying <paramref name="matrix"/>: O(m²) row operations of m bytes, each by the packet kernel
     /// <paramref name="kernel"/>, no allocation. Returns false if the
-    /// matrix is singular (never for a square submatrix of the code's Cauchy matrix).
+    /// matrix is singular.
     /// </summary>
     public static bool TryInvert(Span<byte> matrix, Span<byte> inverse, int m, GaloisKernel kernel)
     {
