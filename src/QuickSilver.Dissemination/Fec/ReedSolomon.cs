@@ -16,13 +16,12 @@ namespace QuickSilver.Dissemination.Fec;
 /// for the missing sources M: repair_P = C[P, present] · source_present + C[P, M] · source_M, so
 /// source_M = C[P, M]⁻¹ · (repair_P + C[P, present] · source_present). It inverts only the m × m Cauchy submatrix
 /// C[P, M] (in closed form, O(m²): <see cref="CauchyMatrix"/>) and folds it into one coefficient row per missing
-/// packet: these rows are exactly the rows,
-/// for the missing packets, of the inverse of the k × k matrix of the received set, found without building it.
-/// Each missing packet is then written straight into its buffer with k multiply-adds; received packets are not
-/// touched. Work per page: m·k packet multiply-adds, plus m² multiply-adds of k-byte coefficient rows and the m × m
-/// inversion (m² row operations of m bytes), all by the packet kernels, four terms per pass
-/// (<see cref="LinearCombination"/>).</para>
-/// <para><b>Cost and threads.</b> The generator and the decoder's scratch (matrices for up to min(k, n − k) losses)
+/// packet: these rows are exactly the rows, for the missing packets, of the inverse of the k × k matrix of the
+/// received set, found without building it. Each missing packet is then written straight into its buffer with k
+/// multiply-adds; received packets are only read. Work per page: m·k packet multiply-adds and m² multiply-adds of
+/// k-byte coefficient rows, four terms per pass (<see cref="LinearCombination"/>), plus O(m²) table operations for
+/// the inverse.</para>
+/// <para><b>Cost and threads.</b> The generator and the decoder's scratch (for up to min(k, n − k) losses)
 /// are allocated by the constructor; <see cref="Encode(ReadOnlySpan{ReadOnlyMemory{byte}}, ReadOnlySpan{Memory{byte}})"/>
 /// and <see cref="Decode(ReadOnlySpan{Memory{byte}}, ReadOnlySpan{bool}, ReadOnlySpan{ReadOnlyMemory{byte}}, ReadOnlySpan{int})"/>
 /// allocate nothing. Encoding only reads the instance and may run on several threads at once; decoding uses the
