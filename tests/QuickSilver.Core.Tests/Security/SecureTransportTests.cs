@@ -316,7 +316,9 @@ public sealed class SecureTransportTests
 
         long allocated = GC.GetAllocatedBytesForCurrentThread() - before;
         Assert.Equal(5_200 * 3, pair.Stack.Count);
-        Assert.True(allocated == 0, $"{allocated} bytes allocated for 15,000 datagrams sealed and opened");
+        // Under a byte per datagram: an allocation per datagram costs at least 24 bytes (360,000 here); what this allows
+        // is the runtime's one-off work (tiering a method up mid-loop once allocated 4,112 bytes in all, in CI).
+        Assert.True(allocated < 15_000, $"{allocated} bytes allocated for 15,000 datagrams sealed and opened");
     }
 
     [Fact]
