@@ -33,71 +33,49 @@ public sealed class HostileHostTests(ITestOutputHelper output)
         string gms = string.Create(CultureInfo.InvariantCulture, $"127.0.0.1:{Tool.FreeUdpPort()}");
         string pool = string.Create(CultureInfo.InvariantCulture, $"{poolStart}:{port}");
         string guard = ((int)Guard.TotalSeconds).ToString(CultureInfo.InvariantCulture);
-        string count = Messages.ToString(CultureInfo.InvariantCulture);
-        var processes = new List<Tool>();
+        using var tools = new ToolSet();
         var clock = Stopwatch.StartNew();
 
         // The hostile host listens on the first addresses of the pool, where the regions' multicast will be.
         var groups = Enumerable.Range(0, Receivers + 1).Select(i => Offset(poolStart, i)).ToArray();
         using var spy = Spy(groups, port);
-        try
+        var server = tools.Start(Tool.Qs("gms", "--listen", gms, "--multicast", pool, "--seconds", guard));
+        var (publisher, receivers) = await tools.StartLoadAsync(gms, Messages, Receivers, (int)Guard.TotalSeconds);
+
+        // One real packet per region the publisher sends into (the publisher's own and each receiver's).
+        var originals = await SniffDataAsync(spy, Receivers + 1, TimeSpan.FromSeconds(120));
+        var from = originals[0].From;
+        output.WriteLine($"copied data packets of {originals.Count} regions from {from} after {clock.Elapsed.TotalSeconds:F1} s");
+
+        int sent = 0;
+        for (int round = 0; round < 5; round++)
         {
-            var server = Start(processes, Tool.Qs("gms", "--listen", gms, "--multicast", pool, "--seconds", guard));
-            var publisher = Start(processes, Tool.Qs("node", "--gms", gms, "--join", "load", "--publish", count,
-                "--wait-regions", (Receivers + 1).ToString(CultureInfo.InvariantCulture), "--seconds", guard, "--linger", guard));
-            Assert.True(await publisher.WaitForLineAsync("ready", TimeSpan.FromSeconds(60)), $"publisher not ready: {publisher.Stderr}");
-            var receivers = Enumerable.Range(0, Receivers).Select(i => Start(processes, Tool.Qs("node", "--gms", gms, "--join", "load",
-                "--join", string.Create(CultureInfo.InvariantCulture, $"solo/{i}"), "--expect", count, "--seconds", guard))).ToList();
-
-            // One real packet per region the publisher sends into (the publisher's own and each receiver's).
-            var originals = await SniffDataAsync(spy, Receivers + 1, TimeSpan.FromSeconds(120));
-            var from = originals[0].From;
-            output.WriteLine($"copied data packets of {originals.Count} regions from {from} after {clock.Elapsed.TotalSeconds:F1} s");
-
-            int sent = 0;
-            for (int round = 0; round < 5; round++)
+            foreach (var (original, _) in originals)
             {
-                foreach (var (original, _) in originals)
+                foreach (var group in groups)
                 {
-                    foreach (var group in groups)
-                    {
-                        var to = new IPEndPoint(group, port);
-                        sent += SendTo(spy, Rewritten(original, seq: 1UL << 62), to);
-                        sent += SendTo(spy, Rewritten(original, seq: Seq(original) + 10_000_000), to);
-                        sent += SendTo(spy, Rewritten(original, seq: Seq(original) + 1, sender: 777), to);
-                        sent += SendTo(spy, Rewritten(original, seq: 1, sender: 777), to);
-                    }
+                    var to = new IPEndPoint(group, port);
+                    sent += SendTo(spy, Rewritten(original, seq: 1UL << 62), to);
+                    sent += SendTo(spy, Rewritten(original, seq: Seq(original) + 10_000_000), to);
+                    sent += SendTo(spy, Rewritten(original, seq: Seq(original) + 1, sender: 777), to);
+                    sent += SendTo(spy, Rewritten(original, seq: 1, sender: 777), to);
                 }
-
-                sent += Flood(spy, groups.Select(g => new IPEndPoint(g, port)).Append(from).ToArray(), 2_000, seed: round);
-                await Task.Delay(200);
             }
 
-            int contacts = FakeContacts(IPEndPoint.Parse(gms), 2_000);
-            output.WriteLine($"sent {sent:N0} forged or garbage datagrams and {contacts:N0} first contacts by {clock.Elapsed.TotalSeconds:F1} s");
-
-            foreach (var (receiver, i) in receivers.Select((r, i) => (r, i)))
-            {
-                bool exited = await receiver.WaitAsync(Guard - clock.Elapsed + TimeSpan.FromSeconds(30));
-                output.WriteLine($"receiver {i} after {clock.Elapsed.TotalSeconds:F1} s: {Last(receiver.Stdout, 2)}");
-                Assert.True(exited, $"receiver {i} did not finish within {Guard}: {Last(receiver.Stdout, 3)}");
-                Assert.True(receiver.ExitCode == 0, $"receiver {i} exited with {receiver.ExitCode}: {Last(receiver.Stdout, 3)}\n{receiver.Stderr}");
-                Assert.Contains($"final load delivered={Messages} anomalies=0", receiver.Stdout, StringComparison.Ordinal);
-            }
-
-            // After 2,000 fake first contacts, a new node still registers.
-            var late = Start(processes, Tool.Qs("node", "--gms", gms, "--join", "late", "--seconds", "60"));
-            Assert.True(await late.WaitForLineAsync("ready", TimeSpan.FromSeconds(60)), $"a node started after the attack did not register: {late.Stderr}");
-            Assert.False(server.HasLine("Unhandled"), server.Stderr);
-            Assert.False(publisher.HasLine("Unhandled"), publisher.Stderr);
+            sent += Flood(spy, groups.Select(g => new IPEndPoint(g, port)).Append(from).ToArray(), 2_000, seed: round);
+            await Task.Delay(200);
         }
-        finally
-        {
-            foreach (var p in processes)
-            {
-                p.Dispose();
-            }
-        }
+
+        int contacts = FakeContacts(IPEndPoint.Parse(gms), 2_000);
+        output.WriteLine($"sent {sent:N0} forged or garbage datagrams and {contacts:N0} first contacts by {clock.Elapsed.TotalSeconds:F1} s");
+
+        await ToolSet.AssertReceiversGotEverythingAsync(receivers, "load", Messages, Guard, clock, output);
+
+        // After 2,000 fake first contacts, a new node still registers.
+        var late = tools.Start(Tool.Qs("node", "--gms", gms, "--join", "late", "--seconds", "60"));
+        Assert.True(await late.WaitForLineAsync("ready", TimeSpan.FromSeconds(60)), $"a node started after the attack did not register: {late.Stderr}");
+        Assert.False(server.HasLine("Unhandled"), server.Stderr);
+        Assert.False(publisher.HasLine("Unhandled"), publisher.Stderr);
     }
 
     /// <summary>A socket on the pool's port that has joined <paramref name="groups"/> on loopback: it sees the regions'
@@ -204,12 +182,4 @@ public sealed class HostileHostTests(ITestOutputHelper output)
         BinaryPrimitives.WriteUInt32BigEndian(bytes, BinaryPrimitives.ReadUInt32BigEndian(bytes) + (uint)offset);
         return new IPAddress(bytes);
     }
-
-    private static Tool Start(List<Tool> processes, Tool tool)
-    {
-        processes.Add(tool);
-        return tool;
-    }
-
-    private static string Last(string text, int lines) => string.Join('\n', text.Split('\n').TakeLast(lines));
 }

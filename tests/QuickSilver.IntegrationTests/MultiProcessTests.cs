@@ -18,46 +18,14 @@ public sealed class MultiProcessTests(ITestOutputHelper output)
         string gms = string.Create(CultureInfo.InvariantCulture, $"127.0.0.1:{Tool.FreeUdpPort()}");
         string pool = string.Create(CultureInfo.InvariantCulture, $"239.254.{Random.Shared.Next(1, 250)}.0:{Random.Shared.Next(20_000, 60_000)}");
         string guard = ((int)Guard.TotalSeconds).ToString(CultureInfo.InvariantCulture);
-        string count = Messages.ToString(CultureInfo.InvariantCulture);
-        var processes = new List<Tool>();
+        using var tools = new ToolSet();
         var clock = Stopwatch.StartNew();
-        try
-        {
-            var server = Start(processes, Tool.Qs("gms", "--listen", gms, "--multicast", pool, "--seconds", guard));
-            // The publisher joins first: one that joins after the receivers stalls today (docs/quickstart.md, "Known
-            // limits"). Each receiver is in a group of its own too, so "load" spans 1 + 3 regions.
-            var publisher = Start(processes, Tool.Qs("node", "--gms", gms, "--join", "load", "--publish", count,
-                "--wait-regions", (Receivers + 1).ToString(CultureInfo.InvariantCulture), "--seconds", guard, "--linger", guard));
-            Assert.True(await publisher.WaitForLineAsync("ready", TimeSpan.FromSeconds(60)), $"publisher not ready: {publisher.Stderr}");
-            var receivers = Enumerable.Range(0, Receivers).Select(i => Start(processes, Tool.Qs("node", "--gms", gms, "--join", "load",
-                "--join", string.Create(CultureInfo.InvariantCulture, $"solo/{i}"), "--expect", count, "--seconds", guard))).ToList();
+        var server = tools.Start(Tool.Qs("gms", "--listen", gms, "--multicast", pool, "--seconds", guard));
+        var (_, receivers) = await tools.StartLoadAsync(gms, Messages, Receivers, (int)Guard.TotalSeconds);
 
-            foreach (var (receiver, i) in receivers.Select((r, i) => (r, i)))
-            {
-                bool exited = await receiver.WaitAsync(Guard - clock.Elapsed + TimeSpan.FromSeconds(30));
-                output.WriteLine($"receiver {i} after {clock.Elapsed.TotalSeconds:F1} s: {Last(receiver.Stdout, 2)}");
-                Assert.True(exited, $"receiver {i} did not finish within {Guard}: {Last(receiver.Stdout, 3)}");
-                Assert.True(receiver.ExitCode == 0, $"receiver {i} exited with {receiver.ExitCode}: {Last(receiver.Stdout, 3)}\n{receiver.Stderr}");
-                Assert.Contains($"final load delivered={Messages} anomalies=0", receiver.Stdout, StringComparison.Ordinal);
-            }
+        await ToolSet.AssertReceiversGotEverythingAsync(receivers, "load", Messages, Guard, clock, output);
 
-            Assert.False(server.HasLine("Unhandled"), server.Stderr);
-            output.WriteLine($"{Messages:N0} messages to {Receivers} receiver processes in {clock.Elapsed.TotalSeconds:F1} s");
-        }
-        finally
-        {
-            foreach (var p in processes)
-            {
-                p.Dispose();
-            }
-        }
+        Assert.False(server.HasLine("Unhandled"), server.Stderr);
+        output.WriteLine($"{Messages:N0} messages to {Receivers} receiver processes in {clock.Elapsed.TotalSeconds:F1} s");
     }
-
-    private static Tool Start(List<Tool> processes, Tool tool)
-    {
-        processes.Add(tool);
-        return tool;
-    }
-
-    private static string Last(string text, int lines) => string.Join('\n', text.Split('\n').TakeLast(lines));
 }

@@ -24,6 +24,9 @@ internal sealed class Tool : IDisposable
 
     public int ExitCode => _process.ExitCode;
 
+    /// <summary>The last <paramref name="lines"/> lines of standard output.</summary>
+    public string Tail(int lines) => string.Join('\n', _stdout.TakeLast(lines));
+
     public bool HasLine(string prefix) => _stdout.Any(l => l.StartsWith(prefix, StringComparison.Ordinal));
 
     public static Tool Qs(params string[] args) => Start(Program("tools/qs", "qs"), args);

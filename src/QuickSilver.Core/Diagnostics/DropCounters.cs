@@ -41,31 +41,10 @@ public enum DropReason
 /// <summary>
 /// Drop counters by reason. Incremented on the owning (core) thread, readable from any thread (metrics, tests).
 /// </summary>
-public sealed class DropCounters
+public sealed class DropCounters : EnumCounters<DropReason>
 {
-    private static readonly int Size = Enum.GetValues<DropReason>().Max(r => (int)r) + 1;
-    private readonly long[] _counts = new long[Size];
-
-    public void Increment(DropReason reason) => Interlocked.Increment(ref _counts[(int)reason]);
-
     /// <summary>Counts a decoder rejection under the matching reason.</summary>
     public void Increment(WireError error) => Increment(FromWireError(error));
-
-    public long this[DropReason reason] => Volatile.Read(ref _counts[(int)reason]);
-
-    public long Total
-    {
-        get
-        {
-            long sum = 0;
-            for (int i = 0; i < _counts.Length; i++)
-            {
-                sum += Volatile.Read(ref _counts[i]);
-            }
-
-            return sum;
-        }
-    }
 
     public static DropReason FromWireError(WireError error) => error switch
     {
