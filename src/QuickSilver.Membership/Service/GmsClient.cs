@@ -200,7 +200,10 @@ internal sealed class GmsClient
                 Apply(update);
                 break;
             case GmsMessageKind.Bye:
-                LoseGms(); // the GMS no longer knows us: register again
+                // The GMS no longer knows us: register again, over the same conversation (the Bye came through it, so it
+                // is alive). Forgetting it here would leave the GMS's side holding data for a conversation we dropped:
+                // each side's data then ends the other's newer conversation, over and over (soak seed 283).
+                LoseGms(forgetChannel: false);
                 break;
             case GmsMessageKind.Refused when Enum.IsDefined((GmsRefusal)Math.Min(message.Number, int.MaxValue)):
                 OnRefused((GmsRefusal)message.Number, message.GroupName, message.Limit);
@@ -272,15 +275,19 @@ internal sealed class GmsClient
     {
         if (peer == _gms && !_stopped)
         {
-            LoseGms();
+            LoseGms(forgetChannel: true);
         }
     }
 
-    private void LoseGms()
+    private void LoseGms(bool forgetChannel)
     {
         _requests.Clear(); // registering again re-joins every wanted group
         _scheduler.Cancel(_heartbeatAlarm);
-        _channel.Forget(_gms);
+        if (forgetChannel)
+        {
+            _channel.Forget(_gms);
+        }
+
         Node = null;
         GmsLost?.Invoke();
         SendHello();

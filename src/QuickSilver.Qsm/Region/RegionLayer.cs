@@ -25,6 +25,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     private readonly RegionOptions _options = Validated(options ?? new RegionOptions());
     private readonly RateControlOptions _rateOptions = Validated(rateOptions ?? new RateControlOptions());
     private readonly Dictionary<uint, RegionSender> _senders = new();
+    private readonly List<RegionSender> _retired = new();
     private IDatagramTransport _transport = null!;
     private IAlarmScheduler _scheduler = null!;
     private IControlChannel _control = null!;
@@ -60,7 +61,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     public void ResumeDelivery()
     {
         Member?.ResumeDelivery();
-        foreach (var sender in _senders.Values)
+        foreach (var sender in _senders.Values.Concat(_retired))
         {
             sender.OnLocalProgress();
         }
@@ -95,7 +96,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     {
         _statusOutbox?.Stop();
         Member?.Stop(null);
-        foreach (var sender in _senders.Values)
+        foreach (var sender in _senders.Values.Concat(_retired))
         {
             sender.Stop();
         }
@@ -110,12 +111,44 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
                 ? $"window left {s.WindowRemaining} B, blocked {s.WindowBlocked}, status {s.StatusReports}, token acks {s.AcknowledgedByToken}, resent on status {s.RetransmittedOnStatus}, "
                 : $"μ_snd {s.RateController.TargetRate:F0}/s, credits {s.RateController.Credits:F0}, ") +
             $"resent on NAK {s.RetransmittedOnNak} / timeout {s.RetransmittedOnTimeout}")) +
+        (_retired.Count > 0 ? $"; retired senders {_retired.Count}" : "") +
         $"; drops {Drops.Total}";
 
+    /// <summary>Senders kept after the node's id changed, at most this many (the oldest is stopped beyond it).</summary>
+    internal const int MaxRetiredSenders = 8;
+
+    /// <summary>Senders made under an earlier id of this node that still finish their streams (see <see cref="SetNode"/>).</summary>
+    public IReadOnlyList<RegionSender> RetiredSenders => _retired;
+
     /// <summary>Sets this node's id (from the GMS's registration, or given by a simulation). A node that registers again
-    /// with a restarted GMS gets a new id: members and senders made from then on use it, existing ones keep theirs
-    /// until the views replace them (docs/architecture.md, "Identity").</summary>
-    public void SetNode(uint node) => _node = node;
+    /// (the GMS dropped it as silent, or restarted) gets a new id and is a new member to everyone else: the member is
+    /// replaced by one with the new id at the next view that includes it, and every sender is retired: it takes no
+    /// more from its source (the layer above makes a new sender under the new id) but goes on answering NAKs and
+    /// tokens for what it sent, as the stream of a departed sender, until all of it is acknowledged
+    /// (docs/architecture.md, "Identity").</summary>
+    public void SetNode(uint node)
+    {
+        if (_node is { } old && old != node)
+        {
+            foreach (var sender in _senders.Values)
+            {
+                sender.Source = null;
+                _retired.Add(sender);
+            }
+
+            _senders.Clear();
+            while (_retired.Count > MaxRetiredSenders)
+            {
+                _retired[0].Stop();
+                _retired.RemoveAt(0);
+            }
+        }
+
+        _node = node;
+    }
+
+    /// <summary>The id <see cref="SetNode"/> gave, if any.</summary>
+    public uint? NodeId => _node;
 
     private uint Node => _node ?? throw new InvalidOperationException("The region layer does not know its node id yet (SetNode).");
 
@@ -126,7 +159,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         ArgumentNullException.ThrowIfNull(view);
         if (view.IndexOf(new NodeId(Node)) >= 0)
         {
-            if (Member?.View?.Region != view.Region)
+            if (Member?.View?.Region != view.Region || Member.Node != Node)
             {
                 Member?.Stop(view.MulticastAddress);
                 var member = new RegionMember(Node, _transport, _control, _scheduler, _options, _rateOptions);
@@ -152,6 +185,21 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         if (_senders.TryGetValue(view.Region.Value, out var existing))
         {
             existing.InstallView(view);
+        }
+
+        for (int i = _retired.Count - 1; i >= 0; i--)
+        {
+            var retired = _retired[i];
+            if (retired.Region == view.Region.Value)
+            {
+                retired.InstallView(view);
+            }
+
+            if (retired.Unacknowledged == 0)
+            {
+                retired.Stop();
+                _retired.RemoveAt(i);
+            }
         }
     }
 

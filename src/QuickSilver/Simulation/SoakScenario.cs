@@ -65,6 +65,10 @@ internal static class SoakScenario
             Leavers: random.Next(0, 2));
     }
 
+    /// <summary>The virtual time of the seed this thread is running (for log lines of a replay); null between runs.</summary>
+    [ThreadStatic]
+    public static Func<TimeSpan>? VirtualNow;
+
     /// <summary>Runs seed <paramref name="seed"/>; never throws for a protocol failure (it is the result).</summary>
     public static SoakResult Run(int seed)
     {
@@ -77,6 +81,7 @@ internal static class SoakScenario
             DuplicateRate = faults.Duplicate,
         };
         var cluster = new NodeCluster(seed, link);
+        VirtualNow = () => cluster.Network.Now;
         try
         {
             var (failure, unpurged) = Drive(cluster, faults, new Random(seed ^ 0x5EED));
@@ -102,6 +107,25 @@ internal static class SoakScenario
         var receivers = members.Skip(1).ToList();
         var joiners = new List<(NodeCluster.Node Node, int Owed)>();
         var gone = new HashSet<NodeCluster.Node>();
+
+        // A receiver the GMS dropped (silent under heavy loss) that registered again is a new member from then on: like a
+        // joiner, it is owed every message the sender takes once its view of the region includes the new id. Observe
+        // notes that point for each new id, as the run goes (it is called from every wait's condition).
+        var rejoinOwed = new Dictionary<NodeCluster.Node, (uint Id, int Owed)>();
+        bool Observe()
+        {
+            foreach (var node in receivers)
+            {
+                if (node.Ids.Count > 1 && node.Registered && (!rejoinOwed.TryGetValue(node, out var seen) || seen.Id != node.Id)
+                    && sender.Region?.Member?.View?.IndexOf(new Membership.NodeId(node.Id)) >= 0)
+                {
+                    var feed = sender.Groups[Group].Published!;
+                    rejoinOwed[node] = (node.Id, feed.Next <= feed.Count ? feed.Next : 0);
+                }
+            }
+
+            return true;
+        }
         foreach (var victim in receivers.OrderBy(_ => random.Next()).Take(faults.Crashes + faults.Leavers).Select((n, i) => (n, i)))
         {
             bool crash = victim.i < faults.Crashes;
@@ -128,56 +152,76 @@ internal static class SoakScenario
                 var joiner = cluster.AddNodes(1)[0];
                 joiner.Join(Group);
                 var feed = sender.Groups[Group].Published!;
-                cluster.Require(() => sender.Region!.Member!.View!.IndexOf(new Membership.NodeId(joiner.Id)) >= 0, limit, $"node {joiner.Id} in the sender's view");
+                cluster.Require(() => joiner.Registered && sender.Region!.Member!.View!.IndexOf(new Membership.NodeId(joiner.Id)) >= 0, limit, $"{joiner.Label} in the sender's view");
                 joiners.Add((joiner, feed.Next <= feed.Count ? feed.Next : 0));
             }));
         }
 
         foreach (var (at, act) in events.OrderBy(e => e.At))
         {
-            if (!cluster.Network.RunUntil(() => receivers.Where(n => !gone.Contains(n)).All(n => n.Groups[Group].CountFrom(sender.Id) >= at), limit))
+            if (!cluster.Network.RunUntil(() => Observe() && receivers.Where(n => !gone.Contains(n) && !Rejoined(n)).All(n => Count(n, sender) >= at), limit))
             {
-                return ($"the stream stalled before message {at}: {Progress(receivers, sender)}", null);
+                return ($"the stream stalled before message {at}: {Progress(receivers, sender)}; {Describe(members.Append(sender).Distinct())}", null);
             }
 
             act();
         }
 
-        var checkedMembers = members.Where(n => !gone.Contains(n)).ToList();
+        // A receiver the GMS dropped (silent under heavy loss) that registered again is a new member from then on, owed
+        // only what its new member anchors at (as a joiner is), so it is not held to the whole stream; the sender
+        // may have had several ids too, and its stream is the messages of all of them, oldest id first.
+        var checkedMembers = members.Where(n => !gone.Contains(n) && (n == sender || !Rejoined(n))).ToList();
+        Observe();
+        var rejoined = members.Where(n => !gone.Contains(n) && n != sender && Rejoined(n)).ToList();
         bool done = cluster.Network.RunUntil(
-            () => checkedMembers.All(n => n.Groups[Group].CountFrom(sender.Id) == faults.Messages)
+            () => checkedMembers.All(n => Count(n, sender) == faults.Messages)
+                  && Observe()
+                  && rejoined.All(n => rejoinOwed.GetValueOrDefault(n).Owed == 0 || Last(n, sender) == faults.Messages)
                   && joiners.All(j => j.Owed == 0 || Last(j.Node, sender) == faults.Messages),
             limit);
         if (!done)
         {
-            return ($"not every message arrived within {limit} of virtual time: {Progress(checkedMembers.Concat(joiners.Select(j => j.Node)), sender)}", null);
+            return ($"not every message arrived within {limit} of virtual time: {Progress(checkedMembers.Concat(rejoined).Concat(joiners.Select(j => j.Node)), sender)}; {Describe(checkedMembers.Concat(rejoined).Concat(joiners.Select(j => j.Node)))}", null);
         }
 
         foreach (var node in checkedMembers)
         {
-            var got = node.Groups[Group].Received[sender.Id];
+            var got = Messages(node, sender);
             for (int i = 0; i < got.Count; i++)
             {
                 if (got[i] != i + 1)
                 {
-                    return ($"node {node.Id} got message {got[i]} in place {i + 1}", null);
+                    return ($"{node.Label} got message {got[i]} in place {i + 1} (from sender ids {string.Join(", ", sender.Ids)})", null);
+                }
+            }
+        }
+
+        // A receiver that registered again delivers each message at most once, in order, to the end of the stream.
+        foreach (var node in rejoined)
+        {
+            var got = Messages(node, sender);
+            for (int i = 1; i < got.Count; i++)
+            {
+                if (got[i] <= got[i - 1])
+                {
+                    return ($"{node.Label} (registered again) got message {got[i]} after {got[i - 1]}", null);
                 }
             }
         }
 
         foreach (var (joiner, owed) in joiners)
         {
-            var got = joiner.Groups[Group].Received.GetValueOrDefault(sender.Id) ?? [];
+            var got = Messages(joiner, sender);
             if (owed > 0 && (got.Count == 0 || got[0] > owed))
             {
-                return ($"joiner {joiner.Id} started at message {got.FirstOrDefault()}, but was owed every message from {owed}", null);
+                return ($"joiner {joiner.Label} started at message {got.FirstOrDefault()}, but was owed every message from {owed}", null);
             }
 
             for (int i = 1; i < got.Count; i++)
             {
                 if (got[i] != got[i - 1] + 1)
                 {
-                    return ($"joiner {joiner.Id} got message {got[i]} after {got[i - 1]}", null);
+                    return ($"joiner {joiner.Label} got message {got[i]} after {got[i - 1]}", null);
                 }
             }
         }
@@ -188,22 +232,39 @@ internal static class SoakScenario
         int bound = new RegionOptions().MaxHeldPackets;
         if (live.FirstOrDefault(n => n.Region?.Member?.Streams.Values.Any(stream => stream.HeldCount > bound) == true) is { } over)
         {
-            return ($"node {over.Id} holds more than {bound} packets of one stream: {over.Region!.Member!.Describe()}", null);
+            return ($"{over.Label} holds more than {bound} packets of one stream: {over.Region!.Member!.Describe()}", null);
         }
 
         cluster.Network.RunUntil(() => live.All(n => (n.Region?.Member?.HeldPackets ?? 0) == 0), TimeSpan.FromSeconds(5));
         if (live.FirstOrDefault(n => (n.Region?.Member?.HeldPackets ?? 0) > 0) is { } holding)
         {
-            return (null, $"node {holding.Id} still holds {holding.Region!.Member!.HeldPackets} packets 5 s after the stream ended: " +
-                          string.Join(" | ", live.Select(n => $"node {n.Id}: {n.Region?.Member?.Describe() ?? "no member"}")));
+            return (null, $"{holding.Label} still holds {holding.Region!.Member!.HeldPackets} packets 5 s after the stream ended: " +
+                          string.Join(" | ", live.Select(n => $"{n.Label}: {n.Region?.Member?.Describe() ?? "no member"}")));
         }
 
         return (null, null);
     }
 
     private static int Last(NodeCluster.Node node, NodeCluster.Node sender)
-        => node.Groups.TryGetValue(Group, out var group) && group.Received.TryGetValue(sender.Id, out var got) && got.Count > 0 ? got[^1] : 0;
+        => Messages(node, sender) is { Count: > 0 } got ? got[^1] : 0;
+
+    /// <summary>Whether the GMS dropped <paramref name="node"/> and it registered again (it has had more than one id).</summary>
+    private static bool Rejoined(NodeCluster.Node node) => node.Ids.Count > 1;
+
+    /// <summary>How many messages <paramref name="node"/> delivered from <paramref name="sender"/>, under any of its ids.</summary>
+    private static int Count(NodeCluster.Node node, NodeCluster.Node sender)
+        => node.Groups.TryGetValue(Group, out var group) ? sender.Ids.Sum(id => group.CountFrom(id)) : 0;
+
+    /// <summary>The message numbers <paramref name="node"/> delivered from <paramref name="sender"/>: those under its first
+    /// id, then its next, and so on (a sender that registered again continues its stream under the new id).</summary>
+    private static List<int> Messages(NodeCluster.Node node, NodeCluster.Node sender)
+        => node.Groups.TryGetValue(Group, out var group)
+            ? sender.Ids.SelectMany(id => group.Received.GetValueOrDefault(id) ?? []).ToList()
+            : [];
+
+    private static string Describe(IEnumerable<NodeCluster.Node> nodes)
+        => string.Join(" | ", nodes.Select(n => $"{n.Label} (sim {n.Sim.Index}{(n.Sim.IsUp ? "" : ", down")}, ids {string.Join("/", n.Ids)}): {n.Region?.Describe() ?? "no region layer"}"));
 
     private static string Progress(IEnumerable<NodeCluster.Node> nodes, NodeCluster.Node sender)
-        => string.Join(", ", nodes.Select(n => $"node {n.Id}{(n.Sim.IsUp ? "" : " (down)")}: {n.Groups[Group].CountFrom(sender.Id)}"));
+        => string.Join(", ", nodes.Select(n => $"{n.Label}{(n.Sim.IsUp ? "" : " (down)")}{(Rejoined(n) ? " (registered again)" : "")}: {Count(n, sender)}"));
 }
