@@ -35,6 +35,26 @@ public sealed class RegionAdmissionTests
     }
 
     [Fact]
+    public void A_stream_start_hint_is_taken_only_from_an_admitted_sender_at_its_address()
+    {
+        var rig = new RegionRig();
+        var hint = new byte[RegionWire.StartSize];
+        RegionWire.WriteStart(hint, 1, 777, 1, 50);
+        rig.Control(RegionRig.Outsider, hint); // an id no view admits
+        RegionWire.WriteStart(hint, 1, 2, 1, 50);
+        rig.Control(RegionRig.Outsider, hint); // a member's id from another address
+        Assert.Null(rig.Member.Progress(777));
+        Assert.Null(rig.Member.Progress(2));
+        Assert.Equal(2, rig.Member.Drops[DropReason.NotAMember]);
+
+        rig.Control(RegionRig.Peer2, hint); // the member itself: its stream starts after 49, at the next token
+        Assert.False(rig.Member.Progress(2)!.Value.Anchored);
+        RegionWire.WriteStart(hint, 1, 2, 1, 1);
+        rig.Control(RegionRig.Peer3, hint);
+        Assert.Equal(3, rig.Member.Drops[DropReason.NotAMember]);
+    }
+
+    [Fact]
     public void A_members_id_from_another_address_does_not_touch_its_stream()
     {
         var rig = new RegionRig();

@@ -26,6 +26,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     private readonly RateControlOptions _rateOptions = Validated(rateOptions ?? new RateControlOptions());
     private readonly Dictionary<uint, RegionSender> _senders = new();
     private readonly List<RegionSender> _retired = new();
+    private readonly List<(NetAddress From, DataHeader Header)> _pendingStarts = new();
     private IDatagramTransport _transport = null!;
     private IAlarmScheduler _scheduler = null!;
     private IControlChannel _control = null!;
@@ -184,8 +185,15 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
 
         if (_senders.TryGetValue(view.Region.Value, out var existing))
         {
+            var before = existing.View;
             existing.InstallView(view);
+            if (view.ViewNumber != before.ViewNumber && existing.LastSequence > 0)
+            {
+                AnnounceStart(existing, before, view);
+            }
         }
+
+        ReplayStarts();
 
         for (int i = _retired.Count - 1; i >= 0; i--)
         {
@@ -212,6 +220,44 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         ArgumentNullException.ThrowIfNull(senders);
         _admitted = [.. senders];
         Member?.AdmitSenders(_admitted);
+        ReplayStarts();
+    }
+
+    /// <summary>Most stream-start hints kept for a view this node has not installed yet (the oldest is dropped beyond it).</summary>
+    internal const int MaxPendingStarts = 64;
+
+    /// <summary>A sender that has sent before tells each member new in its view where its stream starts for that member
+    /// (<see cref="RegionMember.OnStart"/>). A sender that has sent nothing needs no hint: its first packet, numbered 1,
+    /// starts every member's stream.</summary>
+    private void AnnounceStart(RegionSender sender, RegionView before, RegionView view)
+    {
+        Span<byte> message = stackalloc byte[RegionWire.StartSize];
+        RegionWire.WriteStart(message, view.Region.Value, sender.Node, view.ViewNumber, sender.ViewStart);
+        foreach (var member in view.Members)
+        {
+            if (member.Node.Value != sender.Node && before.IndexOf(member.Node) < 0)
+            {
+                _control.Send(member.Address, message);
+            }
+        }
+    }
+
+    /// <summary>Hands the member the stream-start hints that arrived before the view (or the admission) they need.</summary>
+    private void ReplayStarts()
+    {
+        if (Member is not { } member)
+        {
+            return;
+        }
+
+        for (int i = 0; i < _pendingStarts.Count; i++)
+        {
+            var (from, header) = _pendingStarts[i];
+            if (member.OnStart(from, header))
+            {
+                _pendingStarts.RemoveAt(i--);
+            }
+        }
     }
 
     /// <summary>The sender into <paramref name="view"/>'s region, created on first use.</summary>
@@ -329,6 +375,23 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
                 else
                 {
                     Drops.Increment(DropReason.NotForThisNode);
+                }
+
+                break;
+            case RegionControl.Start:
+                if (!RegionWire.TryReadStart(message, out var start))
+                {
+                    Drops.Increment(DropReason.Malformed);
+                }
+                else if (Member?.OnStart(from, start) != true)
+                {
+                    if (_pendingStarts.Count >= MaxPendingStarts)
+                    {
+                        _pendingStarts.RemoveAt(0);
+                        Drops.Increment(DropReason.ReceiveBufferFull);
+                    }
+
+                    _pendingStarts.Add((from, start));
                 }
 
                 break;
