@@ -171,6 +171,45 @@ public sealed class RegionAdmissionTests
     }
 
     [Fact]
+    public void A_sender_retired_when_the_node_registered_again_still_takes_its_streams_NAKs_and_ACKs()
+    {
+        var rig = new RegionRig();
+        rig.Run(TimeSpan.FromMilliseconds(1), pulls: 8);
+        var old = rig.Sender;
+        Assert.True(old.LastSequence >= 5, $"the sender sent {old.LastSequence} packets");
+        rig.Layer.SetNode(7); // registered again as node 7: the sender of node 1 retires
+        Assert.Same(old, Assert.Single(rig.Layer.RetiredSenders));
+
+        rig.Control(RegionRig.Peer2, Ranges(RegionControl.Nak, sender: 1, first: 1, last: 3));
+        Assert.Equal(3, old.RetransmittedOnNak);
+        var ack = new byte[RegionWire.AckSize];
+        RegionWire.WriteAck(ack, new RegionAck(1, 1, 1, Stable: old.LastSequence, MaxSeen: old.LastSequence, Rate: 0, Loss: 0));
+        rig.Control(RegionRig.Peer2, ack);
+        Assert.Equal(0, old.Unacknowledged);
+
+        // All of it acknowledged: the next view lets it go.
+        rig.Layer.InstallView(new RegionView(new RegionId(1), 2, rig.View.Members.Replace(rig.View.Members[0], new ViewMember(new NodeId(7), RegionRig.Self)), RegionRig.Group));
+        Assert.Empty(rig.Layer.RetiredSenders);
+    }
+
+    [Fact]
+    public void One_source_holds_at_most_a_few_stream_start_hints_waiting_for_their_view()
+    {
+        var rig = new RegionRig();
+        var hint = new byte[RegionWire.StartSize];
+        for (uint sender = 100; sender < 100 + RegionLayer.MaxPendingStarts; sender++)
+        {
+            RegionWire.WriteStart(hint, 1, sender, 9, 50); // for view 9, which this node does not have: kept for later
+            rig.Control(RegionRig.Outsider, hint);
+        }
+
+        Assert.Equal(RegionLayer.MaxPendingStarts - RegionLayer.MaxPendingStartsPerSource, rig.Layer.Drops[DropReason.ReceiveBufferFull]);
+        RegionWire.WriteStart(hint, 1, 2, 9, 50);
+        rig.Control(RegionRig.Peer2, hint); // a real member's hint still finds room
+        Assert.Equal(RegionLayer.MaxPendingStarts - RegionLayer.MaxPendingStartsPerSource, rig.Layer.Drops[DropReason.ReceiveBufferFull]);
+    }
+
+    [Fact]
     public void A_NAK_or_pull_with_bytes_after_its_ranges_is_malformed()
     {
         var rig = new RegionRig();

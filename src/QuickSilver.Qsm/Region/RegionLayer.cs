@@ -223,8 +223,31 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         ReplayStarts();
     }
 
+    /// <summary>This node's sender into <paramref name="region"/> under id <paramref name="node"/>: the current one, or
+    /// one retired when the node registered again (it still takes the NAKs, ACKs and flow reports of its stream).</summary>
+    private RegionSender? SenderFor(uint region, uint node)
+    {
+        if (_senders.TryGetValue(region, out var sender) && sender.Node == node)
+        {
+            return sender;
+        }
+
+        foreach (var retired in _retired)
+        {
+            if (retired.Region == region && retired.Node == node)
+            {
+                return retired;
+            }
+        }
+
+        return sender; // not ours under any id: the current sender counts the refusal
+    }
+
     /// <summary>Most stream-start hints kept for a view this node has not installed yet (the oldest is dropped beyond it).</summary>
     internal const int MaxPendingStarts = 64;
+
+    /// <summary>Most stream-start hints kept from one source address (a node sends one per region view change).</summary>
+    internal const int MaxPendingStartsPerSource = 4;
 
     /// <summary>A sender that has sent before tells each member new in its view where its stream starts for that member
     /// (<see cref="RegionMember.OnStart"/>). A sender that has sent nothing needs no hint: its first packet, numbered 1,
@@ -326,7 +349,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
 
         if (status.Aggregate)
         {
-            if (_senders.TryGetValue(status.Region, out var sender))
+            if (SenderFor(status.Region, status.Sender) is { } sender)
             {
                 sender.OnStatus(from, status, local: false);
             }
@@ -385,6 +408,14 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
                 }
                 else if (Member?.OnStart(from, start) != true)
                 {
+                    // Kept before its sender can be checked (the view may not be here yet), so one source may hold only a
+                    // few: a peer that is no member cannot push the real senders' hints out.
+                    if (_pendingStarts.Count(p => p.From == from) >= MaxPendingStartsPerSource)
+                    {
+                        Drops.Increment(DropReason.ReceiveBufferFull);
+                        break;
+                    }
+
                     if (_pendingStarts.Count >= MaxPendingStarts)
                     {
                         _pendingStarts.RemoveAt(0);
@@ -396,7 +427,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
 
                 break;
             case RegionControl.Nak or RegionControl.Ack:
-                if (_senders.TryGetValue(region, out var sender))
+                if (message.Length >= 9 && SenderFor(region, BinaryPrimitives.ReadUInt32LittleEndian(message[5..])) is { } sender)
                 {
                     sender.OnControl(from, message);
                 }
