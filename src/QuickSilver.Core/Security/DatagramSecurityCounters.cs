@@ -22,6 +22,13 @@ public sealed class DatagramSecurityCounters
     /// <summary>Received datagrams dropped, all reasons.</summary>
     public long Rejected => _rejected.Total;
 
+    /// <summary>Sources the replay window forgot to make room (<see cref="DatagramSecurityOptions.MaxReplaySources"/>):
+    /// a forgotten source's next datagram is taken as if first seen, so a replay of it inside the window would pass.</summary>
+    public long ReplaySourcesForgotten => ReplayEvictions?.Invoke() ?? 0;
+
+    /// <summary>Reads the replay window's eviction count (set by the transport that owns the window).</summary>
+    internal Func<long>? ReplayEvictions { get; set; }
+
     internal void CountSealed() => Volatile.Write(ref _sealed, _sealed + 1);
 
     internal void CountOpened() => Volatile.Write(ref _opened, _opened + 1);
@@ -30,5 +37,5 @@ public sealed class DatagramSecurityCounters
 
     public override string ToString() =>
         $"sealed {Sealed}, opened {Opened}, rejected {Rejected} (bad tag {this[DatagramRejection.BadTag]}, unknown key {this[DatagramRejection.UnknownKey]}, " +
-        $"truncated {this[DatagramRejection.Truncated]}, replayed {this[DatagramRejection.Replayed]})";
+        $"truncated {this[DatagramRejection.Truncated]}, replayed {this[DatagramRejection.Replayed]}), replay sources forgotten {ReplaySourcesForgotten}";
 }

@@ -52,6 +52,11 @@ public sealed class SecureTransport : IDatagramTransport, IDatagramHandler, IDis
         Keys = DatagramKeyRing.FromSecret(options.ClusterSecret, options.Mode);
         _sealer = new DatagramSealer(options.Mode, Keys);
         _replays = options.ReplayWindow > 0 ? new ReplayWindow(options.ReplayWindow, options.MaxReplaySources) : null;
+        if (_replays is { } replays)
+        {
+            Counters.ReplayEvictions = () => replays.Evicted;
+        }
+
         _plaintext = options.Mode == DatagramSecurity.Encrypt ? new byte[inner.MaxDatagramSize] : null;
     }
 

@@ -34,6 +34,9 @@ internal sealed class LossRecovery
 
     public long RepairsSent { get; private set; }
 
+    /// <summary>Repairs the endpoint refused (its send queue was full): not sent, and not in <see cref="RepairsSent"/>.</summary>
+    public long RepairsRefused { get; private set; }
+
     public long PullsSent { get; private set; }
 
     public long NaksSent { get; private set; }
@@ -184,8 +187,14 @@ internal sealed class LossRecovery
                 {
                     budget--;
                     int length = RegionWire.WriteData(_datagram, new DataHeader(stream.Sender, _member.View!.Region.Value, RegionWire.RepairView, seq, seq), payload);
-                    _member.Data.TrySend(to, _datagram.AsSpan(0, length));
-                    RepairsSent++;
+                    if (_member.Data.TrySend(to, _datagram.AsSpan(0, length)))
+                    {
+                        RepairsSent++;
+                    }
+                    else
+                    {
+                        RepairsRefused++; // the endpoint's send queue is full (it counts SendQueueFull too)
+                    }
                 }
 
                 if (k == last)

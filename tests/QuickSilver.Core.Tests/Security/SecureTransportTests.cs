@@ -282,6 +282,23 @@ public sealed class SecureTransportTests
         Assert.True(window.Accept(A, 0, 900)); // forgotten: accepted as a new source (the documented weakness)
     }
 
+    [Fact]
+    public void Forgotten_replay_sources_show_in_the_transports_counters()
+    {
+        var options = Options(DatagramSecurity.Authenticate) with { MaxReplaySources = 16 };
+        var pair = new Pair(options);
+        for (int i = 0; i < 20; i++)
+        {
+            var other = new SecureTransport(new WireDouble(A), options); // a restarted sender: a new salt, a new source
+            other.TrySend(B, Datagram(80));
+            pair.ReceiverWire.Deliver(A, ((WireDouble)other.Inner).Last.ToArray());
+        }
+
+        Assert.Equal(20, pair.Stack.Count);
+        Assert.Equal(4, pair.Receiver.Counters.ReplaySourcesForgotten);
+        Assert.Contains("replay sources forgotten 4", pair.Receiver.Counters.ToString(), StringComparison.Ordinal);
+    }
+
     [Theory]
     [MemberData(nameof(Modes))]
     public void Sealing_and_opening_allocate_nothing_per_datagram(DatagramSecurity mode)
