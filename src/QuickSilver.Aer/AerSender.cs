@@ -33,6 +33,7 @@ public sealed class AerSender : AerRole, IDatagramFeed
     private long _spmSeq;
     private NetAddress? _nominee;
     private uint _epoch;
+    private double _nomineeG;
     private int _consecutiveTimeouts;
     private int _backoff = 1;
     private TimeSpan _lastActivity;
@@ -383,8 +384,14 @@ public sealed class AerSender : AerRole, IDatagramFeed
         var worst = _selection.Worst(now);
         if (_nominee is { } current)
         {
-            var known = _selection.Find(current);
-            if (known is { } k && (worst is not { } w || w.Receiver == current || w.G <= k.G * Options.NomineeSwitchRatio))
+            // The nominee's CSM may no longer reach us (its repair server forwards only the worst below it, and that
+            // alternates between near-equal receivers): keep the g last seen for it, and move only for a clearly worse one.
+            if (_selection.Find(current) is { } k)
+            {
+                _nomineeG = k.G;
+            }
+
+            if (worst is not { } w || w.Receiver == current || w.G <= _nomineeG * Options.NomineeSwitchRatio)
             {
                 return;
             }
@@ -412,6 +419,7 @@ public sealed class AerSender : AerRole, IDatagramFeed
         }
 
         _nominee = next.Receiver;
+        _nomineeG = next.G;
         _epoch++;
         NomineeHistory.Add(next.Receiver);
         Counters.NomineeChanges++;

@@ -32,6 +32,12 @@ public sealed record AerScenarioOptions
     /// re-multicasting them.</summary>
     public bool SourceSubcast { get; init; } = true;
 
+    /// <summary>When set, the source's nominee at that time crashes (NCA failover).</summary>
+    public TimeSpan? CrashNomineeAt { get; init; }
+
+    /// <summary>When set, the source's nominee at that time leaves the session (its CSM says so).</summary>
+    public TimeSpan? LeaveNomineeAt { get; init; }
+
     public int Messages { get; init; } = 2000;
     public int PayloadBytes { get; init; } = 1000;
     public TreeLink SourceLink { get; init; } = new() { Latency = TimeSpan.FromMilliseconds(1), BandwidthBitsPerSecond = 100_000_000 };
@@ -58,6 +64,9 @@ public sealed record AerScenarioResult(
     long RepairSamples,
     long MaxRepairCacheBytes,
     AerCounters Totals,
+    IReadOnlyList<NetAddress> NomineeHistory,
+    NetAddress? RemovedNominee,
+    IReadOnlyDictionary<NetAddress, int> SiteOf,
     string Describe);
 
 /// <summary>Builds and runs one <see cref="AerScenarioOptions"/> on virtual time; every stack is built by <see cref="StackBuilder"/>.</summary>
@@ -161,9 +170,13 @@ public sealed class AerScenario
         return layer;
     }
 
+    /// <summary>Raised every 10 ms of virtual time while <see cref="Run"/> runs (tests inject traffic here).</summary>
+    public event Action? Tick;
+
     /// <summary>Runs until every live receiver has every message, or the time limit.</summary>
     public AerScenarioResult Run()
     {
+        NetAddress? removedNominee = null;
         bool crashed = _o.CrashRepairServers.Count == 0 && _o.CrashReceivers.Count == 0;
         long maxCache = 0;
         var end = Network.Now + _o.TimeLimit;
@@ -190,7 +203,26 @@ public sealed class AerScenario
                 }
             }
 
-            if (_receivers.All(r => !r.Node.IsUp || r.Delivered >= _o.Messages))
+            foreach (var (at, crash) in new[] { (_o.CrashNomineeAt, true), (_o.LeaveNomineeAt, false) })
+            {
+                if (at is { } when && removedNominee is null && Network.Now >= when && Sender.Nominee is { } nominee)
+                {
+                    var victim = _receivers.First(r => r.Role!.Session == Session && new NetAddress(r.Node.Address.Ip, 7000) == nominee);
+                    removedNominee = nominee;
+                    victim.Left = true;
+                    if (crash)
+                    {
+                        victim.Node.Crash();
+                    }
+                    else
+                    {
+                        _stacks.First(s => s.Node == victim.Node).Layer.Remove(Session);
+                    }
+                }
+            }
+
+            Tick?.Invoke();
+            if (_receivers.All(r => !r.Node.IsUp || r.Left || r.Delivered >= _o.Messages))
             {
                 done = true;
                 break;
@@ -205,7 +237,7 @@ public sealed class AerScenario
 
         return new AerScenarioResult(
             done,
-            _receivers.Select(r => r.Delivered).ToArray(),
+            _receivers.Where(r => r.Node.IsUp && !r.Left).Select(r => r.Delivered).ToArray(),
             _receivers.Sum(r => r.OrderViolations),
             Tree.Arrivals.GetValueOrDefault((SourceAddress, (byte)AerWire.NakType)),
             SourceLayer.Counters.RepairsSent,
@@ -214,6 +246,9 @@ public sealed class AerScenario
             _latencyCount,
             maxCache,
             totals,
+            Sender.NomineeHistory.ToList(),
+            removedNominee,
+            _receivers.ToDictionary(r => new NetAddress(r.Node.Address.Ip, 7000), r => r.Site),
             string.Join("\n", _stacks.Select(s => s.Stack.Describe())));
     }
 
@@ -248,6 +283,7 @@ public sealed class AerScenario
         public int Index { get; } = index;
         public SimNode Node { get; } = node;
         public AerReceiver? Role { get; set; }
+        public bool Left { get; set; }
         public long Delivered { get; private set; }
         public long OrderViolations { get; private set; }
 
