@@ -47,31 +47,6 @@ switch (command)
         }
 
         break;
-    case "debug":
-    {
-        var ac = new TreeLink { Latency = TimeSpan.FromMilliseconds(2), LossRate = 0.02, BandwidthBitsPerSecond = 100_000_000 };
-        var bb = new TreeLink { Latency = TimeSpan.FromMilliseconds(40), LossRate = 0, BandwidthBitsPerSecond = 100_000_000 };
-        var sc = new AerScenario(new AerScenarioOptions { Seed = 1, Messages = 300, Sites = 1, ReceiversPerSite = 2, BackboneLink = bb, AccessLink = ac });
-        var lat = new List<double>();
-        sc.Tree.Trace = (t, f, to, b) =>
-        {
-            if (t.TotalMilliseconds < 300 && b.Span[3] != 65 && b.Span[3] != 67 && b.Span[3] != 70)
-            {
-                long seq = b.Length >= 24 ? System.Buffers.Binary.BinaryPrimitives.ReadInt64LittleEndian(b.Span[16..]) : 0;
-                Console.WriteLine(string.Create(inv, $"{t.TotalMilliseconds:0.0} {f} -> {to} type {b.Span[3]} flags {b.Span[10]} seq {seq}"));
-            }
-        };
-        foreach (var r in sc.Receivers)
-        {
-            r.RepairLatency = t => { lat.Add(t.TotalMilliseconds); Console.Write(string.Create(inv, $"[{sc.Network.Now.TotalMilliseconds:0}:{t.TotalMilliseconds:0}] ")); };
-        }
-
-        var res = sc.Run();
-        Console.WriteLine(string.Join(" ", lat.Select(l => l.ToString("0", inv))));
-        Console.WriteLine(res.Describe);
-        break;
-    }
-
     default:
         Console.WriteLine("usage: QuickSilver.AerSim naks|latency [seeds]");
         return 2;

@@ -6,7 +6,7 @@ using QuickSilver.Core.Wire;
 namespace QuickSilver.Aer;
 
 /// <summary>
-/// The AER/NCA layer of a stack (docs/aer.md): owns packet types 64–70 and hosts, per session (a multicast group sent
+/// The AER/NCA layer of a stack (docs/aer.md): owns packet types 7–13 (reserved for AER in docs/wire-format.md) and hosts, per session (a multicast group sent
 /// by one source), this node's role in it: the source (<see cref="AerSender"/>), a repair server
 /// (<see cref="RepairServer"/>) or a receiver (<see cref="AerReceiver"/>). It parses the session once and hands the
 /// datagram to the role, which parses its own body. Datagrams for no session here, malformed or from a node that may

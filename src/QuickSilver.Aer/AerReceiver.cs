@@ -152,7 +152,11 @@ public sealed class AerReceiver : AerRole
                 {
                     NotAMember();
                 }
-                else if (Options.NakSuppression && nak.Seq >= _next && nak.Seq < _next + _slots.Length && _slots[Slot(nak.Seq)] is null)
+                else if (!Options.NakSuppression)
+                {
+                    _naks.ResetConsecutiveTimeouts(); // not suppressed, but the upstream is alive and fetching
+                }
+                else if (nak.Seq >= _next && nak.Seq < _next + _slots.Length && _slots[Slot(nak.Seq)] is null)
                 {
                     if (_naks.Suppress(nak.Seq))
                     {

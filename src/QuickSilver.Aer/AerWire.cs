@@ -29,24 +29,24 @@ public readonly record struct CongestionStateMessage(uint Session, NetAddress Re
 /// field is 0 (AER names nodes by address). Every reader checks the exact length and the ranges of every field, and
 /// never throws.
 /// <code>
-/// 64 Data      flags bit0 repair | u32 session | u64 seq | i64 sentTicks | payload
-/// 65 SPM       u32 session | u32 srcIp | u16 srcPort | u32 upIp | u16 upPort | u8 depth | u8 0 | u64 spmSeq | u64 highest | u64 lowestAvailable | u32 pathRttMicros
-/// 66 NAK       flags bit0 downstream | u32 session | u64 seq
-/// 67 CSM       flags bit0 leaving | u32 session | u32 rcvIp | u16 rcvPort | u16 0 | f64 loss | u32 rttMicros
-/// 68 Nominate  flags bit0 stop | u32 session | u32 epoch
-/// 69 ACK       u32 session | u32 epoch | u64 seq | i64 echoTicks
-/// 70 Probe     flags bit0 reply | u32 session | i64 ticks
+///  7 Data      flags bit0 repair | u32 session | u64 seq | i64 sentTicks | payload
+///  8 SPM       u32 session | u32 srcIp | u16 srcPort | u32 upIp | u16 upPort | u8 depth | u8 0 | u64 spmSeq | u64 highest | u64 lowestAvailable | u32 pathRttMicros
+///  9 NAK       flags bit0 downstream | u32 session | u64 seq
+/// 10 CSM       flags bit0 leaving | u32 session | u32 rcvIp | u16 rcvPort | u16 0 | f64 loss | u32 rttMicros
+/// 11 Nominate  flags bit0 stop | u32 session | u32 epoch
+/// 12 ACK       u32 session | u32 epoch | u64 seq | i64 echoTicks
+/// 13 Probe     flags bit0 reply | u32 session | i64 ticks
 /// </code>
 /// </summary>
 public static class AerWire
 {
-    public const PacketType DataType = (PacketType)64;
-    public const PacketType SpmType = (PacketType)65;
-    public const PacketType NakType = (PacketType)66;
-    public const PacketType CsmType = (PacketType)67;
-    public const PacketType NominateType = (PacketType)68;
-    public const PacketType AckType = (PacketType)69;
-    public const PacketType ProbeType = (PacketType)70;
+    public const PacketType DataType = (PacketType)7;
+    public const PacketType SpmType = (PacketType)8;
+    public const PacketType NakType = (PacketType)9;
+    public const PacketType CsmType = (PacketType)10;
+    public const PacketType NominateType = (PacketType)11;
+    public const PacketType AckType = (PacketType)12;
+    public const PacketType ProbeType = (PacketType)13;
 
     public const int DataHeaderSize = PacketHeader.Size + 20;
     public const int SpmSize = PacketHeader.Size + 46;

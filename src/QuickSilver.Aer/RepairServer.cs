@@ -130,7 +130,11 @@ public sealed class RepairServer : AerRole
                     {
                         NotAMember();
                     }
-                    else if (Options.NakSuppression && !Cache.Contains(nak.Seq) && nak.Seq <= _known + Options.MaxPendingNaks && _naks.Suppress(nak.Seq))
+                    else if (!Options.NakSuppression)
+                    {
+                        _naks.ResetConsecutiveTimeouts();
+                    }
+                    else if (!Cache.Contains(nak.Seq) && nak.Seq <= _known + Options.MaxPendingNaks && _naks.Suppress(nak.Seq))
                     {
                         Counters.NaksSuppressed++;
                     }

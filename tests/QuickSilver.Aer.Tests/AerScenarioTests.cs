@@ -190,7 +190,7 @@ public sealed class AerScenarioTests(ITestOutputHelper output)
             {
                 int length = random.Next(16, 80);
                 random.NextBytes(buffer.AsSpan(0, length));
-                new PacketHeader((PacketType)(64 + random.Next(7)), 0, (ushort)length, (ushort)random.Next(4)).Write(buffer);
+                new PacketHeader((PacketType)(7 + random.Next(7)), 0, (ushort)length, (ushort)random.Next(4)).Write(buffer);
                 System.Buffers.Binary.BinaryPrimitives.WriteUInt32LittleEndian(buffer.AsSpan(PacketHeader.Size), AerScenario.Session);
                 return buffer.AsSpan(0, length);
             }

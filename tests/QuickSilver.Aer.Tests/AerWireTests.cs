@@ -100,7 +100,7 @@ public sealed class AerWireTests
         {
             int length = random.Next(12, buffer.Length);
             random.NextBytes(buffer.AsSpan(0, length));
-            var type = (PacketType)(64 + random.Next(7));
+            var type = (PacketType)(7 + random.Next(7));
             new PacketHeader(type, 0, (ushort)length, (ushort)random.Next(3)).Write(buffer);
             var d = buffer.AsSpan(0, length);
             var h = Header(d);
