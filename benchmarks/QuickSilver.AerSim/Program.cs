@@ -47,16 +47,33 @@ switch (command)
         }
 
         break;
+    case "bandwidth":
+    {
+        // The seed's Figure 4 in simulation: bytes over all links of the tree (SPMs, CSMs and probes included) per
+        // message delivered to every receiver, with and without repair servers, as the loss on every link grows.
+        Console.WriteLine("loss per link | bytes/message with RS | without RS | saving");
+        foreach (double p in new[] { 0.005, 0.01, 0.02, 0.05 })
+        {
+            var bb = new TreeLink { Latency = TimeSpan.FromMilliseconds(40), LossRate = p, BandwidthBitsPerSecond = 100_000_000 };
+            var ac = new TreeLink { Latency = TimeSpan.FromMilliseconds(2), LossRate = p, BandwidthBitsPerSecond = 100_000_000 };
+            var with = Mean(seeds, s => new AerScenarioOptions { Seed = s, Messages = 1000, ReceiversPerSite = 8, BackboneLink = bb, AccessLink = ac });
+            var without = Mean(seeds, s => new AerScenarioOptions { Seed = s, Messages = 1000, ReceiversPerSite = 8, BackboneLink = bb, AccessLink = ac, RepairServers = false });
+            Console.WriteLine(string.Create(inv, $"{p,13:P1} | {with.Bytes / 1000,21:0} | {without.Bytes / 1000,10:0} | {1 - with.Bytes / without.Bytes,6:P0}"));
+        }
+
+        break;
+    }
+
     default:
-        Console.WriteLine("usage: QuickSilver.AerSim naks|latency [seeds]");
+        Console.WriteLine("usage: QuickSilver.AerSim naks|latency|bandwidth [seeds]");
         return 2;
 }
 
 return 0;
 
-static (double NaksAtSource, double NaksSent, double Latency) Mean(int seeds, Func<int, AerScenarioOptions> make)
+static (double NaksAtSource, double NaksSent, double Latency, double Bytes) Mean(int seeds, Func<int, AerScenarioOptions> make)
 {
-    double naks = 0, sent = 0, latency = 0;
+    double naks = 0, sent = 0, latency = 0, bytes = 0;
     for (int s = 1; s <= seeds; s++)
     {
         var result = new AerScenario(make(s)).Run();
@@ -68,7 +85,8 @@ static (double NaksAtSource, double NaksSent, double Latency) Mean(int seeds, Fu
         naks += result.NaksAtSource;
         sent += result.Totals.NaksSent;
         latency += result.MeanRepairLatencyMs;
+        bytes += result.LinkBytes;
     }
 
-    return (naks / seeds, sent / seeds, latency / seeds);
+    return (naks / seeds, sent / seeds, latency / seeds, bytes / seeds);
 }

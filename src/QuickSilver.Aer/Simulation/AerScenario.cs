@@ -67,6 +67,7 @@ public sealed record AerScenarioResult(
     IReadOnlyList<NetAddress> NomineeHistory,
     NetAddress? RemovedNominee,
     IReadOnlyDictionary<NetAddress, int> SiteOf,
+    long LinkBytes,
     string Describe);
 
 /// <summary>Builds and runs one <see cref="AerScenarioOptions"/> on virtual time; every stack is built by <see cref="StackBuilder"/>.</summary>
@@ -249,6 +250,7 @@ public sealed class AerScenario
             Sender.NomineeHistory.ToList(),
             removedNominee,
             _receivers.ToDictionary(r => new NetAddress(r.Node.Address.Ip, 7000), r => r.Site),
+            Tree.LinkBytes,
             string.Join("\n", _stacks.Select(s => s.Stack.Describe())));
     }
 

@@ -53,6 +53,9 @@ public sealed class TreeNetwork
 
     public long Delivered { get; private set; }
 
+    /// <summary>Bytes carried over all links, summed per link crossed (the seed's "network bandwidth usage", §5).</summary>
+    public long LinkBytes { get; private set; }
+
     /// <summary>Datagrams that reached each host address (by packet type byte), for counting NAKs at the source.</summary>
     public Dictionary<(NetAddress To, byte Type), long> Arrivals { get; } = new();
 
@@ -237,6 +240,7 @@ public sealed class TreeNetwork
             }
 
             t = done + link.Latency;
+            LinkBytes += bytes;
             if (link.LossRate > 0 && Random.NextDouble() < link.LossRate)
             {
                 Lost++;
