@@ -38,7 +38,7 @@ public sealed class AerReceiver : AerRole
         _source = source;
         _deliver = deliver ?? throw new ArgumentNullException(nameof(deliver));
         _tracker = new SourcePathTracker(source, Options.SpmTimeout);
-        _naks = new NakScheduler(Scheduler, layer.Random, Options.ReceiveWindowPackets, SendNakUpstream) { DelayMax = Options.ReceiverNakDelayMax, RetryTimeout = Options.NakRetryMin };
+        _naks = new NakScheduler(Scheduler, layer.Random, Options.ReceiveWindowPackets, SendNakUpstream) { DelayMax = Options.ReceiverNakDelayMax, RetryTimeout = Options.NakRetryMin, Expired = () => Counters.NakTimeouts++ };
         _loss = new LossRateWindow(Options.LossWindowPackets);
         _slots = new byte[]?[Options.ReceiveWindowPackets];
         _lengths = new int[Options.ReceiveWindowPackets];
@@ -200,8 +200,7 @@ public sealed class AerReceiver : AerRole
                 else
                 {
                     _upRtt.Sample(now - TimeSpan.FromTicks(ticks));
-                    var retry = TimeSpan.FromTicks((long)(_upRtt.Smoothed.Ticks * Options.NakRetryRttFactor));
-                    _naks.RetryTimeout = retry > Options.NakRetryMin ? retry : Options.NakRetryMin;
+                    SetRetryTimers(now);
                 }
 
                 break;
@@ -355,6 +354,17 @@ public sealed class AerReceiver : AerRole
         // Packets the window holds back may have become NAKable as it moved.
         Raise(_known);
         Scheduler.ScheduleAfter(_csmAlarm, Options.CsmInterval);
+    }
+
+    /// <summary>NAK timers: a NAK answered by the upstream takes a round trip to it; one the upstream is fetching from
+    /// further up (we were suppressed) takes the round trip from the source (the SPMs' path round trip plus ours).</summary>
+    private void SetRetryTimers(TimeSpan now)
+    {
+        var up = _tracker.Upstream(now);
+        var retry = TimeSpan.FromTicks((long)(_upRtt.Smoothed.Ticks * Options.NakRetryRttFactor));
+        _naks.RetryTimeout = retry > Options.NakRetryMin ? retry : Options.NakRetryMin;
+        var full = TimeSpan.FromTicks((long)((_upRtt.Smoothed.Ticks + up.PathRttMicros * 10L) * Options.NakRetryRttFactor));
+        _naks.SuppressedRetryTimeout = full > _naks.RetryTimeout ? full : _naks.RetryTimeout;
     }
 
     private RttEstimator NewRtt() => new(Options.InitialRto, TimeSpan.FromMilliseconds(1), Options.RtoMax);

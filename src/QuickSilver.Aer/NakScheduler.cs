@@ -33,7 +33,14 @@ public sealed class NakScheduler
     /// <summary>The NAK retransmission timer.</summary>
     public TimeSpan RetryTimeout { get; set; } = TimeSpan.FromMilliseconds(40);
 
+    /// <summary>The timer after a suppression: the upstream is fetching from further up, so the repair takes the round
+    /// trip from there (the owner sets it from the SPMs' path round trip). Never shorter than <see cref="RetryTimeout"/>.</summary>
+    public TimeSpan SuppressedRetryTimeout { get; set; } = TimeSpan.FromMilliseconds(40);
+
     public int Count => _pending.Count;
+
+    /// <summary>Called when a retransmission timer expires (the owner counts it).</summary>
+    public Action? Expired { get; set; }
 
     public long Suppressed { get; private set; }
 
@@ -84,12 +91,15 @@ public sealed class NakScheduler
         }
         else if (entry.Sent)
         {
-            return false; // ours went already (or an earlier NAK suppressed it); its timer runs
+            // Ours went already (or an earlier NAK suppressed it): the upstream says it is fetching from further up,
+            // so the repair takes that long.
+            _scheduler.ScheduleAfter(entry.Alarm, SuppressedRetryTimeout > RetryTimeout ? SuppressedRetryTimeout : RetryTimeout);
+            return false;
         }
 
         entry.Sent = true;
         Suppressed++;
-        _scheduler.ScheduleAfter(entry.Alarm, RetryTimeout);
+        _scheduler.ScheduleAfter(entry.Alarm, SuppressedRetryTimeout > RetryTimeout ? SuppressedRetryTimeout : RetryTimeout);
         return true;
     }
 
@@ -183,6 +193,7 @@ public sealed class NakScheduler
 
         // §4.1: the retransmission timer expired without the repair, which counts as a new loss.
         Timeouts++;
+        Expired?.Invoke();
         ConsecutiveTimeouts++;
         Wait(entry);
     }

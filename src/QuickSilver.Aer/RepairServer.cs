@@ -44,7 +44,7 @@ public sealed class RepairServer : AerRole
         _children = children.ToArray();
         _childSet = new HashSet<NetAddress>(_children);
         _tracker = new SourcePathTracker(source, Options.SpmTimeout);
-        _naks = new NakScheduler(Scheduler, layer.Random, Options.MaxPendingNaks, FetchFromUpstream) { DelayMax = Options.RepairServerNakDelayMax, RetryTimeout = Options.NakRetryMin };
+        _naks = new NakScheduler(Scheduler, layer.Random, Options.MaxPendingNaks, FetchFromUpstream) { DelayMax = Options.RepairServerNakDelayMax, RetryTimeout = Options.NakRetryMin, Expired = () => Counters.NakTimeouts++ };
         Cache = new RepairCache(Options.RepairCacheBytes);
         _selection = new NomineeSelection(Math.Max(1, _children.Length), Options.CsmTimeout);
         _csmAlarm = new Alarm(_ => OnCsmTimer());
@@ -187,8 +187,7 @@ public sealed class RepairServer : AerRole
                 else if (from == _rttTarget && ticks <= now.Ticks)
                 {
                     _upRtt.Sample(now - TimeSpan.FromTicks(ticks));
-                    var retry = TimeSpan.FromTicks((long)(_upRtt.Smoothed.Ticks * Options.NakRetryRttFactor));
-                    _naks.RetryTimeout = retry > Options.NakRetryMin ? retry : Options.NakRetryMin;
+                    SetRetryTimers(now);
                 }
                 else
                 {
@@ -400,6 +399,17 @@ public sealed class RepairServer : AerRole
         }
 
         Scheduler.ScheduleAfter(_csmAlarm, Options.CsmInterval);
+    }
+
+    /// <summary>NAK timers: a NAK answered by the upstream takes a round trip to it; one the upstream is fetching from
+    /// further up (we were suppressed) takes the round trip from the source (the SPMs' path round trip plus ours).</summary>
+    private void SetRetryTimers(TimeSpan now)
+    {
+        var up = _tracker.Upstream(now);
+        var retry = TimeSpan.FromTicks((long)(_upRtt.Smoothed.Ticks * Options.NakRetryRttFactor));
+        _naks.RetryTimeout = retry > Options.NakRetryMin ? retry : Options.NakRetryMin;
+        var full = TimeSpan.FromTicks((long)((_upRtt.Smoothed.Ticks + up.PathRttMicros * 10L) * Options.NakRetryRttFactor));
+        _naks.SuppressedRetryTimeout = full > _naks.RetryTimeout ? full : _naks.RetryTimeout;
     }
 
     private RttEstimator NewRtt() => new(Options.InitialRto, TimeSpan.FromMilliseconds(1), Options.RtoMax);

@@ -104,6 +104,23 @@ public sealed class AerScenarioTests(ITestOutputHelper output)
     }
 
     [Fact]
+    public void A_repair_server_forwards_what_it_fetched_to_the_children_it_suppressed()
+    {
+        // Loss only on the backbone, above the repair servers: every loss is fetched from the source by the repair
+        // server, whose NAK subcast suppressed its receivers; they get the repair when it passes, without NAKing again.
+        var result = Run(new AerScenarioOptions
+        {
+            Seed = 14,
+            Messages = 1000,
+            AccessLink = new TreeLink { Latency = TimeSpan.FromMilliseconds(2), BandwidthBitsPerSecond = 100_000_000 },
+        });
+        AssertEveryoneGotEverything(result, 1000);
+        Assert.True(result.Totals.RepairsForwarded > 30, $"{result.Totals.RepairsForwarded} repairs forwarded");
+        Assert.True(result.Totals.NakTimeouts * 10 < result.Totals.RepairsReceived, $"{result.Totals.NakTimeouts} NAK timers expired for {result.Totals.RepairsReceived} repairs");
+        Assert.True(result.MeanRepairLatencyMs < 1.5 * 86, $"mean repair latency {result.MeanRepairLatencyMs:0.0} ms for a round trip of 86 ms");
+    }
+
+    [Fact]
     public void Repair_caches_stay_within_their_byte_bound_and_evicted_packets_are_fetched_again()
     {
         const long bound = 40_000; // about 38 packets of 1,032 bytes
