@@ -13,6 +13,11 @@ Log.Logger = new LoggerConfiguration()
 try
 {
     var root = new RootCommand("qs: the QuickSilver command-line tool.") { GmsVerb.Create(), NodeVerb.Create() };
+    foreach (var verb in AerVerbs.Create())
+    {
+        root.Subcommands.Add(verb);
+    }
+
     return await Cli.RunAsync(root, args);
 }
 finally
