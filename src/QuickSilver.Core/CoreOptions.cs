@@ -38,6 +38,10 @@ public sealed record CoreOptions
 
     public ILogger? Logger { get; init; }
 
+    /// <summary>Where the core's "QuickSilver.Core" meter comes from: a host's <see cref="System.Diagnostics.Metrics.IMeterFactory"/>
+    /// (dependency injection), or null (the default) for a meter of its own.</summary>
+    public System.Diagnostics.Metrics.IMeterFactory? MeterFactory { get; init; }
+
     /// <summary>Test hook: the core's time source (elapsed time since an arbitrary origin). Null: a monotonic stopwatch.</summary>
     internal Func<TimeSpan>? TimeSource { get; init; }
 

@@ -35,7 +35,7 @@ public sealed class QuickSilverCore : IAlarmScheduler, ICoreDispatcher, IDisposa
         Options = options;
         Log = (options.Logger ?? Serilog.Log.Logger).ForContext("Core", options.Name);
         _downcalls = new BoundedMpscQueue<Downcall>(options.DowncallQueueCapacity);
-        Counters = new CoreCounters(options.Name, () => _downcalls.Count);
+        Counters = new CoreCounters(options.Name, () => _downcalls.Count, options.MeterFactory);
         if (options.TimeSource is { } source)
         {
             _time = source;

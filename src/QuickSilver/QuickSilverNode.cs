@@ -16,6 +16,10 @@ public sealed record GmsSnapshot(int Nodes, int Groups, int Regions, IReadOnlyDi
 /// <summary>One group as the GMS sees it: its current view number, how many regions of overlap it spans, and its members.</summary>
 public sealed record GmsGroupSnapshot(uint ViewNumber, int Regions, int Members);
 
+/// <summary>A node's membership state (<see cref="QuickSilverNode.GetStatusAsync"/>): whether its core runs, whether the
+/// GMS has it registered (and under which id), and how many groups the GMS has given it views of.</summary>
+public sealed record NodeStatus(bool CoreRunning, bool Registered, uint? Id, int Groups);
+
 /// <summary>
 /// A QuickSilver node: a core thread with one UDP endpoint, the GMS client (and, if asked, an embedded GMS), and the
 /// QSM protocol stack. Join groups with <see cref="JoinGroupAsync"/>; dispose to leave the system (the GMS is told at
@@ -90,7 +94,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
         options ??= new QuickSilverNodeOptions();
         options.Validate();
         var logger = options.Logger ?? Serilog.Log.Logger;
-        var core = QuickSilverCore.Start(new CoreOptions { Name = "node", Backend = options.Backend, Logger = logger });
+        var core = QuickSilverCore.Start(new CoreOptions { Name = "node", Backend = options.Backend, Logger = logger, MeterFactory = options.MeterFactory });
         try
         {
             uint epoch = (uint)Random.Shared.Next(1, int.MaxValue);
@@ -111,7 +115,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
             }
 
             var endpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Bind, MaxDatagramSize = options.DatagramSize, InjectedLossRate = options.InjectedLossRate });
-            var counters = new QsmCounters(endpoint.LocalAddress.ToString());
+            var counters = new QsmCounters(endpoint.LocalAddress.ToString(), options.MeterFactory);
             var stack = await core.InvokeAsync(() =>
             {
                 var built = QsmStack.BuildNode(endpoint, core, new QsmStackOptions
@@ -190,6 +194,22 @@ public sealed class QuickSilverNode : IAsyncDisposable
         group.State = await _core.InvokeAsync(() => _groups.Join(name, group)).ConfigureAwait(false);
         await group.Ready.WaitAsync(cancellationToken).ConfigureAwait(false);
         return group;
+    }
+
+    /// <summary>The node's membership state now: whether the GMS has it registered (false after the GMS was lost, until
+    /// the client registers again) and the groups it is in. <see cref="NodeStatus.CoreRunning"/> is false once the core has
+    /// stopped (disposed or faulted); then the rest is not asked.</summary>
+    public async Task<NodeStatus> GetStatusAsync(CancellationToken cancellationToken = default)
+    {
+        if (_core.Completion.IsCompleted)
+        {
+            return new NodeStatus(false, false, null, 0);
+        }
+
+        var membership = _stack.Get<MembershipLayer>();
+        var (registered, id, groups) = await _core.InvokeAsync(() =>
+            (membership.Client.IsRegistered, membership.Client.Node?.Value, membership.Client.Groups.Count())).WaitAsync(cancellationToken).ConfigureAwait(false);
+        return new NodeStatus(true, registered, id, groups);
     }
 
     /// <summary>The node's protocol state (region member, senders, drops) as text, for diagnosing a stalled transfer.</summary>

@@ -56,6 +56,17 @@ public sealed record QuickSilverNodeOptions
     /// <c>Serilog.Log.Logger</c>.</summary>
     public Serilog.ILogger? Logger { get; init; }
 
+    /// <summary>Where the node's meters ("QuickSilver.Core", "QuickSilver.Qsm") come from: the host's
+    /// <see cref="System.Diagnostics.Metrics.IMeterFactory"/> (<c>AddQuickSilver</c> passes the one in dependency
+    /// injection), or null (the default) for meters of the node's own. Either way <c>dotnet-counters</c> and
+    /// OpenTelemetry see them by name (docs/ecosystem.md).</summary>
+    public System.Diagnostics.Metrics.IMeterFactory? MeterFactory { get; init; }
+
+    /// <summary>Trace publishing and delivery as activities of the "QuickSilver" <see cref="System.Diagnostics.ActivitySource"/>
+    /// (<see cref="QuickSilverTelemetry"/>). Off by default: then the per-message path does not look at the source at all;
+    /// on, it starts an activity per message only while a listener samples it (docs/ecosystem.md, "Telemetry").</summary>
+    public bool Tracing { get; init; }
+
     public RegionOptions Region { get; init; } = new();
 
     public RateControlOptions RateControl { get; init; } = new();
