@@ -15,14 +15,17 @@ public sealed class QuickSilverService : IHostedService, IAsyncDisposable
 {
     private readonly IOptions<QuickSilverHostOptions> _options;
     private readonly IMeterFactory? _meterFactory;
+    private readonly Microsoft.Extensions.Logging.ILoggerFactory? _loggerFactory;
     private readonly IEnumerable<GroupRegistration> _registrations;
     private readonly IServiceProvider _services;
     private readonly TaskCompletionSource<QuickSilverNode> _started = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private readonly Dictionary<string, QuickSilverGroup> _groups = new(StringComparer.Ordinal);
     private QuickSilverNode? _node;
 
-    internal QuickSilverService(IOptions<QuickSilverHostOptions> options, IEnumerable<GroupRegistration> registrations, IServiceProvider services, IMeterFactory? meterFactory)
+    internal QuickSilverService(IOptions<QuickSilverHostOptions> options, IEnumerable<GroupRegistration> registrations, IServiceProvider services, IMeterFactory? meterFactory,
+        Microsoft.Extensions.Logging.ILoggerFactory? loggerFactory)
     {
+        _loggerFactory = loggerFactory;
         _options = options; // read at start: a bad option fails the start (ValidateOnStart), not the resolution
         _registrations = registrations;
         _services = services;
@@ -49,9 +52,11 @@ public sealed class QuickSilverService : IHostedService, IAsyncDisposable
         var options = _options.Value;
         using var timeout = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
         timeout.CancelAfter(options.StartTimeout);
-        var nodeOptions = options.Node.MeterFactory is null && _meterFactory is not null
-            ? options.Node with { MeterFactory = _meterFactory }
-            : options.Node;
+        var nodeOptions = options.Node with
+        {
+            MeterFactory = options.Node.MeterFactory ?? _meterFactory,     // the host's, unless the options name one
+            LoggerFactory = options.Node.LoggerFactory ?? _loggerFactory,
+        };
         try
         {
             _node = await QuickSilverNode.StartAsync(nodeOptions, timeout.Token).ConfigureAwait(false);

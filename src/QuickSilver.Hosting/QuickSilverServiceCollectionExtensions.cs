@@ -50,7 +50,8 @@ public static class QuickSilverServiceCollectionExtensions
             sp.GetRequiredService<IOptions<QuickSilverHostOptions>>(),
             sp.GetServices<GroupRegistration>(),
             sp,
-            sp.GetService<IMeterFactory>()));
+            sp.GetService<IMeterFactory>(),
+            sp.GetService<Microsoft.Extensions.Logging.ILoggerFactory>()));
         services.AddHostedService(sp => sp.GetRequiredService<QuickSilverService>());
         return new QuickSilverBuilder(services);
     }

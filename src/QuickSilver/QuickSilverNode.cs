@@ -93,8 +93,10 @@ public sealed class QuickSilverNode : IAsyncDisposable
     {
         options ??= new QuickSilverNodeOptions();
         options.Validate();
-        var logger = options.Logger ?? Serilog.Log.Logger;
-        var core = QuickSilverCore.Start(new CoreOptions { Name = "node", Backend = options.Backend, Logger = logger, MeterFactory = options.MeterFactory });
+        var loggers = options.LoggerFactory ?? Microsoft.Extensions.Logging.Abstractions.NullLoggerFactory.Instance;
+        var logger = loggers.CreateLogger("QuickSilver.Node");
+        var protocolLogger = loggers.CreateLogger("QuickSilver.Protocol");
+        var core = QuickSilverCore.Start(new CoreOptions { Name = "node", Backend = options.Backend, Logger = loggers.CreateLogger("QuickSilver.Core"), MeterFactory = options.MeterFactory });
         try
         {
             uint epoch = (uint)Random.Shared.Next(1, int.MaxValue);
@@ -105,12 +107,12 @@ public sealed class QuickSilverNode : IAsyncDisposable
                 var gmsOptions = options.GmsServer;
                 if (gmsOptions.UseMulticast && !await MulticastWorksAsync(core, gmsEndpoint, gmsOptions.MulticastPoolStart).ConfigureAwait(false))
                 {
-                    logger.Warning("IP multicast is unavailable here (joining {Group} failed): regions will use unicast fan-out", gmsOptions.MulticastPoolStart);
+                    NodeLog.MulticastUnavailable(logger, gmsOptions.MulticastPoolStart);
                     gmsOptions = gmsOptions with { UseMulticast = false };
                 }
 
                 gms = await core.InvokeAsync(() => QsmStack.BuildGms(gmsEndpoint, core, epoch ^ 0x5A5A5A5Au | 1,
-                        (ulong)Random.Shared.NextInt64(1, long.MaxValue), gmsOptions, logger: logger, log: new RateLimitedLog(logger, core), security: options.Security)
+                        (ulong)Random.Shared.NextInt64(1, long.MaxValue), gmsOptions, logger: loggers.CreateLogger("QuickSilver.Gms"), log: new RateLimitedLog(protocolLogger, core), security: options.Security)
                     .Get<GmsServerLayer>().Server).ConfigureAwait(false);
             }
 
@@ -125,7 +127,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
                     Region = options.Region,
                     RateControl = options.RateControl,
                     Security = options.Security,
-                }, new RateLimitedLog(logger, core));
+                }, new RateLimitedLog(protocolLogger, core));
                 counters.SetSecurity(built.Security?.Counters);
                 var regions = built.Get<RegionLayer>();
                 regions.MemberChanged += counters.SetMember;

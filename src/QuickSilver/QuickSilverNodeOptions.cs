@@ -52,9 +52,11 @@ public sealed record QuickSilverNodeOptions
     /// to an embedded GMS's endpoint. 0 (the default) in production.</summary>
     public double InjectedLossRate { get; init; }
 
-    /// <summary>Where the node's core, its reliable channel and an embedded GMS log (Serilog); null: the global
-    /// <c>Serilog.Log.Logger</c>.</summary>
-    public Serilog.ILogger? Logger { get; init; }
+    /// <summary>Where the node's core, its protocol layers and an embedded GMS log (Microsoft.Extensions.Logging;
+    /// categories "QuickSilver.Core", "QuickSilver.Protocol", "QuickSilver.Gms", "QuickSilver.Node"). Null (the default):
+    /// nowhere. On the generic host, <c>AddQuickSilver</c> passes the host's factory; with Serilog, pass
+    /// <c>new SerilogLoggerFactory(Log.Logger)</c> (Serilog.Extensions.Logging), as qs and the samples do.</summary>
+    public Microsoft.Extensions.Logging.ILoggerFactory? LoggerFactory { get; init; }
 
     /// <summary>Where the node's meters ("QuickSilver.Core", "QuickSilver.Qsm") come from: the host's
     /// <see cref="System.Diagnostics.Metrics.IMeterFactory"/> (<c>AddQuickSilver</c> passes the one in dependency

@@ -37,6 +37,7 @@ internal static class GmsVerb
                 EmbeddedGms = true,
                 GmsServer = new GmsOptions { MulticastPoolStart = NetAddress.Parse(parse.GetValue(pool)!) },
                 Security = datagrams,
+                LoggerFactory = QsLogging.Factory,
             };
             int limit = parse.GetValue(seconds);
             using var stop = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
