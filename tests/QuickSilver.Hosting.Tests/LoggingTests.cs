@@ -95,6 +95,21 @@ public sealed class LoggingTests
     }
 
     [Fact]
+    public void The_dispatcher_reports_a_malformed_datagram_with_its_sender_and_error_and_counts_it()
+    {
+        using var collector = new Collector();
+        using var factory = LoggerFactory.Create(b => b.AddProvider(collector).SetMinimumLevel(LogLevel.Trace));
+        var drops = new DropCounters();
+        var dispatcher = new Core.Wire.PacketDispatcher(drops, new RateLimitedLog(factory.CreateLogger("QuickSilver.Protocol"), new ManualClock()));
+
+        dispatcher.OnDatagram(Core.Io.NetAddress.Loopback(5000), new byte[3]);
+        dispatcher.OnDatagram(Core.Io.NetAddress.Loopback(5001), new byte[3]);
+
+        Assert.Equal(2, drops.Total);
+        Assert.Equal("Dropped a malformed datagram from 127.0.0.1:5000 (Truncated)", Assert.Single(collector.Lines).Message);
+    }
+
+    [Fact]
     public async Task The_hosted_node_logs_to_the_hosts_logger_factory_by_category()
     {
         using var collector = new Collector { Minimum = LogLevel.Information };

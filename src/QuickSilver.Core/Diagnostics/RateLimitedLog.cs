@@ -28,7 +28,10 @@ public sealed class RateLimitedLog
     /// <summary>Logs <paramref name="messageTemplate"/> (one "{Name}" hole, filled with <paramref name="arg0"/>) unless
     /// warnings are disabled or a line with the same key was written less than <see cref="Interval"/> ago. Returns true
     /// when the line was written.</summary>
-    public bool Warn<T0>(int key, string messageTemplate, T0 arg0)
+    public bool Warn<T0>(int key, string messageTemplate, T0 arg0) => Warn(key, messageTemplate, arg0, (object?)null);
+
+    /// <summary>As <see cref="Warn{T0}"/>, with two holes; the arguments are formatted only when the line is written.</summary>
+    public bool Warn<T0, T1>(int key, string messageTemplate, T0 arg0, T1 arg1)
     {
         if (!_logger.IsEnabled(LogLevel.Warning))
         {
@@ -43,7 +46,7 @@ public sealed class RateLimitedLog
         }
 
         _state[key] = (now, 0);
-        string message = Fill(messageTemplate, arg0);
+        string message = Fill(Fill(messageTemplate, arg0), arg1);
         if (s.Suppressed > 0)
         {
             CoreLog.RateLimitedWithSuppressed(_logger, message, s.Suppressed);
@@ -56,9 +59,14 @@ public sealed class RateLimitedLog
         return true;
     }
 
-    /// <summary>The template with its one hole filled (once per <see cref="Interval"/> at most, so formatting here is cheap).</summary>
+    /// <summary>The template with its first hole filled (once per <see cref="Interval"/> at most, so formatting here is cheap).</summary>
     private static string Fill<T0>(string template, T0 arg0)
     {
+        if (arg0 is null)
+        {
+            return template;
+        }
+
         int open = template.IndexOf('{', StringComparison.Ordinal);
         int close = open < 0 ? -1 : template.IndexOf('}', open);
         string value = Convert.ToString(arg0, CultureInfo.InvariantCulture) ?? "";
