@@ -7,6 +7,7 @@ public sealed class QuickSilverBuilder
 {
     internal QuickSilverBuilder(IServiceCollection services) => Services = services;
 
+    /// <summary>The service collection <c>AddQuickSilver</c> registered into.</summary>
     public IServiceCollection Services { get; }
 
     /// <summary>Joins <paramref name="name"/> when the host starts and then calls <paramref name="onJoined"/> (on the

@@ -95,6 +95,7 @@ public sealed class QuickSilverService : IHostedService, IAsyncDisposable
         }
     }
 
+    /// <summary>Disposes the node if the host did not stop it.</summary>
     public async ValueTask DisposeAsync()
     {
         if (Interlocked.Exchange(ref _node, null) is { } node)

@@ -70,6 +70,7 @@ public sealed class QuickSilverGroup : IGroupOwner
         });
     }
 
+    /// <summary>The group's name (at most <see cref="QuickSilverNode.MaxGroupNameBytes"/> UTF-8 bytes).</summary>
     public string Name { get; }
 
     /// <summary>The latest group view this node received.</summary>

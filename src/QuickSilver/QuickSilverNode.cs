@@ -274,6 +274,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
         return true;
     }
 
+    /// <summary>Leaves the system: stops the stack (the GMS is told at once), then the core and the meters.</summary>
     public async ValueTask DisposeAsync()
     {
         try

@@ -19,6 +19,7 @@ public sealed record QuickSilverNodeOptions
     /// <summary>This node's unicast address; port 0 picks a free port.</summary>
     public NetAddress Bind { get; init; } = NetAddress.Loopback(0);
 
+    /// <summary>The core's I/O backend: <see cref="IoBackendKind.Auto"/> (the default) is epoll on Linux, the portable backend elsewhere.</summary>
     public IoBackendKind Backend { get; init; } = IoBackendKind.Auto;
 
     /// <summary>Largest datagram of the node's endpoint (data packets and control segments; a larger control message,
@@ -30,8 +31,10 @@ public sealed record QuickSilverNodeOptions
     /// (docs/architecture.md).</summary>
     public int? MaxDatagramSize { get; init; }
 
+    /// <summary>The default datagram size on a loopback <see cref="Bind"/> address: 16 KiB.</summary>
     public const int LoopbackDatagramSize = 16 * 1024;
 
+    /// <summary>The default datagram size elsewhere: 1,472 bytes (a 1,500-byte Ethernet MTU less the IPv4 and UDP headers).</summary>
     public const int EthernetDatagramSize = 1472;
 
     /// <summary>The datagram size in force: <see cref="MaxDatagramSize"/>, or the interface's default.</summary>
@@ -69,10 +72,13 @@ public sealed record QuickSilverNodeOptions
     /// on, it starts an activity per message only while a listener samples it (docs/ecosystem.md, "Telemetry").</summary>
     public bool Tracing { get; init; }
 
+    /// <summary>The QSM region protocol's options (R, token interval, window, FIFO delivery, …; docs/qsm.md).</summary>
     public RegionOptions Region { get; init; } = new();
 
+    /// <summary>The paper's rate control (k, Δ, λ, μ_min, ρ, C, C_low, C_high, Δ_max; docs/qsm.md).</summary>
     public RateControlOptions RateControl { get; init; } = new();
 
+    /// <summary>The embedded GMS's options (batching, heartbeats, multicast pool, limits); used only with <see cref="EmbeddedGms"/>.</summary>
     public GmsOptions GmsServer { get; init; } = new();
 
     /// <summary>Authentication (and optional encryption) of every datagram this node, and its embedded GMS, sends and
@@ -81,6 +87,8 @@ public sealed record QuickSilverNodeOptions
     /// register or exchange anything with it (docs/security.md, "Datagram authentication").</summary>
     public DatagramSecurityOptions Security { get; init; } = new();
 
+    /// <summary>Throws <see cref="ArgumentException"/> (or <see cref="ArgumentOutOfRangeException"/>) naming the first invalid
+    /// option; <see cref="QuickSilverNode.StartAsync"/> and the hosting package's start-up validation call it.</summary>
     public void Validate()
     {
         if (Gms.IsMulticast || Gms.Port == 0)
