@@ -96,7 +96,7 @@ public sealed class PackageTests
         }
     }
 
-    private static async Task<(int ExitCode, string Output)> RunAsync(string directory, TimeSpan guard, params string[] args)
+    internal static async Task<(int ExitCode, string Output)> RunAsync(string directory, TimeSpan guard, params string[] args)
     {
         var start = new ProcessStartInfo(Environment.GetEnvironmentVariable("DOTNET_HOST_PATH") is { Length: > 0 } host ? host : "dotnet")
         {
@@ -112,6 +112,8 @@ public sealed class PackageTests
 
         start.Environment["DOTNET_CLI_TELEMETRY_OPTOUT"] = "1";
         start.Environment["DOTNET_NOLOGO"] = "1";
+        start.Environment["MSBUILDDISABLENODEREUSE"] = "1";        // no build nodes outlive the test
+        start.Environment["DOTNET_CLI_DO_NOT_USE_MSBUILD_SERVER"] = "1";
         using var process = Process.Start(start)!;
         var stdout = process.StandardOutput.ReadToEndAsync();
         var stderr = process.StandardError.ReadToEndAsync();
