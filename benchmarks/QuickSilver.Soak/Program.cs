@@ -32,6 +32,8 @@ root.SetAction(parse =>
         // A replay prints what the nodes logged (registrations, removals, refusals) as it goes.
         Log.Logger = new LoggerConfiguration().MinimumLevel.Information()
             .Enrich.With(new VirtualTimeEnricher()).WriteTo.Console(outputTemplate: "[{VirtualTime} {Level:u3}] {Message:lj}{NewLine}{Exception}", formatProvider: System.Globalization.CultureInfo.InvariantCulture).CreateLogger();
+        using var logging = new Serilog.Extensions.Logging.SerilogLoggerFactory(Log.Logger);
+        NodeCluster.GmsLogger = logging.CreateLogger("GMS");
         var result = SoakScenario.Run(replay);
         Console.WriteLine($"seed {replay}: {result.Faults}");
         Console.WriteLine(result.Passed

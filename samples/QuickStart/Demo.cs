@@ -23,6 +23,9 @@ internal static class Demo
     /// (base64): the publisher makes a new one each run, so there is nothing to configure.</summary>
     public const string SecretVariable = "QS_DEMO_CLUSTER_SECRET";
 
+    /// <summary>The node logs through Microsoft.Extensions.Logging; Serilog (the static <c>Log.Logger</c> Program sets up) is the provider.</summary>
+    private static readonly Serilog.Extensions.Logging.SerilogLoggerFactory Logging = new();
+
     /// <summary>A small publish buffer so that "sent" tracks what the protocol actually let out. Every datagram is
     /// authenticated under <paramref name="secret"/> (docs/security.md).</summary>
     public static QuickSilverNodeOptions NodeOptions(NetAddress gms, bool embeddedGms, byte[] secret) => new()
@@ -30,6 +33,7 @@ internal static class Demo
         Gms = gms,
         EmbeddedGms = embeddedGms,
         PublishBuffer = 1_000,
+        LoggerFactory = Logging,
         Security = new DatagramSecurityOptions { Mode = DatagramSecurity.Authenticate, ClusterSecret = secret },
         GmsServer = new GmsOptions
         {

@@ -1,5 +1,5 @@
 using QuickSilver.Core.Io;
-using Serilog;
+using Microsoft.Extensions.Logging;
 
 namespace QuickSilver.Core;
 
@@ -36,7 +36,12 @@ public sealed record CoreOptions
     /// <summary>Datagrams moved by one recvmmsg/sendmmsg call (epoll backend).</summary>
     public int SyscallBatchSize { get; init; } = 64;
 
+    /// <summary>Where the core logs (Microsoft.Extensions.Logging); null (the default): nowhere.</summary>
     public ILogger? Logger { get; init; }
+
+    /// <summary>Where the core's "QuickSilver.Core" meter comes from: a host's <see cref="System.Diagnostics.Metrics.IMeterFactory"/>
+    /// (dependency injection), or null (the default) for a meter of its own.</summary>
+    public System.Diagnostics.Metrics.IMeterFactory? MeterFactory { get; init; }
 
     /// <summary>Test hook: the core's time source (elapsed time since an arbitrary origin). Null: a monotonic stopwatch.</summary>
     internal Func<TimeSpan>? TimeSource { get; init; }

@@ -5,7 +5,8 @@ using QuickSilver.Core.Downcalls;
 using QuickSilver.Core.Io;
 using QuickSilver.Core.Io.Linux;
 using QuickSilver.Core.Io.Portable;
-using Serilog;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
 
 namespace QuickSilver.Core;
 
@@ -33,9 +34,9 @@ public sealed class QuickSilverCore : IAlarmScheduler, ICoreDispatcher, IDisposa
     private QuickSilverCore(CoreOptions options)
     {
         Options = options;
-        Log = (options.Logger ?? Serilog.Log.Logger).ForContext("Core", options.Name);
+        Log = options.Logger ?? NullLogger.Instance;
         _downcalls = new BoundedMpscQueue<Downcall>(options.DowncallQueueCapacity);
-        Counters = new CoreCounters(options.Name, () => _downcalls.Count);
+        Counters = new CoreCounters(options.Name, () => _downcalls.Count, options.MeterFactory);
         if (options.TimeSource is { } source)
         {
             _time = source;
@@ -255,7 +256,7 @@ public sealed class QuickSilverCore : IAlarmScheduler, ICoreDispatcher, IDisposa
         catch (Exception e)
         {
             _fault = e;
-            Log.Fatal(e, "Core {Core} stopped on an unexpected fault", Options.Name);
+            CoreLog.Faulted(Log, e, Options.Name);
         }
         finally
         {
@@ -417,7 +418,7 @@ public sealed class QuickSilverCore : IAlarmScheduler, ICoreDispatcher, IDisposa
     private void OnUpcallFault(Exception e)
     {
         Counters.UpcallFaults++;
-        Log.Error(e, "A handler, feed, alarm or downcall threw on core {Core}; the core carries on", Options.Name);
+        CoreLog.UpcallFault(Log, e, Options.Name);
     }
 
     private void Shutdown()
@@ -437,7 +438,7 @@ public sealed class QuickSilverCore : IAlarmScheduler, ICoreDispatcher, IDisposa
 
         if (_alarms.Count > 0)
         {
-            Log.Debug("Core {Core} stopping with {Alarms} alarms pending", Options.Name, _alarms.Count);
+            CoreLog.Stopping(Log, Options.Name, _alarms.Count);
         }
 
         foreach (var endpoint in _endpoints.ToArray())

@@ -8,7 +8,7 @@ using QuickSilver.Qsm.Group;
 using QuickSilver.Qsm.RateControl;
 using QuickSilver.Qsm.Region;
 using QuickSilver.Transport.Reliable;
-using Serilog;
+using Microsoft.Extensions.Logging;
 
 namespace QuickSilver.Qsm;
 

@@ -15,13 +15,17 @@ internal sealed class QsmCounters : IDisposable
 {
     public const string MeterName = "QuickSilver.Qsm";
 
-    private readonly Meter _meter = new(MeterName);
+    private readonly Meter _meter;
+    private readonly bool _ownsMeter;
+    private volatile bool _disposed;
     private volatile KeyValuePair<uint, RegionSender>[] _senders = [];
     private volatile RegionMember? _member;
     private volatile DatagramSecurityCounters? _security;
 
-    public QsmCounters(string node)
+    public QsmCounters(string node, IMeterFactory? meterFactory = null)
     {
+        _ownsMeter = meterFactory is null;
+        _meter = meterFactory?.Create(MeterName) ?? new Meter(MeterName);
         var tag = new KeyValuePair<string, object?>("node", node);
         Sender("qs.qsm.receiver_rate", s => s.RateController.ReceiverRate, "{packet}/s", "μ_rec: the region's receive rate per sender, from its last ACK (formula 1)");
         Sender("qs.qsm.target_rate", s => s.RateController.TargetRate, "{packet}/s", "μ_snd = max(μ_min, (1+λ)·μ_rec) (formula 2)");
@@ -32,16 +36,16 @@ internal sealed class QsmCounters : IDisposable
         Sender("qs.qsm.unacknowledged", s => s.Unacknowledged, "{packet}", "Packets the sender keeps until the region's ACK");
         Sender("qs.qsm.retransmitted.nak", s => s.RetransmittedOnNak, "{packet}", "Packets resent for a partition's collective NAK");
         Sender("qs.qsm.retransmitted.timeout", s => s.RetransmittedOnTimeout, "{packet}", "Packets resent on the sender's timeout");
-        _meter.CreateObservableCounter("qs.qsm.token.rounds", () => new Measurement<long>(_member?.RoundsCompleted ?? 0, tag), "{round}", "Token rounds completed while this node led its region");
-        _meter.CreateObservableCounter("qs.qsm.repairs", () => new Measurement<long>(_member?.RepairsSent ?? 0, tag), "{packet}", "Packets pushed or pulled to a peer");
-        _meter.CreateObservableCounter("qs.qsm.pulls", () => new Measurement<long>(_member?.PullsSent ?? 0, tag), "{request}");
-        _meter.CreateObservableCounter("qs.security.opened", () => new Measurement<long>(_security?.Opened ?? 0, tag), "{packet}", "Received datagrams verified (datagram security on)");
+        Counter("qs.qsm.token.rounds", () => _member?.RoundsCompleted ?? 0, "{round}", "Token rounds completed while this node led its region");
+        Counter("qs.qsm.repairs", () => _member?.RepairsSent ?? 0, "{packet}", "Packets pushed or pulled to a peer");
+        Counter("qs.qsm.pulls", () => _member?.PullsSent ?? 0, "{request}");
+        Counter("qs.security.opened", () => _security?.Opened ?? 0, "{packet}", "Received datagrams verified (datagram security on)");
         _meter.CreateObservableCounter("qs.security.rejected", ObserveRejections, "{packet}", "Received datagrams dropped by datagram security, by reason");
-        _meter.CreateObservableCounter("qs.qsm.naks", () => new Measurement<long>(_member?.NaksSent ?? 0, tag), "{request}", "Collective NAKs sent to senders");
+        Counter("qs.qsm.naks", () => _member?.NaksSent ?? 0, "{request}", "Collective NAKs sent to senders");
 
         IEnumerable<Measurement<long>> ObserveRejections()
         {
-            if (_security is not { } security)
+            if (_disposed || _security is not { } security)
             {
                 yield break;
             }
@@ -52,8 +56,11 @@ internal sealed class QsmCounters : IDisposable
             }
         }
 
+        void Counter(string name, Func<long> read, string? unit, string? description = null)
+            => _meter.CreateObservableCounter(name, () => _disposed ? [] : new[] { new Measurement<long>(read(), tag) }, unit, description);
+
         void Sender(string name, Func<RegionSender, double> read, string? unit, string description)
-            => _meter.CreateObservableGauge(name, () => _senders.Select(kv => new Measurement<double>(read(kv.Value), tag,
+            => _meter.CreateObservableGauge(name, () => (_disposed ? [] : _senders).Select(kv => new Measurement<double>(read(kv.Value), tag,
                 new KeyValuePair<string, object?>("region", kv.Key))), unit, description);
     }
 
@@ -66,5 +73,14 @@ internal sealed class QsmCounters : IDisposable
     /// <summary>Core thread: the node's region member changed.</summary>
     public void SetMember(RegionMember member) => _member = member;
 
-    public void Dispose() => _meter.Dispose();
+    /// <summary>Stops reporting; disposes the meter unless a factory owns it.</summary>
+    public void Dispose()
+    {
+        _disposed = true;
+        _senders = [];
+        if (_ownsMeter)
+        {
+            _meter.Dispose();
+        }
+    }
 }

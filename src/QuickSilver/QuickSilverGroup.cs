@@ -49,6 +49,7 @@ public sealed class QuickSilverGroup : IGroupOwner
     private IFeed<ReadOnlyMemory<byte>>? _feed;
     private volatile bool _left;
     private volatile bool _queueMessages = true;
+    private readonly bool _tracing;
 
     internal QuickSilverGroup(QuickSilverNode node, string name, QuickSilverNodeOptions options)
     {
@@ -58,6 +59,7 @@ public sealed class QuickSilverGroup : IGroupOwner
         _published = new BoundedMpscQueue<ReadOnlyMemory<byte>>(options.PublishBuffer); // never fuller than the semaphore allows
         _receiveBuffer = options.ReceiveBuffer;
         _resumeAt = options.ReceiveBuffer / 2;
+        _tracing = options.Tracing;
 
         // The true capacity: the bound plus one packet's records, since a packet the group layer accepts is delivered
         // whole. The group layer stops offering packets once the bound is reached, so a write never finds it full.
@@ -68,6 +70,7 @@ public sealed class QuickSilverGroup : IGroupOwner
         });
     }
 
+    /// <summary>The group's name (at most <see cref="QuickSilverNode.MaxGroupNameBytes"/> UTF-8 bytes).</summary>
     public string Name { get; }
 
     /// <summary>The latest group view this node received.</summary>
@@ -119,6 +122,7 @@ public sealed class QuickSilverGroup : IGroupOwner
             return false;
         }
 
+        using var activity = QuickSilverTelemetry.Start(_tracing, "qs.publish", System.Diagnostics.ActivityKind.Producer, Name, message.Length);
         Post(message);
         return true;
     }
@@ -127,6 +131,7 @@ public sealed class QuickSilverGroup : IGroupOwner
     public async ValueTask PublishAsync(ReadOnlyMemory<byte> message, CancellationToken cancellationToken = default)
     {
         Check(message.Length, nameof(message));
+        using var activity = QuickSilverTelemetry.Start(_tracing, "qs.publish", System.Diagnostics.ActivityKind.Producer, Name, message.Length);
         await _space.WaitAsync(cancellationToken).ConfigureAwait(false);
         Post(message.Span);
     }
@@ -237,6 +242,7 @@ public sealed class QuickSilverGroup : IGroupOwner
     bool IGroupOwner.Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload)
     {
         Interlocked.Increment(ref _delivered);
+        using var activity = QuickSilverTelemetry.Start(_tracing, "qs.deliver", System.Diagnostics.ActivityKind.Consumer, Name, payload.Length);
         OnMessage?.Invoke(sender, sequence, payload);
         if (!_queueMessages)
         {

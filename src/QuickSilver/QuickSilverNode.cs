@@ -16,6 +16,10 @@ public sealed record GmsSnapshot(int Nodes, int Groups, int Regions, IReadOnlyDi
 /// <summary>One group as the GMS sees it: its current view number, how many regions of overlap it spans, and its members.</summary>
 public sealed record GmsGroupSnapshot(uint ViewNumber, int Regions, int Members);
 
+/// <summary>A node's membership state (<see cref="QuickSilverNode.GetStatusAsync"/>): whether its core runs, whether the
+/// GMS has it registered (and under which id), and how many groups the GMS has given it views of.</summary>
+public sealed record NodeStatus(bool CoreRunning, bool Registered, uint? Id, int Groups);
+
 /// <summary>
 /// A QuickSilver node: a core thread with one UDP endpoint, the GMS client (and, if asked, an embedded GMS), and the
 /// QSM protocol stack. Join groups with <see cref="JoinGroupAsync"/>; dispose to leave the system (the GMS is told at
@@ -89,8 +93,10 @@ public sealed class QuickSilverNode : IAsyncDisposable
     {
         options ??= new QuickSilverNodeOptions();
         options.Validate();
-        var logger = options.Logger ?? Serilog.Log.Logger;
-        var core = QuickSilverCore.Start(new CoreOptions { Name = "node", Backend = options.Backend, Logger = logger });
+        var loggers = options.LoggerFactory ?? Microsoft.Extensions.Logging.Abstractions.NullLoggerFactory.Instance;
+        var logger = loggers.CreateLogger("QuickSilver.Node");
+        var protocolLogger = loggers.CreateLogger("QuickSilver.Protocol");
+        var core = QuickSilverCore.Start(new CoreOptions { Name = "node", Backend = options.Backend, Logger = loggers.CreateLogger("QuickSilver.Core"), MeterFactory = options.MeterFactory });
         try
         {
             uint epoch = (uint)Random.Shared.Next(1, int.MaxValue);
@@ -101,17 +107,17 @@ public sealed class QuickSilverNode : IAsyncDisposable
                 var gmsOptions = options.GmsServer;
                 if (gmsOptions.UseMulticast && !await MulticastWorksAsync(core, gmsEndpoint, gmsOptions.MulticastPoolStart).ConfigureAwait(false))
                 {
-                    logger.Warning("IP multicast is unavailable here (joining {Group} failed): regions will use unicast fan-out", gmsOptions.MulticastPoolStart);
+                    NodeLog.MulticastUnavailable(logger, gmsOptions.MulticastPoolStart);
                     gmsOptions = gmsOptions with { UseMulticast = false };
                 }
 
                 gms = await core.InvokeAsync(() => QsmStack.BuildGms(gmsEndpoint, core, epoch ^ 0x5A5A5A5Au | 1,
-                        (ulong)Random.Shared.NextInt64(1, long.MaxValue), gmsOptions, logger: logger, log: new RateLimitedLog(logger, core), security: options.Security)
+                        (ulong)Random.Shared.NextInt64(1, long.MaxValue), gmsOptions, logger: loggers.CreateLogger("QuickSilver.Gms"), log: new RateLimitedLog(protocolLogger, core), security: options.Security)
                     .Get<GmsServerLayer>().Server).ConfigureAwait(false);
             }
 
             var endpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Bind, MaxDatagramSize = options.DatagramSize, InjectedLossRate = options.InjectedLossRate });
-            var counters = new QsmCounters(endpoint.LocalAddress.ToString());
+            var counters = new QsmCounters(endpoint.LocalAddress.ToString(), options.MeterFactory);
             var stack = await core.InvokeAsync(() =>
             {
                 var built = QsmStack.BuildNode(endpoint, core, new QsmStackOptions
@@ -121,7 +127,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
                     Region = options.Region,
                     RateControl = options.RateControl,
                     Security = options.Security,
-                }, new RateLimitedLog(logger, core));
+                }, new RateLimitedLog(protocolLogger, core));
                 counters.SetSecurity(built.Security?.Counters);
                 var regions = built.Get<RegionLayer>();
                 regions.MemberChanged += counters.SetMember;
@@ -192,6 +198,22 @@ public sealed class QuickSilverNode : IAsyncDisposable
         return group;
     }
 
+    /// <summary>The node's membership state now: whether the GMS has it registered (false after the GMS was lost, until
+    /// the client registers again) and the groups it is in. <see cref="NodeStatus.CoreRunning"/> is false once the core has
+    /// stopped (disposed or faulted); then the rest is not asked.</summary>
+    public async Task<NodeStatus> GetStatusAsync(CancellationToken cancellationToken = default)
+    {
+        if (_core.Completion.IsCompleted)
+        {
+            return new NodeStatus(false, false, null, 0);
+        }
+
+        var membership = _stack.Get<MembershipLayer>();
+        var (registered, id, groups) = await _core.InvokeAsync(() =>
+            (membership.Client.IsRegistered, membership.Client.Node?.Value, membership.Client.Groups.Count())).WaitAsync(cancellationToken).ConfigureAwait(false);
+        return new NodeStatus(true, registered, id, groups);
+    }
+
     /// <summary>The node's protocol state (region member, senders, drops) as text, for diagnosing a stalled transfer.</summary>
     public Task<string> DescribeAsync() => _core.InvokeAsync(() => _stack.Describe() + $" | core drops {_core.Counters.Drops.Total}");
 
@@ -252,6 +274,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
         return true;
     }
 
+    /// <summary>Leaves the system: stops the stack (the GMS is told at once), then the core and the meters.</summary>
     public async ValueTask DisposeAsync()
     {
         try

@@ -19,6 +19,7 @@ public sealed record QuickSilverNodeOptions
     /// <summary>This node's unicast address; port 0 picks a free port.</summary>
     public NetAddress Bind { get; init; } = NetAddress.Loopback(0);
 
+    /// <summary>The core's I/O backend: <see cref="IoBackendKind.Auto"/> (the default) is epoll on Linux, the portable backend elsewhere.</summary>
     public IoBackendKind Backend { get; init; } = IoBackendKind.Auto;
 
     /// <summary>Largest datagram of the node's endpoint (data packets and control segments; a larger control message,
@@ -30,8 +31,10 @@ public sealed record QuickSilverNodeOptions
     /// (docs/architecture.md).</summary>
     public int? MaxDatagramSize { get; init; }
 
+    /// <summary>The default datagram size on a loopback <see cref="Bind"/> address: 16 KiB.</summary>
     public const int LoopbackDatagramSize = 16 * 1024;
 
+    /// <summary>The default datagram size elsewhere: 1,472 bytes (a 1,500-byte Ethernet MTU less the IPv4 and UDP headers).</summary>
     public const int EthernetDatagramSize = 1472;
 
     /// <summary>The datagram size in force: <see cref="MaxDatagramSize"/>, or the interface's default.</summary>
@@ -52,14 +55,30 @@ public sealed record QuickSilverNodeOptions
     /// to an embedded GMS's endpoint. 0 (the default) in production.</summary>
     public double InjectedLossRate { get; init; }
 
-    /// <summary>Where the node's core, its reliable channel and an embedded GMS log (Serilog); null: the global
-    /// <c>Serilog.Log.Logger</c>.</summary>
-    public Serilog.ILogger? Logger { get; init; }
+    /// <summary>Where the node's core, its protocol layers and an embedded GMS log (Microsoft.Extensions.Logging;
+    /// categories "QuickSilver.Core", "QuickSilver.Protocol", "QuickSilver.Gms", "QuickSilver.Node"). Null (the default):
+    /// nowhere. On the generic host, <c>AddQuickSilver</c> passes the host's factory; with Serilog, pass
+    /// <c>new SerilogLoggerFactory(Log.Logger)</c> (Serilog.Extensions.Logging), as qs and the samples do.</summary>
+    public Microsoft.Extensions.Logging.ILoggerFactory? LoggerFactory { get; init; }
 
+    /// <summary>Where the node's meters ("QuickSilver.Core", "QuickSilver.Qsm") come from: the host's
+    /// <see cref="System.Diagnostics.Metrics.IMeterFactory"/> (<c>AddQuickSilver</c> passes the one in dependency
+    /// injection), or null (the default) for meters of the node's own. Either way <c>dotnet-counters</c> and
+    /// OpenTelemetry see them by name (docs/ecosystem.md).</summary>
+    public System.Diagnostics.Metrics.IMeterFactory? MeterFactory { get; init; }
+
+    /// <summary>Trace publishing and delivery as activities of the "QuickSilver" <see cref="System.Diagnostics.ActivitySource"/>
+    /// (<see cref="QuickSilverTelemetry"/>). Off by default: then the per-message path does not look at the source at all;
+    /// on, it starts an activity per message only while a listener samples it (docs/ecosystem.md, "Telemetry").</summary>
+    public bool Tracing { get; init; }
+
+    /// <summary>The QSM region protocol's options (R, token interval, window, FIFO delivery, …; docs/qsm.md).</summary>
     public RegionOptions Region { get; init; } = new();
 
+    /// <summary>The paper's rate control (k, Δ, λ, μ_min, ρ, C, C_low, C_high, Δ_max; docs/qsm.md).</summary>
     public RateControlOptions RateControl { get; init; } = new();
 
+    /// <summary>The embedded GMS's options (batching, heartbeats, multicast pool, limits); used only with <see cref="EmbeddedGms"/>.</summary>
     public GmsOptions GmsServer { get; init; } = new();
 
     /// <summary>Authentication (and optional encryption) of every datagram this node, and its embedded GMS, sends and
@@ -68,6 +87,8 @@ public sealed record QuickSilverNodeOptions
     /// register or exchange anything with it (docs/security.md, "Datagram authentication").</summary>
     public DatagramSecurityOptions Security { get; init; } = new();
 
+    /// <summary>Throws <see cref="ArgumentException"/> (or <see cref="ArgumentOutOfRangeException"/>) naming the first invalid
+    /// option; <see cref="QuickSilverNode.StartAsync"/> and the hosting package's start-up validation call it.</summary>
     public void Validate()
     {
         if (Gms.IsMulticast || Gms.Port == 0)

@@ -33,6 +33,8 @@ internal sealed class Tool : IDisposable
 
     public static Tool QuickStart(params string[] args) => Start(Program("samples/QuickStart", "QuickStart"), args);
 
+    public static Tool WorkerService(params string[] args) => Start(Program("samples/WorkerService", "WorkerService"), args);
+
     /// <summary>Waits for exit; false (and the process killed) if it has not exited within <paramref name="timeout"/>.</summary>
     public async Task<bool> WaitAsync(TimeSpan timeout)
     {

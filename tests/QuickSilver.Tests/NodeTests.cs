@@ -315,11 +315,11 @@ public sealed class NodeTests
     public async Task A_node_logs_through_the_logger_in_its_options()
     {
         // A malformed reliable-unicast datagram (a ReliableData header with a truncated body) is dropped, counted and
-        // reported through QuickSilverNodeOptions.Logger, not the global logger.
+        // reported through QuickSilverNodeOptions.LoggerFactory (here with Serilog as the provider), not the global logger.
         var sink = new CollectingSink();
         var logger = new Serilog.LoggerConfiguration().MinimumLevel.Debug().WriteTo.Sink(sink).CreateLogger();
         using var cts = new CancellationTokenSource(TimeSpan.FromMinutes(1));
-        await using var node = await QuickSilverNode.StartAsync(Options(FreeGmsAddress(), embedded: true) with { Logger = logger }, cts.Token);
+        await using var node = await QuickSilverNode.StartAsync(Options(FreeGmsAddress(), embedded: true) with { LoggerFactory = new Serilog.Extensions.Logging.SerilogLoggerFactory(logger) }, cts.Token);
         var junk = new byte[Core.Wire.PacketHeader.Size + 3];
         new Core.Wire.PacketHeader(ReliableWire.DataType, 99, (ushort)junk.Length).Write(junk);
         using (var socket = new System.Net.Sockets.Socket(System.Net.Sockets.AddressFamily.InterNetwork, System.Net.Sockets.SocketType.Dgram, System.Net.Sockets.ProtocolType.Udp))

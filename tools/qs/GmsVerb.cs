@@ -1,4 +1,5 @@
 using System.CommandLine;
+using System.Text.Json;
 using QuickSilver.Core.Io;
 using QuickSilver.Membership.Service;
 using QuickSilver.Samples;
@@ -8,7 +9,7 @@ namespace QuickSilver.Tools;
 /// <summary><c>qs gms</c>: a standalone GMS (a node with an embedded GMS that joins no group) until Ctrl+C or --seconds.</summary>
 internal static class GmsVerb
 {
-    public static Command Create()
+    public static Command Create(Option<bool> json)
     {
         var listen = Cli.Address("--listen", "Address the GMS listens on.", loopbackOnly: false, NetAddress.Loopback(47001));
         var pool = new Option<string>("--multicast") { Description = "First multicast address:port of the regions' pool.", DefaultValueFactory = _ => "239.255.1.0:47000" };
@@ -36,6 +37,7 @@ internal static class GmsVerb
                 EmbeddedGms = true,
                 GmsServer = new GmsOptions { MulticastPoolStart = NetAddress.Parse(parse.GetValue(pool)!) },
                 Security = datagrams,
+                LoggerFactory = QsLogging.Factory,
             };
             int limit = parse.GetValue(seconds);
             using var stop = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
@@ -45,13 +47,18 @@ internal static class GmsVerb
             }
 
             await using var node = await QuickSilverNode.StartAsync(options, stop.Token);
-            Console.WriteLine($"gms listening on {options.Gms}, multicast pool from {options.GmsServer.MulticastPoolStart}, datagram security {datagrams.Mode}; Ctrl+C stops it");
+            bool asJson = parse.GetValue(json);
+            Console.WriteLine(asJson
+                ? JsonSerializer.Serialize(new { @event = "listening", gms = options.Gms.ToString(), multicast = options.GmsServer.MulticastPoolStart.ToString(), security = datagrams.Mode.ToString() })
+                : $"gms listening on {options.Gms}, multicast pool from {options.GmsServer.MulticastPoolStart}, datagram security {datagrams.Mode}; Ctrl+C stops it");
             while (!stop.IsCancellationRequested)
             {
                 await Task.Delay(TimeSpan.FromSeconds(5), stop.Token).ContinueWith(_ => { }, TaskScheduler.Default);
                 var snapshot = await node.GetGmsSnapshotAsync();
                 var (nodes, groups, regions) = (snapshot.Nodes, snapshot.Groups, snapshot.Regions);
-                Console.WriteLine($"gms: {nodes - 1} nodes, {groups} groups, {regions} regions");
+                Console.WriteLine(asJson
+                    ? JsonSerializer.Serialize(new { @event = "snapshot", nodes = nodes - 1, groups, regions })
+                    : $"gms: {nodes - 1} nodes, {groups} groups, {regions} regions");
             }
 
             return 0;

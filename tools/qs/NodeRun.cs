@@ -1,6 +1,7 @@
 using System.Diagnostics;
 using System.Globalization;
 using System.Text;
+using System.Text.Json;
 using QuickSilver.Samples;
 
 namespace QuickSilver.Tools;
@@ -19,7 +20,7 @@ internal static class NodeRun
         QuickSilverNode node;
         try
         {
-            node = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions { Gms = settings.Gms, Security = settings.Security }, stop.Token);
+            node = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions { Gms = settings.Gms, Security = settings.Security, LoggerFactory = QsLogging.Factory }, stop.Token);
         }
         catch (OperationCanceledException)
         {
@@ -38,7 +39,9 @@ internal static class NodeRun
             groups.Add((group, check));
         }
 
-        Console.WriteLine($"ready node={node.Id} groups={string.Join(',', groups.Select(g => g.Group.Name))}");
+        Console.WriteLine(settings.Json
+            ? JsonSerializer.Serialize(new { @event = "ready", node = node.Id, address = node.Address.ToString(), pid = Environment.ProcessId, groups = groups.Select(g => g.Group.Name) })
+            : $"ready node={node.Id} groups={string.Join(',', groups.Select(g => g.Group.Name))}");
         var (main, mainCheck) = groups[0];
         long sent = 0;
         var publisher = settings.Publish > 0
@@ -49,7 +52,7 @@ internal static class NodeRun
         while (!stop.IsCancellationRequested)
         {
             await Task.Delay(TimeSpan.FromSeconds(1), stop.Token).ContinueWith(_ => { }, TaskScheduler.Default);
-            Console.WriteLine(Counts(clock.Elapsed, Interlocked.Read(ref sent), groups, last));
+            Console.WriteLine(settings.Json ? CountsJson(clock.Elapsed, Interlocked.Read(ref sent), groups) : Counts(clock.Elapsed, Interlocked.Read(ref sent), groups, last));
             if (settings.Expect > 0 && mainCheck.Delivered >= settings.Expect)
             {
                 break;
@@ -74,7 +77,9 @@ internal static class NodeRun
             await Console.Error.WriteLineAsync($"publishing failed: {failed.InnerException?.Message}");
         }
 
-        Console.WriteLine($"final {main.Name} delivered={mainCheck.Delivered} anomalies={mainCheck.Anomalies} sent={Interlocked.Read(ref sent)}");
+        Console.WriteLine(settings.Json
+            ? JsonSerializer.Serialize(new { @event = "final", group = main.Name, delivered = mainCheck.Delivered, anomalies = mainCheck.Anomalies, sent = Interlocked.Read(ref sent) })
+            : $"final {main.Name} delivered={mainCheck.Delivered} anomalies={mainCheck.Anomalies} sent={Interlocked.Read(ref sent)}");
         bool ok = settings.Expect == 0 || (mainCheck.Delivered == settings.Expect && mainCheck.Anomalies == 0);
         return ok ? 0 : 1;
     }
@@ -94,6 +99,15 @@ internal static class NodeRun
             progress(n);
         }
     }
+
+    private static string CountsJson(TimeSpan elapsed, long sent, List<(QuickSilverGroup Group, SequenceCheck Check)> groups)
+        => JsonSerializer.Serialize(new
+        {
+            @event = "counts",
+            seconds = Math.Round(elapsed.TotalSeconds, 1),
+            sent,
+            delivered = groups.ToDictionary(g => g.Group.Name, g => g.Check.Delivered, StringComparer.Ordinal),
+        });
 
     private static string Counts(TimeSpan elapsed, long sent, List<(QuickSilverGroup Group, SequenceCheck Check)> groups, long[] last)
     {

@@ -7,12 +7,12 @@ namespace QuickSilver.Tools;
 
 /// <summary>Settings of <c>qs node</c>. The first joined group is the main one: --publish sends there and --expect counts there.</summary>
 internal sealed record NodeSettings(NetAddress Gms, IReadOnlyList<string> Groups, int Publish, int Size, int WaitRegions, int Expect, int Seconds, int Linger,
-    DatagramSecurityOptions Security);
+    DatagramSecurityOptions Security, bool Json = false);
 
 /// <summary><c>qs node</c>: option definitions and validation; the run itself is in <see cref="NodeRun"/>.</summary>
 internal static class NodeVerb
 {
-    public static Command Create()
+    public static Command Create(Option<bool> json)
     {
         var gms = Cli.Address("--gms", "Address of the GMS.", loopbackOnly: false, NetAddress.Loopback(47001));
         var join = new Option<string[]>("--join") { Description = "A group to join; repeat for several. The first is where --publish sends and --expect counts.", Required = true };
@@ -37,7 +37,7 @@ internal static class NodeVerb
         command.SetAction((parse, cancellationToken) => security.TryRead(parse, out var datagrams)
             ? NodeRun.RunAsync(new NodeSettings(
                 parse.GetValue(gms), parse.GetValue(join)!, parse.GetValue(publish), parse.GetValue(size), parse.GetValue(waitRegions),
-                parse.GetValue(expect), parse.GetValue(seconds), parse.GetValue(linger), datagrams), cancellationToken)
+                parse.GetValue(expect), parse.GetValue(seconds), parse.GetValue(linger), datagrams, parse.GetValue(json)), cancellationToken)
             : Task.FromResult(Cli.BadOptions));
         return command;
     }

@@ -5,13 +5,17 @@ namespace QuickSilver.Core.Diagnostics;
 /// <summary>
 /// The counters of one core. Written on the core thread with plain increments of fields read through
 /// <see cref="Volatile"/> by observers; published as observable instruments on the "QuickSilver.Core" meter so
-/// <c>dotnet-counters monitor --counters QuickSilver.Core</c> shows them, tagged with the core's name.
+/// <c>dotnet-counters monitor --counters QuickSilver.Core</c> shows them, tagged with the core's name. The meter comes
+/// from the host's <see cref="IMeterFactory"/> when one is given (which owns it, and shares it between the cores of a
+/// process), otherwise it is the core's own; either way, once disposed the instruments report nothing.
 /// </summary>
 public sealed class CoreCounters : IDisposable
 {
     public const string MeterName = "QuickSilver.Core";
 
     private readonly Meter _meter;
+    private readonly bool _ownsMeter;
+    private volatile bool _disposed;
     internal long PacketsIn;
     internal long BytesIn;
     internal long PacketsOut;
@@ -24,27 +28,36 @@ public sealed class CoreCounters : IDisposable
     internal long SendErrors;
     internal long UpcallFaults;
 
-    public CoreCounters(string coreName, Func<int> downcallQueueDepth)
+    public CoreCounters(string coreName, Func<int> downcallQueueDepth, IMeterFactory? meterFactory = null)
     {
         ArgumentNullException.ThrowIfNull(downcallQueueDepth);
-        _meter = new Meter(MeterName);
+        _ownsMeter = meterFactory is null;
+        _meter = meterFactory?.Create(MeterName) ?? new Meter(MeterName);
         var tag = new KeyValuePair<string, object?>("core", coreName);
-        _meter.CreateObservableCounter("qs.packets.in", () => new Measurement<long>(Read(ref PacketsIn), tag), "{packet}");
-        _meter.CreateObservableCounter("qs.bytes.in", () => new Measurement<long>(Read(ref BytesIn), tag), "By");
-        _meter.CreateObservableCounter("qs.packets.out", () => new Measurement<long>(Read(ref PacketsOut), tag), "{packet}");
-        _meter.CreateObservableCounter("qs.bytes.out", () => new Measurement<long>(Read(ref BytesOut), tag), "By");
+        Counter("qs.packets.in", () => Read(ref PacketsIn), "{packet}");
+        Counter("qs.bytes.in", () => Read(ref BytesIn), "By");
+        Counter("qs.packets.out", () => Read(ref PacketsOut), "{packet}");
+        Counter("qs.bytes.out", () => Read(ref BytesOut), "By");
         _meter.CreateObservableCounter("qs.drops", ObserveDrops, "{packet}", "Packets dropped, by reason");
-        _meter.CreateObservableCounter("qs.io.batches", () => new Measurement<long>(Read(ref IoBatches), tag));
-        _meter.CreateObservableCounter("qs.io.events", () => new Measurement<long>(Read(ref IoEvents), tag), null, "I/O events handled; divide by qs.io.batches for the mean batch size");
-        _meter.CreateObservableCounter("qs.alarm.batches", () => new Measurement<long>(Read(ref AlarmBatches), tag));
-        _meter.CreateObservableCounter("qs.alarms.fired", () => new Measurement<long>(Read(ref AlarmsFired), tag), null, "Alarms fired; divide by qs.alarm.batches for the mean batch size");
-        _meter.CreateObservableCounter("qs.downcalls", () => new Measurement<long>(Read(ref DowncallsRun), tag));
-        _meter.CreateObservableGauge("qs.downcall.queue.depth", () => new Measurement<int>(downcallQueueDepth(), tag));
-        _meter.CreateObservableCounter("qs.send.errors", () => new Measurement<long>(Read(ref SendErrors), tag));
-        _meter.CreateObservableCounter("qs.upcall.faults", () => new Measurement<long>(Read(ref UpcallFaults), tag), null, "Exceptions thrown by handlers and alarms, caught by the core");
+        Counter("qs.io.batches", () => Read(ref IoBatches));
+        Counter("qs.io.events", () => Read(ref IoEvents), null, "I/O events handled; divide by qs.io.batches for the mean batch size");
+        Counter("qs.alarm.batches", () => Read(ref AlarmBatches));
+        Counter("qs.alarms.fired", () => Read(ref AlarmsFired), null, "Alarms fired; divide by qs.alarm.batches for the mean batch size");
+        Counter("qs.downcalls", () => Read(ref DowncallsRun));
+        _meter.CreateObservableGauge("qs.downcall.queue.depth", () => _disposed ? [] : new[] { new Measurement<int>(downcallQueueDepth(), tag) });
+        Counter("qs.send.errors", () => Read(ref SendErrors));
+        Counter("qs.upcall.faults", () => Read(ref UpcallFaults), null, "Exceptions thrown by handlers and alarms, caught by the core");
+
+        void Counter(string name, Func<long> read, string? unit = null, string? description = null)
+            => _meter.CreateObservableCounter(name, () => _disposed ? [] : new[] { new Measurement<long>(read(), tag) }, unit, description);
 
         IEnumerable<Measurement<long>> ObserveDrops()
         {
+            if (_disposed)
+            {
+                yield break;
+            }
+
             foreach (var reason in Enum.GetValues<DropReason>())
             {
                 yield return new Measurement<long>(Drops[reason], tag, new KeyValuePair<string, object?>("reason", reason.ToString()));
@@ -68,5 +81,13 @@ public sealed class CoreCounters : IDisposable
 
     private static long Read(ref long field) => Volatile.Read(ref field);
 
-    public void Dispose() => _meter.Dispose();
+    /// <summary>Stops reporting; disposes the meter unless a factory owns it (a factory's meter lives as long as the factory).</summary>
+    public void Dispose()
+    {
+        _disposed = true;
+        if (_ownsMeter)
+        {
+            _meter.Dispose();
+        }
+    }
 }

@@ -7,8 +7,10 @@ namespace QuickSilver.Core.Io;
 
 /// <summary>
 /// An IPv4 address and UDP port, as a small value type so the data path never allocates an <see cref="IPEndPoint"/>.
-/// The address is held in host byte order (127.0.0.1 is 0x7F000001).
+/// The address is held in host byte order (127.0.0.1 is 0x7F000001). Converts from "a.b.c.d:port" text
+/// (<see cref="NetAddressConverter"/>), so configuration binding reads it.
 /// </summary>
+[System.ComponentModel.TypeConverter(typeof(NetAddressConverter))]
 public readonly struct NetAddress : IEquatable<NetAddress>
 {
     public NetAddress(uint ip, ushort port)

@@ -377,7 +377,7 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
         FlushRing();
         if (_count > 0)
         {
-            Core.Log.Warning("UDP endpoint {Endpoint} closed with {Pending} datagrams unsent", LocalAddress, _count);
+            CoreLog.ClosedWithUnsent(Core.Log, LocalAddress, _count);
         }
 
         _closed = true;

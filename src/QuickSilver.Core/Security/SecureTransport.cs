@@ -19,7 +19,7 @@ namespace QuickSilver.Core.Security;
 /// transport's own when encrypting); one that fails is dropped and counted (<see cref="Counters"/>), never thrown on,
 /// and logged at most once per reason per interval.</item>
 /// </list>
-/// No allocation per datagram: one <see cref="AesGcm"/> per key, reused; the tag is compared on the stack.
+/// No allocation per datagram: one <see cref="System.Security.Cryptography.AesGcm"/> per key, reused; the tag is compared on the stack.
 /// Built by <see cref="Stack.StackBuilder"/> when the stack's <see cref="DatagramSecurityOptions.Mode"/> is not Off.
 /// Core thread only.
 /// </summary>

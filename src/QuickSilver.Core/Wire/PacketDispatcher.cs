@@ -71,6 +71,6 @@ public sealed class PacketDispatcher : IDatagramHandler
     private void Reject(NetAddress from, WireError error)
     {
         _drops.Increment(error);
-        _log?.Warn((int)error, "Dropped a malformed datagram from {Peer}", $"{from} ({error})");
+        _log?.Warn((int)error, "Dropped a malformed datagram from {Peer} ({Error})", from, error); // no string unless written
     }
 }

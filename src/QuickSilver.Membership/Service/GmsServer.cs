@@ -2,7 +2,8 @@ using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
 using QuickSilver.Core.Stack;
-using Serilog;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
 
 namespace QuickSilver.Membership.Service;
 
@@ -42,7 +43,7 @@ internal sealed class GmsServer
         _channel = channel ?? throw new ArgumentNullException(nameof(channel));
         _options = options ?? new GmsOptions();
         _options.Validate();
-        _log = (logger ?? Log.Logger).ForContext<GmsServer>();
+        _log = logger ?? NullLogger.Instance;
         State = new MembershipState(new MulticastAddressPool(_options.MulticastPoolStart, _options.MulticastPoolSize), _options.PinRegion, _options.UseMulticast);
         _batchAlarm = new Alarm(_ => ApplyBatch());
         _failureAlarm = new Alarm(_ => DetectFailures());
@@ -187,7 +188,7 @@ internal sealed class GmsServer
         var session = new Session(node, incarnation, _options.RequestBurst) { LastHeard = _scheduler.Now };
         _sessions[from] = session;
         _nodesPerIp[from.Ip] = _nodesPerIp.GetValueOrDefault(from.Ip) + 1;
-        _log.Information("GMS: node {Node} at {Address} registered", node, from);
+        GmsLog.Registered(_log, node, from);
         SendWelcome(from, session);
     }
 
@@ -200,7 +201,7 @@ internal sealed class GmsServer
         if (_refusalLogged[(int)reason] is not { } logged || now - logged >= TimeSpan.FromSeconds(10))
         {
             _refusalLogged[(int)reason] = now;
-            _log.Warning("GMS: refused a request of {Address} (node {Node}): {Reason}, limit {Limit} ({Count} so far)", to, node, reason, limit, _refusals[(int)reason]);
+            GmsLog.Refused(_log, to, node, reason, limit, _refusals[(int)reason]);
         }
 
         Send(to, new GmsMessage { Kind = GmsMessageKind.Refused, Number = (ulong)reason, GroupName = group, Limit = limit });
@@ -266,7 +267,7 @@ internal sealed class GmsServer
             _channel.Forget(address);
         }
 
-        _log.Information("GMS: node {Node} at {Address} removed ({Why})", session.Node, address, why);
+        GmsLog.Removed(_log, session.Node, address, why);
         Enqueue(new NodeDownRequest(session.Node));
     }
 
@@ -308,7 +309,7 @@ internal sealed class GmsServer
         {
             if (bytes.Length > _channel.MaxMessageBytes)
             {
-                _log.Error("A single view for node {Node} needs {Bytes} bytes, more than the control channel's {Max}: not sent", update.Node, bytes.Length, _channel.MaxMessageBytes);
+                GmsLog.ViewTooLarge(_log, update.Node, bytes.Length, _channel.MaxMessageBytes);
                 Drops.Increment(DropReason.Oversized);
                 return;
             }

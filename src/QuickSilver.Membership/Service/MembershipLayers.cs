@@ -1,6 +1,6 @@
 using QuickSilver.Core.Io;
 using QuickSilver.Core.Stack;
-using Serilog;
+using Microsoft.Extensions.Logging;
 
 namespace QuickSilver.Membership.Service;
 

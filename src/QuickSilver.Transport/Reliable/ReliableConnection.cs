@@ -84,7 +84,7 @@ internal sealed class ReliableConnection
     /// or only completed a handshake, costs a few kilobytes, not SendBufferSegments segments.</summary>
     internal bool HasSendBuffer => _send.Length > 0;
 
-    /// <summary>Segments accepted by <see cref="TrySend"/> and not yet acknowledged (a message of n bytes takes
+    /// <summary>Segments accepted by <see cref="TrySend(ReadOnlySpan{byte})"/> and not yet acknowledged (a message of n bytes takes
     /// ceil(n / MaxSegmentBytes) segments, at least one).</summary>
     public int Pending => (int)(_nextSeq - _sendBase);
 

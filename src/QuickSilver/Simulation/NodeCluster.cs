@@ -24,6 +24,10 @@ internal sealed class NodeCluster
     private readonly QuickSilverNodeOptions _options;
     private readonly Action<SimNode>? _configureNode;
 
+    /// <summary>Where the next cluster's GMS logs on this thread (a soak replay prints it); null: nowhere.</summary>
+    [ThreadStatic]
+    public static Microsoft.Extensions.Logging.ILogger? GmsLogger;
+
     /// <param name="configureNode">Applied to each node's simulated host (receive CPU cost, queue limit) as it is added.</param>
     /// <param name="maxDatagramSize">The nodes' endpoint datagram limit: 16 KiB (loopback-sized) by default; 1,472 for an
     /// Ethernet-MTU testbed.</param>
@@ -49,7 +53,7 @@ internal sealed class NodeCluster
         GmsEndpoint = gmsEndpoint.LocalAddress;
         gmsNode.TryPost(_ =>
         {
-            GmsStack = QsmStack.BuildGms(gmsEndpoint, gmsNode, 7, 7, GmsOptions, security: _options.Security);
+            GmsStack = QsmStack.BuildGms(gmsEndpoint, gmsNode, 7, 7, GmsOptions, logger: GmsLogger, security: _options.Security);
             Gms = GmsStack.Get<GmsServerLayer>().Server;
         }, null);
         Network.RunFor(TimeSpan.FromMilliseconds(1));
