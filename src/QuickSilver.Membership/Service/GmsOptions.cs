@@ -58,6 +58,10 @@ public sealed record GmsOptions
     /// <summary>Designer override of regions (QSM §1.3): a region name for a node's address, or null.</summary>
     public Func<NetAddress, string?>? PinRegion { get; init; }
 
+    /// <summary>Where this GMS commits its state (a replica of a replicated GMS, set by its host); null: a single GMS.
+    /// Not validated: set only by code in this assembly's friends.</summary>
+    internal IGmsLog? Log { get; init; }
+
     public void Validate()
     {
         OptionChecks.Positive(BatchInterval, $"GmsOptions.{nameof(BatchInterval)}");
