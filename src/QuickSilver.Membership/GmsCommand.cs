@@ -66,7 +66,7 @@ internal sealed class GmsCommand
 /// <summary>A replica's snapshot: the epoch, each registered node's incarnation (node id, incarnation pairs) and the
 /// membership state.</summary>
 [MessagePackObject]
-internal sealed class GmsSnapshot
+internal sealed class GmsStateSnapshot
 {
     [Key(0)] public byte Version { get; set; } = GmsCommand.CurrentVersion;
     [Key(1)] public ulong Epoch { get; set; }

@@ -109,7 +109,7 @@ internal sealed class GmsStateMachine
     }
 
     /// <summary>The whole state, for a snapshot: equal states give equal bytes.</summary>
-    public byte[] ExportSnapshot() => MessagePackSerializer.Serialize(new GmsSnapshot
+    public byte[] ExportSnapshot() => MessagePackSerializer.Serialize(new GmsStateSnapshot
     {
         Epoch = Epoch,
         CommandsApplied = CommandsApplied,
@@ -121,10 +121,10 @@ internal sealed class GmsStateMachine
     /// malformed or inconsistent (the state is then left empty).</summary>
     public void ImportSnapshot(ReadOnlyMemory<byte> bytes)
     {
-        GmsSnapshot snapshot;
+        GmsStateSnapshot snapshot;
         try
         {
-            snapshot = MessagePackSerializer.Deserialize<GmsSnapshot>(bytes, Options);
+            snapshot = MessagePackSerializer.Deserialize<GmsStateSnapshot>(bytes, Options);
         }
         catch (MessagePackSerializationException e)
         {

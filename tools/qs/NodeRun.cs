@@ -19,7 +19,7 @@ internal static class NodeRun
         QuickSilverNode node;
         try
         {
-            node = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions { Gms = settings.Gms, Security = settings.Security }, stop.Token);
+            node = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions { Gms = settings.Gms, GmsReplicas = settings.GmsReplicas, Security = settings.Security }, stop.Token);
         }
         catch (OperationCanceledException)
         {

@@ -18,38 +18,12 @@ internal sealed record GmsClientOptions
     /// client talks to the leader, follows redirects, and moves to the next replica when the one it talks to fails.</summary>
     public IReadOnlyList<NetAddress> Replicas { get; init; } = [];
 
-    /// <summary>The most replicas a client accepts (Raft clusters are 3 or 5; 7 is the practical ceiling).</summary>
-    public const int MaxReplicas = 7;
-
     public void Validate()
     {
         ArgumentNullException.ThrowIfNull(Replicas, "GmsClientOptions.Replicas");
-        ValidateReplicas(Replicas, "GmsClientOptions.Replicas");
+        GmsOptions.ValidateReplicas(Replicas, "GmsClientOptions.Replicas");
         OptionChecks.Positive(RetryInterval, $"GmsClientOptions.{nameof(RetryInterval)}");
         OptionChecks.InRange(MaxMessageBytes, 256, 256 << 20, $"GmsClientOptions.{nameof(MaxMessageBytes)}");
-    }
-
-    /// <summary>Checks a replica list: at most <see cref="MaxReplicas"/> unicast addresses with ports, no duplicates.</summary>
-    public static void ValidateReplicas(IReadOnlyList<NetAddress> replicas, string name)
-    {
-        ArgumentNullException.ThrowIfNull(replicas, name);
-        if (replicas.Count > MaxReplicas)
-        {
-            throw new ArgumentException($"{name} lists {replicas.Count} GMS replicas; at most {MaxReplicas} are supported.", name);
-        }
-
-        foreach (var replica in replicas)
-        {
-            if (replica.IsMulticast || replica.Port == 0 || replica.Ip == 0)
-            {
-                throw new ArgumentException($"{name} must list unicast addresses with ports; got {replica}.", name);
-            }
-        }
-
-        if (replicas.Distinct().Count() != replicas.Count)
-        {
-            throw new ArgumentException($"{name} lists a replica twice: {string.Join(", ", replicas)}.", name);
-        }
     }
 }
 
