@@ -38,6 +38,9 @@ internal sealed class MembershipState
 
     public int NodeCount => _nodes.Count;
 
+    /// <summary>Node ids handed out so far (ids are never reused: a renumbered node would show here).</summary>
+    public long IdsIssued => _nextNode - 1;
+
     public int GroupCount => _groups.Count;
 
     public int RegionCount => _regions.Count;

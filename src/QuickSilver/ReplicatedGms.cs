@@ -17,7 +17,8 @@ namespace QuickSilver;
 /// <param name="CommandsApplied">Log commands applied so far (snapshots included).</param>
 /// <param name="TakeOvers">Times this replica took over as leader.</param>
 /// <param name="FailuresDetected">Nodes it declared dead while leading.</param>
-public sealed record GmsReplicaStatus(bool IsLeading, NetAddress? Leader, ulong Epoch, int Nodes, int Groups, long CommandsApplied, long TakeOvers, long FailuresDetected);
+/// <param name="IdsIssued">Node ids handed out so far (never reused, so a renumbering shows as more ids than nodes).</param>
+public sealed record GmsReplicaStatus(bool IsLeading, NetAddress? Leader, ulong Epoch, int Nodes, int Groups, long CommandsApplied, long TakeOvers, long FailuresDetected, long IdsIssued);
 
 /// <summary>
 /// One replica of a replicated GMS (docs/membership.md, "Replicated GMS"): a core thread with the GMS stack (reliable
@@ -94,7 +95,7 @@ public sealed class ReplicatedGms : IAsyncDisposable
 
     public Task<GmsReplicaStatus> GetStatusAsync() => _core.InvokeAsync(() => new GmsReplicaStatus(
         _server.IsLeading, _server.IsLeading ? Address : _server.Leader, _server.Epoch, _server.State.NodeCount, _server.State.GroupCount,
-        _server.Machine.CommandsApplied, _server.TakeOvers, _server.FailuresDetected));
+        _server.Machine.CommandsApplied, _server.TakeOvers, _server.FailuresDetected, _server.State.IdsIssued));
 
     /// <summary>The replicated state's bytes (equal on replicas that applied the same commands).</summary>
     internal Task<byte[]> ExportStateAsync() => _core.InvokeAsync(() => _server.Machine.ExportSnapshot());

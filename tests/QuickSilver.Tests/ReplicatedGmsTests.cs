@@ -10,7 +10,8 @@ namespace QuickSilver.Tests;
 /// Three GMS replicas on DotNext Raft over loopback, in this process, with nodes that list all three. The leader is
 /// stopped; the nodes move to the new leader keeping their ids and views, a new node joins through it, and the
 /// survivors hold the same state. Then every replica restarts from its directory and the state is still there.
-/// Assertions are on outcomes only, with generous limits (no timing is asserted).
+/// A snapshot is written every 4 commands, so the restart loads a snapshot and replays the log after it. Assertions
+/// are on outcomes only, with generous limits (no timing is asserted).
 /// </summary>
 public sealed class ReplicatedGmsTests : IAsyncLifetime
 {
@@ -70,7 +71,7 @@ public sealed class ReplicatedGmsTests : IAsyncLifetime
 
     private async Task<ReplicatedGms> StartReplica(NetAddress[] peers, int id)
     {
-        var replica = await ReplicatedGms.StartAsync(new RaftGmsOptions { Id = id, Peers = peers, DataDirectory = Path.Combine(_root, $"r{id}") }, Gms);
+        var replica = await ReplicatedGms.StartAsync(new RaftGmsOptions { Id = id, Peers = peers, DataDirectory = Path.Combine(_root, $"r{id}"), SnapshotEvery = 4 }, Gms);
         _owned.Add(replica);
         return replica;
     }
