@@ -73,8 +73,12 @@ internal static class ReplicatedGmsBench
         return [.. found];
     }
 
+    /// <summary>The defaults, except room for one node in 10,000 groups plus a few (the limits are 8,192 groups per node
+    /// and a burst of 10,000 requests).</summary>
     private static readonly GmsOptions Gms = new()
     {
+        MaxGroupsPerNode = 32_768,
+        RequestBurst = 100_000,
         MulticastPoolStart = new NetAddress(0xEFFC0000u | ((uint)Random.Shared.Next(1, 200) << 8), (ushort)Random.Shared.Next(20000, 60000)),
     };
 
