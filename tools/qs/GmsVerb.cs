@@ -40,7 +40,7 @@ internal static class GmsVerb
                 return await RunReplicaAsync(parse.GetValue(id), replicas, parse.GetValue(data), NetAddress.Parse(parse.GetValue(pool)!), datagrams, parse.GetValue(seconds), cancellationToken);
             }
 
-            if (parse.GetResult(data) is not null || parse.GetResult(id) is not null)
+            if (parse.GetResult(data) is { Implicit: false } || parse.GetResult(id) is { Implicit: false })
             {
                 await Console.Error.WriteLineAsync("--id and --data go with --peers (a replica of a replicated GMS).");
                 return Cli.BadOptions;
