@@ -37,8 +37,8 @@ public sealed class ReplicatedGmsSimulationTests
         var client = Client(world, 0, Replicas[2]);
         Assert.True(world.RunUntil(() => client.IsRegistered, TimeSpan.FromSeconds(5)));
         Assert.Equal(Replicas[0], client.CurrentGms);
-        Assert.True(gms[2].Server.Redirects >= 1);
-        Assert.Equal(1, gms[2].Server.State.NodeCount); // followers apply the committed registration too
+        Assert.True(gms[2].Server!.Redirects >= 1);
+        Assert.Equal(1, gms[2].Server!.State.NodeCount); // followers apply the committed registration too
     }
 
     [Fact]
@@ -69,8 +69,8 @@ public sealed class ReplicatedGmsSimulationTests
 
         // Well past the failure timeout: nobody was declared dead, nobody renumbered, no view changed, same epoch.
         world.RunFor(Options.FailureTimeout * 3);
-        Assert.Equal(0, gms[1].Server.FailuresDetected);
-        Assert.Equal(5, gms[1].Server.State.NodeCount);
+        Assert.Equal(0, gms[1].Server!.FailuresDetected);
+        Assert.Equal(5, gms[1].Server!.State.NodeCount);
         Assert.Equal(ids, clients.Select(c => c.Node));
         Assert.Equal(views, clients.Select(ViewNumbers));
         Assert.All(clients, c => Assert.Equal(epoch, c.Epoch));
@@ -85,9 +85,9 @@ public sealed class ReplicatedGmsSimulationTests
         // The old leader comes back as a follower, replays the log and holds the same state as the leader.
         gms.Restart(gms[0]);
         world.RunFor(TimeSpan.FromSeconds(1));
-        Assert.Equal(gms[1].Server.Machine.ExportSnapshot(), gms[0].Server.Machine.ExportSnapshot());
-        Assert.Equal(gms[1].Server.Machine.ExportSnapshot(), gms[2].Server.Machine.ExportSnapshot());
-        Assert.False(gms[0].Server.IsLeading);
+        Assert.Equal(gms[1].Server!.Machine.ExportSnapshot(), gms[0].Server!.Machine.ExportSnapshot());
+        Assert.Equal(gms[1].Server!.Machine.ExportSnapshot(), gms[2].Server!.Machine.ExportSnapshot());
+        Assert.False(gms[0].Server!.IsLeading);
     }
 
     [Fact]
@@ -106,9 +106,9 @@ public sealed class ReplicatedGmsSimulationTests
         world.CutOff(NetAddress.Loopback(8002));
         world.RunFor(TimeSpan.FromMilliseconds(300));
         gms.Elect(gms[2]);
-        Assert.True(world.RunUntil(() => !gms[2].Server.State.IsAlive(victim), Options.FailureTimeout * 3));
+        Assert.True(world.RunUntil(() => !gms[2].Server!.State.IsAlive(victim), Options.FailureTimeout * 3));
         Assert.True(world.RunUntil(() => clients.Take(2).All(c => c.FindGroup("g") is { } v && v.Regions.Sum(r => c.FindRegion(r.Region)?.Count ?? 0) == 2),
             TimeSpan.FromSeconds(5)));
-        Assert.Equal(1, gms[2].Server.FailuresDetected);
+        Assert.Equal(1, gms[2].Server!.FailuresDetected);
     }
 }

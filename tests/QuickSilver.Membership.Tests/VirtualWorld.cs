@@ -56,7 +56,7 @@ internal sealed class VirtualWorld : IAlarmScheduler
     public void Inject(NetAddress from, NetAddress to, byte[] bytes)
         => After(Latency, () => _endpoints[to].OnMessage?.Invoke(from, bytes));
 
-    public void After(TimeSpan delay, Action action) => _time.After(delay, action);
+    private void After(TimeSpan delay, Action action) => _time.After(delay, action);
 
     private sealed class Endpoint(VirtualWorld world, NetAddress address) : IControlChannel
     {
