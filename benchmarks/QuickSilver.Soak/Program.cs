@@ -1,3 +1,4 @@
+using Serilog;
 using System.CommandLine;
 using System.Diagnostics;
 using QuickSilver.Simulation;
@@ -28,6 +29,9 @@ root.SetAction(parse =>
 
     if (parse.GetValue(one) is { } replay)
     {
+        // A replay prints what the nodes logged (registrations, removals, refusals) as it goes.
+        Log.Logger = new LoggerConfiguration().MinimumLevel.Information()
+            .Enrich.With(new VirtualTimeEnricher()).WriteTo.Console(outputTemplate: "[{VirtualTime} {Level:u3}] {Message:lj}{NewLine}{Exception}", formatProvider: System.Globalization.CultureInfo.InvariantCulture).CreateLogger();
         var result = SoakScenario.Run(replay);
         Console.WriteLine($"seed {replay}: {result.Faults}");
         Console.WriteLine(result.Passed
@@ -92,3 +96,11 @@ root.SetAction(parse =>
 });
 
 return root.Parse(args).Invoke();
+
+/// <summary>Stamps a replay's log lines with the seed's virtual time (seconds) instead of the wall clock.</summary>
+internal sealed class VirtualTimeEnricher : Serilog.Core.ILogEventEnricher
+{
+    public void Enrich(Serilog.Events.LogEvent logEvent, Serilog.Core.ILogEventPropertyFactory propertyFactory)
+        => logEvent.AddPropertyIfAbsent(propertyFactory.CreateProperty("VirtualTime",
+            SoakScenario.VirtualNow is { } now ? now().TotalSeconds.ToString("F3", System.Globalization.CultureInfo.InvariantCulture) + " s" : "-"));
+}

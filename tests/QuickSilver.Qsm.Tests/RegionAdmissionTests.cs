@@ -35,6 +35,26 @@ public sealed class RegionAdmissionTests
     }
 
     [Fact]
+    public void A_stream_start_hint_is_taken_only_from_an_admitted_sender_at_its_address()
+    {
+        var rig = new RegionRig();
+        var hint = new byte[RegionWire.StartSize];
+        RegionWire.WriteStart(hint, 1, 777, 1, 50);
+        rig.Control(RegionRig.Outsider, hint); // an id no view admits
+        RegionWire.WriteStart(hint, 1, 2, 1, 50);
+        rig.Control(RegionRig.Outsider, hint); // a member's id from another address
+        Assert.Null(rig.Member.Progress(777));
+        Assert.Null(rig.Member.Progress(2));
+        Assert.Equal(2, rig.Member.Drops[DropReason.NotAMember]);
+
+        rig.Control(RegionRig.Peer2, hint); // the member itself: its stream starts after 49, at the next token
+        Assert.False(rig.Member.Progress(2)!.Value.Anchored);
+        RegionWire.WriteStart(hint, 1, 2, 1, 1);
+        rig.Control(RegionRig.Peer3, hint);
+        Assert.Equal(3, rig.Member.Drops[DropReason.NotAMember]);
+    }
+
+    [Fact]
     public void A_members_id_from_another_address_does_not_touch_its_stream()
     {
         var rig = new RegionRig();
@@ -148,6 +168,45 @@ public sealed class RegionAdmissionTests
         Assert.Equal(3, rig.Sender.RetransmittedOnNak);
         rig.Control(RegionRig.Peer2, ack);
         Assert.Equal(5UL, rig.Sender.Acknowledged);
+    }
+
+    [Fact]
+    public void A_sender_retired_when_the_node_registered_again_still_takes_its_streams_NAKs_and_ACKs()
+    {
+        var rig = new RegionRig();
+        rig.Run(TimeSpan.FromMilliseconds(1), pulls: 8);
+        var old = rig.Sender;
+        Assert.True(old.LastSequence >= 5, $"the sender sent {old.LastSequence} packets");
+        rig.Layer.SetNode(7); // registered again as node 7: the sender of node 1 retires
+        Assert.Same(old, Assert.Single(rig.Layer.RetiredSenders));
+
+        rig.Control(RegionRig.Peer2, Ranges(RegionControl.Nak, sender: 1, first: 1, last: 3));
+        Assert.Equal(3, old.RetransmittedOnNak);
+        var ack = new byte[RegionWire.AckSize];
+        RegionWire.WriteAck(ack, new RegionAck(1, 1, 1, Stable: old.LastSequence, MaxSeen: old.LastSequence, Rate: 0, Loss: 0));
+        rig.Control(RegionRig.Peer2, ack);
+        Assert.Equal(0, old.Unacknowledged);
+
+        // All of it acknowledged: the next view lets it go.
+        rig.Layer.InstallView(new RegionView(new RegionId(1), 2, rig.View.Members.Replace(rig.View.Members[0], new ViewMember(new NodeId(7), RegionRig.Self)), RegionRig.Group));
+        Assert.Empty(rig.Layer.RetiredSenders);
+    }
+
+    [Fact]
+    public void One_source_holds_at_most_a_few_stream_start_hints_waiting_for_their_view()
+    {
+        var rig = new RegionRig();
+        var hint = new byte[RegionWire.StartSize];
+        for (uint sender = 100; sender < 100 + RegionLayer.MaxPendingStarts; sender++)
+        {
+            RegionWire.WriteStart(hint, 1, sender, 9, 50); // for view 9, which this node does not have: kept for later
+            rig.Control(RegionRig.Outsider, hint);
+        }
+
+        Assert.Equal(RegionLayer.MaxPendingStarts - RegionLayer.MaxPendingStartsPerSource, rig.Layer.Drops[DropReason.ReceiveBufferFull]);
+        RegionWire.WriteStart(hint, 1, 2, 9, 50);
+        rig.Control(RegionRig.Peer2, hint); // a real member's hint still finds room
+        Assert.Equal(RegionLayer.MaxPendingStarts - RegionLayer.MaxPendingStartsPerSource, rig.Layer.Drops[DropReason.ReceiveBufferFull]);
     }
 
     [Fact]

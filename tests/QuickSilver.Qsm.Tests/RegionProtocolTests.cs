@@ -30,6 +30,29 @@ public sealed class RegionProtocolTests(ITestOutputHelper output)
     }
 }
 
+public sealed class RegionSlowRoundTests
+{
+    [Fact]
+    public void Rounds_slower_than_the_token_timeout_still_finish_and_the_region_purges()
+    {
+        // 8 members, 20 ms each way per hop: a round takes about 8 × 40 ms = 320 ms, longer than the timeout of
+        // 2 × 50 ms. The leader starts a new round every 100 ms and used to finish only the one it started last, so none
+        // ever finished and nothing was purged (soak seed 840, where lossy links made each hop that slow).
+        const int Messages = 500;
+        var cluster = new RegionCluster(17, 8, 1, new RegionClusterOptions
+        {
+            Link = new LinkOptions { Latency = TimeSpan.FromMilliseconds(20) },
+            Region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(50), TokenTimeoutIntervals = 2 },
+        });
+        cluster.SendFromAll(Messages);
+        Assert.True(cluster.Network.RunUntil(() => cluster.AllDelivered(Messages), TimeSpan.FromMinutes(1)), cluster.CheckDelivery(Messages));
+        bool purged = cluster.Network.RunUntil(() => cluster.LiveMembers.All(n => n.Member!.HeldPackets == 0), TimeSpan.FromSeconds(10));
+        var leader = cluster.Nodes[0].Member!;
+        Assert.True(leader.RoundsCompleted > 0, "no round finished");
+        Assert.True(purged, $"rounds {leader.RoundsCompleted}; held {string.Join(", ", cluster.LiveMembers.Select(n => n.Member!.HeldPackets))}");
+    }
+}
+
 public sealed class RegionTokenSizeTests
 {
     [Fact]

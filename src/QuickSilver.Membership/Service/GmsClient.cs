@@ -167,20 +167,27 @@ internal sealed class GmsClient
     {
         if (!_heardSinceHello && _replicas.Length > 1)
         {
-            MoveTo(_replicas[(Array.IndexOf(_replicas, _gms) + 1) % _replicas.Length], hello: false);
+            MoveTo(_replicas[(Array.IndexOf(_replicas, _gms) + 1) % _replicas.Length], hello: false, forget: true);
         }
 
         SendHello();
     }
 
     /// <summary>Talks to <paramref name="replica"/> from now on: joins and leaves not yet sent are dropped (they are
-    /// asked again after the Welcome), heartbeats wait for the Welcome, and the node keeps its id and views.</summary>
-    private void MoveTo(NetAddress replica, bool hello)
+    /// asked again after the Welcome), heartbeats wait for the Welcome, and the node keeps its id and views. The
+    /// conversation with the replica left is forgotten only when it failed or went silent (<paramref name="forget"/>): a
+    /// live one (a follower that redirected, a deposed leader) may still hold data for it, and forgetting a conversation
+    /// the other side still uses makes the two end each other's newer ones.</summary>
+    private void MoveTo(NetAddress replica, bool hello, bool forget)
     {
         _welcomesPending = true;
         if (replica != _gms)
         {
-            _channel.Forget(_gms);
+            if (forget)
+            {
+                _channel.Forget(_gms);
+            }
+
             _gms = replica;
             GmsSwitches++;
         }
@@ -233,7 +240,7 @@ internal sealed class GmsClient
                 // next Hello retry.
                 if (LeaderAddress.Unpack(message.Number) is { } leader && Array.IndexOf(_replicas, leader) >= 0 && leader != from)
                 {
-                    MoveTo(leader, hello: true);
+                    MoveTo(leader, hello: true, forget: false);
                 }
                 else if (from == _gms)
                 {
@@ -251,7 +258,7 @@ internal sealed class GmsClient
                 bool moved = from != _gms;
                 if (moved)
                 {
-                    MoveTo(from, hello: false); // a new leader took over and says so
+                    MoveTo(from, hello: false, forget: false); // a new leader took over and says so
                 }
 
                 bool first = !IsRegistered || moved || Node!.Value.Value != message.Number || _welcomesPending;
@@ -294,7 +301,10 @@ internal sealed class GmsClient
                 Apply(update);
                 break;
             case GmsMessageKind.Bye:
-                LoseGms(); // the GMS no longer knows us: register again
+                // The GMS no longer knows us: register again, over the same conversation (the Bye came through it, so it
+                // is alive). Forgetting it here would leave the GMS's side holding data for a conversation we dropped:
+                // each side's data then ends the other's newer conversation, over and over (soak seed 283).
+                LoseGms(forgetChannel: false);
                 break;
             case GmsMessageKind.Refused when Enum.IsDefined((GmsRefusal)Math.Min(message.Number, int.MaxValue)):
                 OnRefused((GmsRefusal)message.Number, message.GroupName, message.Limit);
@@ -373,18 +383,22 @@ internal sealed class GmsClient
         {
             // Another replica may lead now: keep the id and views, and ask the next one (it redirects if it does not lead).
             _welcomesPending = true;
-            MoveTo(_replicas[(Array.IndexOf(_replicas, _gms) + 1) % _replicas.Length], hello: true);
+            MoveTo(_replicas[(Array.IndexOf(_replicas, _gms) + 1) % _replicas.Length], hello: true, forget: true);
             return;
         }
 
-        LoseGms();
+        LoseGms(forgetChannel: true);
     }
 
-    private void LoseGms()
+    private void LoseGms(bool forgetChannel)
     {
         _requests.Clear(); // registering again re-joins every wanted group
         _scheduler.Cancel(_heartbeatAlarm);
-        _channel.Forget(_gms);
+        if (forgetChannel)
+        {
+            _channel.Forget(_gms);
+        }
+
         Node = null;
         GmsLost?.Invoke();
         SendHello();

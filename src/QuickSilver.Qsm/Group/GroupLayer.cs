@@ -177,7 +177,18 @@ internal sealed class GroupLayer : IProtocolLayer
 
     private void OnViews(NodeUpdate update)
     {
-        _regions.SetNode(_gms.Node!.Value.Value);
+        uint node = _gms.Node!.Value.Value;
+        if (_regions.NodeId is { } old && old != node)
+        {
+            // Registered again under a new id: the region layer retires the senders of the old one, so each feed gets a
+            // new sender (EnsureSender below) that continues the groups' numbering under the new id.
+            foreach (var feed in _feeds.Values)
+            {
+                feed.Sender = null;
+            }
+        }
+
+        _regions.SetNode(node);
         foreach (var region in update.RegionViews)
         {
             _regions.InstallView(region);

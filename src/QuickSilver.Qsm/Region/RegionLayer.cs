@@ -25,6 +25,8 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     private readonly RegionOptions _options = Validated(options ?? new RegionOptions());
     private readonly RateControlOptions _rateOptions = Validated(rateOptions ?? new RateControlOptions());
     private readonly Dictionary<uint, RegionSender> _senders = new();
+    private readonly List<RegionSender> _retired = new();
+    private readonly List<(NetAddress From, DataHeader Header)> _pendingStarts = new();
     private IDatagramTransport _transport = null!;
     private IAlarmScheduler _scheduler = null!;
     private IControlChannel _control = null!;
@@ -60,7 +62,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     public void ResumeDelivery()
     {
         Member?.ResumeDelivery();
-        foreach (var sender in _senders.Values)
+        foreach (var sender in _senders.Values.Concat(_retired))
         {
             sender.OnLocalProgress();
         }
@@ -95,7 +97,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     {
         _statusOutbox?.Stop();
         Member?.Stop(null);
-        foreach (var sender in _senders.Values)
+        foreach (var sender in _senders.Values.Concat(_retired))
         {
             sender.Stop();
         }
@@ -110,12 +112,44 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
                 ? $"window left {s.WindowRemaining} B, blocked {s.WindowBlocked}, status {s.StatusReports}, token acks {s.AcknowledgedByToken}, resent on status {s.RetransmittedOnStatus}, "
                 : $"μ_snd {s.RateController.TargetRate:F0}/s, credits {s.RateController.Credits:F0}, ") +
             $"resent on NAK {s.RetransmittedOnNak} / timeout {s.RetransmittedOnTimeout}")) +
+        (_retired.Count > 0 ? $"; retired senders {_retired.Count}" : "") +
         $"; drops {Drops.Total}";
 
+    /// <summary>Senders kept after the node's id changed, at most this many (the oldest is stopped beyond it).</summary>
+    internal const int MaxRetiredSenders = 8;
+
+    /// <summary>Senders made under an earlier id of this node that still finish their streams (see <see cref="SetNode"/>).</summary>
+    public IReadOnlyList<RegionSender> RetiredSenders => _retired;
+
     /// <summary>Sets this node's id (from the GMS's registration, or given by a simulation). A node that registers again
-    /// with a restarted GMS gets a new id: members and senders made from then on use it, existing ones keep theirs
-    /// until the views replace them (docs/architecture.md, "Identity").</summary>
-    public void SetNode(uint node) => _node = node;
+    /// (the GMS dropped it as silent, or restarted) gets a new id and is a new member to everyone else: the member is
+    /// replaced by one with the new id at the next view that includes it, and every sender is retired: it takes no
+    /// more from its source (the layer above makes a new sender under the new id) but goes on answering NAKs and
+    /// tokens for what it sent, as the stream of a departed sender, until all of it is acknowledged
+    /// (docs/architecture.md, "Identity").</summary>
+    public void SetNode(uint node)
+    {
+        if (_node is { } old && old != node)
+        {
+            foreach (var sender in _senders.Values)
+            {
+                sender.Source = null;
+                _retired.Add(sender);
+            }
+
+            _senders.Clear();
+            while (_retired.Count > MaxRetiredSenders)
+            {
+                _retired[0].Stop();
+                _retired.RemoveAt(0);
+            }
+        }
+
+        _node = node;
+    }
+
+    /// <summary>The id <see cref="SetNode"/> gave, if any.</summary>
+    public uint? NodeId => _node;
 
     private uint Node => _node ?? throw new InvalidOperationException("The region layer does not know its node id yet (SetNode).");
 
@@ -126,7 +160,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         ArgumentNullException.ThrowIfNull(view);
         if (view.IndexOf(new NodeId(Node)) >= 0)
         {
-            if (Member?.View?.Region != view.Region)
+            if (Member?.View?.Region != view.Region || Member.Node != Node)
             {
                 Member?.Stop(view.MulticastAddress);
                 var member = new RegionMember(Node, _transport, _control, _scheduler, _options, _rateOptions);
@@ -151,7 +185,29 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
 
         if (_senders.TryGetValue(view.Region.Value, out var existing))
         {
+            var before = existing.View;
             existing.InstallView(view);
+            if (view.ViewNumber != before.ViewNumber && existing.LastSequence > 0)
+            {
+                AnnounceStart(existing, before, view);
+            }
+        }
+
+        ReplayStarts();
+
+        for (int i = _retired.Count - 1; i >= 0; i--)
+        {
+            var retired = _retired[i];
+            if (retired.Region == view.Region.Value)
+            {
+                retired.InstallView(view);
+            }
+
+            if (retired.Unacknowledged == 0)
+            {
+                retired.Stop();
+                _retired.RemoveAt(i);
+            }
         }
     }
 
@@ -164,6 +220,67 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         ArgumentNullException.ThrowIfNull(senders);
         _admitted = [.. senders];
         Member?.AdmitSenders(_admitted);
+        ReplayStarts();
+    }
+
+    /// <summary>This node's sender into <paramref name="region"/> under id <paramref name="node"/>: the current one, or
+    /// one retired when the node registered again (it still takes the NAKs, ACKs and flow reports of its stream).</summary>
+    private RegionSender? SenderFor(uint region, uint node)
+    {
+        if (_senders.TryGetValue(region, out var sender) && sender.Node == node)
+        {
+            return sender;
+        }
+
+        foreach (var retired in _retired)
+        {
+            if (retired.Region == region && retired.Node == node)
+            {
+                return retired;
+            }
+        }
+
+        return sender; // not ours under any id: the current sender counts the refusal
+    }
+
+    /// <summary>Most stream-start hints kept for a view this node has not installed yet (the oldest is dropped beyond it).</summary>
+    internal const int MaxPendingStarts = 64;
+
+    /// <summary>Most stream-start hints kept from one source address (a node sends one per region view change).</summary>
+    internal const int MaxPendingStartsPerSource = 4;
+
+    /// <summary>A sender that has sent before tells each member new in its view where its stream starts for that member
+    /// (<see cref="RegionMember.OnStart"/>). A sender that has sent nothing needs no hint: its first packet, numbered 1,
+    /// starts every member's stream.</summary>
+    private void AnnounceStart(RegionSender sender, RegionView before, RegionView view)
+    {
+        Span<byte> message = stackalloc byte[RegionWire.StartSize];
+        RegionWire.WriteStart(message, view.Region.Value, sender.Node, view.ViewNumber, sender.ViewStart);
+        foreach (var member in view.Members)
+        {
+            if (member.Node.Value != sender.Node && before.IndexOf(member.Node) < 0)
+            {
+                _control.Send(member.Address, message);
+            }
+        }
+    }
+
+    /// <summary>Hands the member the stream-start hints that arrived before the view (or the admission) they need.</summary>
+    private void ReplayStarts()
+    {
+        if (Member is not { } member)
+        {
+            return;
+        }
+
+        for (int i = 0; i < _pendingStarts.Count; i++)
+        {
+            var (from, header) = _pendingStarts[i];
+            if (member.OnStart(from, header))
+            {
+                _pendingStarts.RemoveAt(i--);
+            }
+        }
     }
 
     /// <summary>The sender into <paramref name="view"/>'s region, created on first use.</summary>
@@ -232,7 +349,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
 
         if (status.Aggregate)
         {
-            if (_senders.TryGetValue(status.Region, out var sender))
+            if (SenderFor(status.Region, status.Sender) is { } sender)
             {
                 sender.OnStatus(from, status, local: false);
             }
@@ -284,8 +401,33 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
                 }
 
                 break;
+            case RegionControl.Start:
+                if (!RegionWire.TryReadStart(message, out var start))
+                {
+                    Drops.Increment(DropReason.Malformed);
+                }
+                else if (Member?.OnStart(from, start) != true)
+                {
+                    // Kept before its sender can be checked (the view may not be here yet), so one source may hold only a
+                    // few: a peer that is no member cannot push the real senders' hints out.
+                    if (_pendingStarts.Count(p => p.From == from) >= MaxPendingStartsPerSource)
+                    {
+                        Drops.Increment(DropReason.ReceiveBufferFull);
+                        break;
+                    }
+
+                    if (_pendingStarts.Count >= MaxPendingStarts)
+                    {
+                        _pendingStarts.RemoveAt(0);
+                        Drops.Increment(DropReason.ReceiveBufferFull);
+                    }
+
+                    _pendingStarts.Add((from, start));
+                }
+
+                break;
             case RegionControl.Nak or RegionControl.Ack:
-                if (_senders.TryGetValue(region, out var sender))
+                if (message.Length >= 9 && SenderFor(region, BinaryPrimitives.ReadUInt32LittleEndian(message[5..])) is { } sender)
                 {
                     sender.OnControl(from, message);
                 }

@@ -309,6 +309,40 @@ internal sealed class RegionMember
                || (_streams.TryGetValue(sender, out var stream) && stream.Address == from && from != default);
     }
 
+    /// <summary>A sender's stream-start hint (<see cref="RegionWire.WriteStart"/>), sent to this member when the sender's
+    /// view first included it. A member that has heard nothing of the sender yet starts its stream where a data packet of
+    /// that view would have started it, so it holds the region's purge point back only that far, not at 0: otherwise a
+    /// member that joined after the sender went idle kept every member from purging the sender's last packets until it
+    /// sent again (docs/qsm.md, "Joining mid-stream"). False if it does not apply to this member's current view yet.</summary>
+    internal bool OnStart(NetAddress from, in DataHeader header)
+    {
+        if (View is null || header.Region != View.Region.Value || header.View > View.ViewNumber)
+        {
+            return false; // for a view this member has not installed yet: the caller keeps it until it has
+        }
+
+        if (!Admits(from, header))
+        {
+            Drops.Increment(DropReason.NotAMember);
+            return true;
+        }
+
+        if (header.View < _firstView || (_streams.TryGetValue(header.Sender, out var existing) && (existing.Anchored || existing.Candidate is not null)))
+        {
+            return true; // numbered before this member's first view (not owed to it), or the stream has started already
+        }
+
+        var stream = Stream(header.Sender);
+        stream.Address = from;
+        stream.Candidate = header.ViewStart - 1;
+        if (stream.Candidate == 0)
+        {
+            stream.Anchor(0);
+        }
+
+        return true;
+    }
+
     /// <summary>Whether <paramref name="from"/> is a member of the current view (tokens and pulls come only from
     /// members).</summary>
     internal bool IsViewMember(NetAddress from) => _viewAddresses.Contains(from);

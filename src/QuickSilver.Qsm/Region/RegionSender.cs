@@ -104,6 +104,12 @@ internal sealed class RegionSender : IDatagramFeed
     /// <summary>The region this sender multicasts into.</summary>
     public uint Region => _view.Region.Value;
 
+    /// <summary>The region view this sender numbers its packets in.</summary>
+    internal RegionView View => _view;
+
+    /// <summary>The first seq this sender numbers (or numbered) in <see cref="View"/>.</summary>
+    internal ulong ViewStart => _viewStart;
+
     public ulong LastSequence { get; private set; }
 
     /// <summary>The region's collective ACK: every packet up to here is stable on its caching replicas.</summary>

@@ -11,6 +11,7 @@ internal enum RegionControl : byte
     Pull = 2,
     Nak = 3,
     Ack = 4,
+    Start = 5,
 }
 
 /// <summary>
@@ -101,6 +102,42 @@ internal static class RegionWire
         header = default;
         payload = default;
         return PacketHeader.TryRead(datagram, out var common) == WireError.None && TryReadData(common, datagram, out header, out payload);
+    }
+
+    /// <summary>The size of a stream-start hint: <c>u8 kind | u32 region | u32 sender | u32 view | u64 viewStart</c>.</summary>
+    public const int StartSize = 21;
+
+    /// <summary>A sender's stream-start hint to a member new in its view (docs/wire-format.md, "Stream start"): the view
+    /// that first includes the member and the first seq the sender numbers in it, what a data packet's header would tell
+    /// the member had the sender sent one. Reliable unicast, sender to member.</summary>
+    public static int WriteStart(Span<byte> message, uint region, uint sender, uint view, ulong viewStart)
+    {
+        message[0] = (byte)RegionControl.Start;
+        BinaryPrimitives.WriteUInt32LittleEndian(message[1..], region);
+        BinaryPrimitives.WriteUInt32LittleEndian(message[5..], sender);
+        BinaryPrimitives.WriteUInt32LittleEndian(message[9..], view);
+        BinaryPrimitives.WriteUInt64LittleEndian(message[13..], viewStart);
+        return StartSize;
+    }
+
+    /// <summary>Reads a stream-start hint as the data header it stands for (seq = viewStart); false if malformed (wrong
+    /// length, view 0, viewStart 0).</summary>
+    public static bool TryReadStart(ReadOnlySpan<byte> message, out DataHeader header)
+    {
+        header = default;
+        if (message.Length != StartSize || message[0] != (byte)RegionControl.Start)
+        {
+            return false;
+        }
+
+        ulong viewStart = BinaryPrimitives.ReadUInt64LittleEndian(message[13..]);
+        header = new DataHeader(
+            BinaryPrimitives.ReadUInt32LittleEndian(message[5..]),
+            BinaryPrimitives.ReadUInt32LittleEndian(message[1..]),
+            BinaryPrimitives.ReadUInt32LittleEndian(message[9..]),
+            viewStart,
+            viewStart);
+        return header.View != RepairView && viewStart > 0;
     }
 
     public static int WriteRanges(Span<byte> message, RegionControl kind, uint region, uint sender, int partition, int partitions, NakSet ranges)

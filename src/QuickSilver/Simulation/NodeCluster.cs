@@ -184,7 +184,10 @@ internal sealed class NodeCluster
             return nodes.SetEquals(members.Select(m => m.Id));
         }
 
-        Require(() => members.All(Covered), SettleLimit, $"views of {group}");
+        // A member whose GMS client is between registrations (the GMS dropped it and it is registering again) has no id
+        // yet: the views are not settled until it has one.
+        Require(() => members.All(m => m.Registered) && members.All(Covered), SettleLimit, $"views of {group}");
+
     }
 
     public void Require(Func<bool> condition, TimeSpan limit, string what)
@@ -198,6 +201,7 @@ internal sealed class NodeCluster
     internal sealed class Node
     {
         private readonly NodeCluster _cluster;
+        private readonly List<uint> _ids = new();
 
         public Node(NodeCluster cluster, SimNode sim, DatagramSecurityOptions security)
         {
@@ -217,6 +221,13 @@ internal sealed class NodeCluster
                     Security = security,
                 });
                 Gms = Stack.Get<MembershipLayer>().Client;
+                Gms.ViewsChanged += _ =>
+                {
+                    if (Gms.Node is { } id && !_ids.Contains(id.Value))
+                    {
+                        _ids.Add(id.Value);
+                    }
+                };
                 Region = Stack.Get<RegionLayer>();
                 GroupLayer = Stack.Get<GroupLayer>();
             }, null);
@@ -235,7 +246,18 @@ internal sealed class NodeCluster
 
         public GroupLayer? GroupLayer { get; private set; }
 
-        public uint Id => Gms!.Node!.Value.Value;
+        /// <summary>The node's id from the GMS; throws while the node has none (see <see cref="Registered"/>).</summary>
+        public uint Id => Gms?.Node is { } id ? id.Value : throw new InvalidOperationException($"node {Sim.Index} is not registered with the GMS (yet, or again)");
+
+        /// <summary>Every id the node has had views under, oldest first: more than one if the GMS dropped it (as silent)
+        /// and it registered again.</summary>
+        public IReadOnlyList<uint> Ids => _ids;
+
+        /// <summary>A label for messages: the current id, or "unregistered (sim N)".</summary>
+        public string Label => Gms?.Node is { } id ? $"node {id.Value}" : $"unregistered node (sim {Sim.Index})";
+
+        /// <summary>Whether the node's GMS client holds a registration (it has none before Welcome and while it re-registers).</summary>
+        public bool Registered => Gms?.Node is not null;
 
         public Dictionary<string, RecordingGroup> Groups { get; } = new(StringComparer.Ordinal);
 

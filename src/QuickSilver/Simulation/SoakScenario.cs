@@ -15,14 +15,15 @@ internal sealed record SoakFaults(
     double Duplicate,
     int Crashes,
     int Joiners,
-    int Leavers)
+    int Leavers,
+    TimeSpan Partition)
 {
     public override string ToString() => string.Create(CultureInfo.InvariantCulture,
         $"{Members} members, {Messages} × {MessageBytes} B, loss {Loss:P1}{(Burst is { } b ? $" + bursts ({b.GoodToBad:P1} in, {b.BadToGood:P0} out)" : "")}, " +
-        $"reorder {Reorder:P1}, duplicate {Duplicate:P1}, {Crashes} crash(es), {Joiners} joiner(s), {Leavers} leaver(s)");
+        $"reorder {Reorder:P1}, duplicate {Duplicate:P1}, {Crashes} crash(es), {Joiners} joiner(s), {Leavers} leaver(s)" +
+        $"{(Partition > TimeSpan.Zero ? $", a partition of {Partition.TotalSeconds:F1} s" : "")}");
 }
 
-/// <summary>What one soak seed found: null <see cref="Failure"/> when every check held.</summary>
 /// <summary>What one soak seed found: <see cref="Failure"/> (a message lost, duplicated or out of order, a stall, a
 /// buffer beyond its bound) is null when delivery held; <see cref="Unpurged"/> says whether a live member still held
 /// packets 5 s after the stream was over everywhere (a known weakness, docs/simulation.md, "Seed sweeps": the region's purge can stall).</summary>
@@ -35,9 +36,10 @@ internal sealed record SoakResult(int Seed, SoakFaults Faults, string? Failure, 
 /// One whole-stack seed of the soak (issue 12, item 7; docs/simulation.md, "Seed sweeps"): a GMS and a group of 3–10 nodes
 /// on the simulated network, one of them publishing numbered messages, under faults drawn from the seed: loss up to
 /// 20 %, bursts, reordering, duplication, crashes of up to R−1 members that cache packets (never the sender, and at
-/// least one receiver stays), nodes joining and leaving mid-stream. It asserts that every member alive and in the
-/// group at the end got every message once, in order (a joiner: every message from where it started to the last),
-/// and that once the stream is over every live member's receive buffers are purged (memory back to its floor).
+/// least one receiver stays), nodes joining and leaving mid-stream, and in a quarter of the seeds a partition that cuts
+/// some receivers off for 0.2–3 s. It asserts that every member alive and in the group at the end got every message
+/// once, in order (a joiner, or a node the GMS dropped that registered again: every message from where it started to
+/// the last), and reports whether once the stream is over every live member's receive buffers are purged.
 /// The same seed replays the same run.
 /// </summary>
 internal static class SoakScenario
@@ -62,8 +64,13 @@ internal static class SoakScenario
             Duplicate: random.Next(2) == 0 ? 0 : random.NextDouble() * 0.05,
             Crashes: random.Next(0, Math.Min(replication - 1, members - 2) + 1),
             Joiners: random.Next(0, 3),
-            Leavers: random.Next(0, 2));
+            Leavers: random.Next(0, 2),
+            Partition: random.Next(4) == 0 ? TimeSpan.FromMilliseconds(random.Next(200, 3_001)) : TimeSpan.Zero); // drawn last: the earlier draws stay as they were
     }
+
+    /// <summary>The virtual time of the seed this thread is running (for log lines of a replay); null between runs.</summary>
+    [ThreadStatic]
+    public static Func<TimeSpan>? VirtualNow;
 
     /// <summary>Runs seed <paramref name="seed"/>; never throws for a protocol failure (it is the result).</summary>
     public static SoakResult Run(int seed)
@@ -77,6 +84,7 @@ internal static class SoakScenario
             DuplicateRate = faults.Duplicate,
         };
         var cluster = new NodeCluster(seed, link);
+        VirtualNow = () => cluster.Network.Now;
         try
         {
             var (failure, unpurged) = Drive(cluster, faults, new Random(seed ^ 0x5EED));
@@ -102,6 +110,25 @@ internal static class SoakScenario
         var receivers = members.Skip(1).ToList();
         var joiners = new List<(NodeCluster.Node Node, int Owed)>();
         var gone = new HashSet<NodeCluster.Node>();
+
+        // A receiver the GMS dropped (silent under heavy loss) that registered again is a new member from then on: like a
+        // joiner, it is owed every message the sender takes once its view of the region includes the new id. Observe
+        // notes that point for each new id, as the run goes (it is called from every wait's condition).
+        var rejoinOwed = new Dictionary<NodeCluster.Node, (uint Id, int Owed)>();
+        bool Observe()
+        {
+            foreach (var node in receivers.Concat(joiners.Select(j => j.Node)))
+            {
+                if (node.Ids.Count > 1 && node.Registered && (!rejoinOwed.TryGetValue(node, out var seen) || seen.Id != node.Id)
+                    && sender.Region?.Member?.View?.IndexOf(new Membership.NodeId(node.Id)) >= 0)
+                {
+                    var feed = sender.Groups[Group].Published!;
+                    rejoinOwed[node] = (node.Id, feed.Next <= feed.Count ? feed.Next : 0);
+                }
+            }
+
+            return true;
+        }
         foreach (var victim in receivers.OrderBy(_ => random.Next()).Take(faults.Crashes + faults.Leavers).Select((n, i) => (n, i)))
         {
             bool crash = victim.i < faults.Crashes;
@@ -119,6 +146,21 @@ internal static class SoakScenario
             }));
         }
 
+        if (faults.Partition > TimeSpan.Zero)
+        {
+            // Some live receivers are cut off from everyone else (the sender and the GMS included) for a while, then the
+            // network heals. A short cut is repaired by recovery; one longer than the GMS's failure timeout gets the
+            // cut-off nodes dropped, and they register again as new members (held to what a joiner is, see below).
+            events.Add((random.Next(1, faults.Messages), () =>
+            {
+                var live = receivers.Where(n => !gone.Contains(n) && n.Sim.IsUp).OrderBy(_ => random.Next()).ToList();
+                var cut = live.Take(random.Next(1, Math.Max(1, live.Count / 2) + 1)).Select(n => n.Sim).ToHashSet();
+                cluster.Network.Partition(cut, cluster.Network.Nodes.Where(n => !cut.Contains(n)));
+                cluster.Network.RunFor(faults.Partition);
+                cluster.Network.Heal();
+            }));
+        }
+
         for (int i = 0; i < faults.Joiners; i++)
         {
             events.Add((random.Next(1, faults.Messages), () =>
@@ -128,56 +170,82 @@ internal static class SoakScenario
                 var joiner = cluster.AddNodes(1)[0];
                 joiner.Join(Group);
                 var feed = sender.Groups[Group].Published!;
-                cluster.Require(() => sender.Region!.Member!.View!.IndexOf(new Membership.NodeId(joiner.Id)) >= 0, limit, $"node {joiner.Id} in the sender's view");
+                cluster.Require(() => joiner.Registered && sender.Region!.Member!.View!.IndexOf(new Membership.NodeId(joiner.Id)) >= 0, limit, $"{joiner.Label} in the sender's view");
                 joiners.Add((joiner, feed.Next <= feed.Count ? feed.Next : 0));
             }));
         }
 
         foreach (var (at, act) in events.OrderBy(e => e.At))
         {
-            if (!cluster.Network.RunUntil(() => receivers.Where(n => !gone.Contains(n)).All(n => n.Groups[Group].CountFrom(sender.Id) >= at), limit))
+            if (!cluster.Network.RunUntil(() => Observe() && receivers.Where(n => !gone.Contains(n) && !Rejoined(n)).All(n => Count(n, sender) >= at), limit))
             {
-                return ($"the stream stalled before message {at}: {Progress(receivers, sender)}", null);
+                return ($"the stream stalled before message {at}: {Progress(receivers, sender)}; {Describe(members.Append(sender).Distinct())}", null);
             }
 
             act();
         }
 
-        var checkedMembers = members.Where(n => !gone.Contains(n)).ToList();
+        // A receiver the GMS dropped (silent under heavy loss) that registered again is a new member from then on, owed
+        // only what its new member anchors at (as a joiner is), so it is not held to the whole stream; the sender
+        // may have had several ids too, and its stream is the messages of all of them, oldest id first.
+        // Which members registered again is known only as the run goes (a node cut off by the last event may be dropped and
+        // register again afterwards), so the wait and the checks sort them each time.
+        var stayed = members.Where(n => !gone.Contains(n)).ToList();
+        bool Complete(NodeCluster.Node n)
+            => n == sender || !Rejoined(n)
+                ? Count(n, sender) == faults.Messages
+                : rejoinOwed.GetValueOrDefault(n).Owed == 0 || Last(n, sender) == faults.Messages;
         bool done = cluster.Network.RunUntil(
-            () => checkedMembers.All(n => n.Groups[Group].CountFrom(sender.Id) == faults.Messages)
-                  && joiners.All(j => j.Owed == 0 || Last(j.Node, sender) == faults.Messages),
+            () => Observe()
+                  && stayed.All(Complete)
+                  && joiners.All(j => (Rejoined(j.Node) ? rejoinOwed.GetValueOrDefault(j.Node).Owed : j.Owed) == 0 || Last(j.Node, sender) == faults.Messages),
             limit);
+        var checkedMembers = stayed.Where(n => n == sender || !Rejoined(n)).ToList();
+        var rejoined = stayed.Where(n => n != sender && Rejoined(n)).ToList();
         if (!done)
         {
-            return ($"not every message arrived within {limit} of virtual time: {Progress(checkedMembers.Concat(joiners.Select(j => j.Node)), sender)}", null);
+            return ($"not every message arrived within {limit} of virtual time: {Progress(checkedMembers.Concat(rejoined).Concat(joiners.Select(j => j.Node)), sender)}; {Describe(checkedMembers.Concat(rejoined).Concat(joiners.Select(j => j.Node)))}", null);
         }
 
         foreach (var node in checkedMembers)
         {
-            var got = node.Groups[Group].Received[sender.Id];
+            var got = Messages(node, sender);
             for (int i = 0; i < got.Count; i++)
             {
                 if (got[i] != i + 1)
                 {
-                    return ($"node {node.Id} got message {got[i]} in place {i + 1}", null);
+                    return ($"{node.Label} got message {got[i]} in place {i + 1} (from sender ids {string.Join(", ", sender.Ids)})", null);
+                }
+            }
+        }
+
+        // A receiver that registered again delivers each message at most once, in order, to the end of the stream.
+        foreach (var node in rejoined)
+        {
+            var got = Messages(node, sender);
+            for (int i = 1; i < got.Count; i++)
+            {
+                if (got[i] <= got[i - 1])
+                {
+                    return ($"{node.Label} (registered again) got message {got[i]} after {got[i - 1]}", null);
                 }
             }
         }
 
         foreach (var (joiner, owed) in joiners)
         {
-            var got = joiner.Groups[Group].Received.GetValueOrDefault(sender.Id) ?? [];
+            var got = Messages(joiner, sender);
             if (owed > 0 && (got.Count == 0 || got[0] > owed))
             {
-                return ($"joiner {joiner.Id} started at message {got.FirstOrDefault()}, but was owed every message from {owed}", null);
+                return ($"joiner {joiner.Label} started at message {got.FirstOrDefault()}, but was owed every message from {owed}", null);
             }
 
+            bool again = Rejoined(joiner); // registered again: a new member from then on, owed only what follows
             for (int i = 1; i < got.Count; i++)
             {
-                if (got[i] != got[i - 1] + 1)
+                if (again ? got[i] <= got[i - 1] : got[i] != got[i - 1] + 1)
                 {
-                    return ($"joiner {joiner.Id} got message {got[i]} after {got[i - 1]}", null);
+                    return ($"joiner {joiner.Label}{(again ? " (registered again)" : "")} got message {got[i]} after {got[i - 1]}", null);
                 }
             }
         }
@@ -188,22 +256,39 @@ internal static class SoakScenario
         int bound = new RegionOptions().MaxHeldPackets;
         if (live.FirstOrDefault(n => n.Region?.Member?.Streams.Values.Any(stream => stream.HeldCount > bound) == true) is { } over)
         {
-            return ($"node {over.Id} holds more than {bound} packets of one stream: {over.Region!.Member!.Describe()}", null);
+            return ($"{over.Label} holds more than {bound} packets of one stream: {over.Region!.Member!.Describe()}", null);
         }
 
         cluster.Network.RunUntil(() => live.All(n => (n.Region?.Member?.HeldPackets ?? 0) == 0), TimeSpan.FromSeconds(5));
         if (live.FirstOrDefault(n => (n.Region?.Member?.HeldPackets ?? 0) > 0) is { } holding)
         {
-            return (null, $"node {holding.Id} still holds {holding.Region!.Member!.HeldPackets} packets 5 s after the stream ended: " +
-                          string.Join(" | ", live.Select(n => $"node {n.Id}: {n.Region?.Member?.Describe() ?? "no member"}")));
+            return (null, $"{holding.Label} still holds {holding.Region!.Member!.HeldPackets} packets 5 s after the stream ended: " +
+                          string.Join(" | ", live.Select(n => $"{n.Label}: {n.Region?.Member?.Describe() ?? "no member"}")));
         }
 
         return (null, null);
     }
 
     private static int Last(NodeCluster.Node node, NodeCluster.Node sender)
-        => node.Groups.TryGetValue(Group, out var group) && group.Received.TryGetValue(sender.Id, out var got) && got.Count > 0 ? got[^1] : 0;
+        => Messages(node, sender) is { Count: > 0 } got ? got[^1] : 0;
+
+    /// <summary>Whether the GMS dropped <paramref name="node"/> and it registered again (it has had more than one id).</summary>
+    private static bool Rejoined(NodeCluster.Node node) => node.Ids.Count > 1;
+
+    /// <summary>How many messages <paramref name="node"/> delivered from <paramref name="sender"/>, under any of its ids.</summary>
+    private static int Count(NodeCluster.Node node, NodeCluster.Node sender)
+        => node.Groups.TryGetValue(Group, out var group) ? sender.Ids.Sum(id => group.CountFrom(id)) : 0;
+
+    /// <summary>The message numbers <paramref name="node"/> delivered from <paramref name="sender"/>: those under its first
+    /// id, then its next, and so on (a sender that registered again continues its stream under the new id).</summary>
+    private static List<int> Messages(NodeCluster.Node node, NodeCluster.Node sender)
+        => node.Groups.TryGetValue(Group, out var group)
+            ? sender.Ids.SelectMany(id => group.Received.GetValueOrDefault(id) ?? []).ToList()
+            : [];
+
+    private static string Describe(IEnumerable<NodeCluster.Node> nodes)
+        => string.Join(" | ", nodes.Select(n => $"{n.Label} (sim {n.Sim.Index}{(n.Sim.IsUp ? "" : ", down")}, ids {string.Join("/", n.Ids)}): {n.Region?.Describe() ?? "no region layer"}"));
 
     private static string Progress(IEnumerable<NodeCluster.Node> nodes, NodeCluster.Node sender)
-        => string.Join(", ", nodes.Select(n => $"node {n.Id}{(n.Sim.IsUp ? "" : " (down)")}: {n.Groups[Group].CountFrom(sender.Id)}"));
+        => string.Join(", ", nodes.Select(n => $"{n.Label}{(n.Sim.IsUp ? "" : " (down)")}{(Rejoined(n) ? " (registered again)" : "")}: {Count(n, sender)}"));
 }

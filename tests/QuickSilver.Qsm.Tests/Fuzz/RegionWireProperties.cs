@@ -124,4 +124,33 @@ public sealed class RegionWireProperties
             return true;
         });
     }
+
+    private static readonly Gen<byte[]> ValidStart =
+        Gen.Select(Hostile.U32, Hostile.U32, Hostile.U32, Hostile.U64, (region, sender, view, viewStart) =>
+        {
+            var message = new byte[RegionWire.StartSize];
+            RegionWire.WriteStart(message, region, sender, view, viewStart);
+            return message;
+        });
+
+    [Fact]
+    public void Stream_start_hints_are_rejected_or_round_trip_without_allocating()
+    {
+        Property.Decodes(Hostile.Mutate(ValidStart), Iterations, seed: 504, example =>
+        {
+            var (bytes, _) = example;
+            var (ok, header) = Property.Decode(bytes, 0, b => (RegionWire.TryReadStart(b, out var h), h), "RegionWire.TryReadStart");
+            if (!ok)
+            {
+                return false;
+            }
+
+            Assert.True(header.View > 0 && header.ViewStart > 0 && header.Seq == header.ViewStart, $"accepted {header}");
+            var again = new byte[RegionWire.StartSize];
+            RegionWire.WriteStart(again, header.Region, header.Sender, header.View, header.ViewStart);
+            Assert.Equal(bytes, again);
+
+            return true;
+        });
+    }
 }

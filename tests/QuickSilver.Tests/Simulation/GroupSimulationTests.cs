@@ -264,6 +264,37 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
         }
     }
 
+    [Theory]
+    [InlineData(401, 0.0)]
+    [InlineData(402, 0.05)]
+    public void A_node_joining_after_the_publisher_went_idle_does_not_hold_back_the_purge(int seed, double loss)
+    {
+        // Before the stream-start hint (docs/qsm.md, "Joining mid-stream"), a member that had heard nothing of a sender
+        // held that sender's purge point at 0, so every member kept the sender's last packets until it sent again.
+        const int Messages = 2_000;
+        var cluster = new NodeCluster(seed, new LinkOptions { LossRate = loss });
+        var original = cluster.AddNodes(4);
+        cluster.Join(original, "prices");
+        cluster.SettleViews("prices", original);
+        var sender = original[0];
+        sender.PublishNumbered("prices", Messages);
+        cluster.Require(() => original.All(n => n.Groups["prices"].CountFrom(sender.Id) == Messages), TimeSpan.FromMinutes(1), "the stream");
+
+        var joiners = cluster.AddNodes(2);
+        cluster.Join(joiners, "prices");
+        var all = original.Concat(joiners).ToList();
+        cluster.SettleViews("prices", all);
+        cluster.Require(() => sender.Region!.Member!.View!.Count == all.Count, TimeSpan.FromSeconds(30), "the sender's view of the region");
+
+        bool purged = cluster.Network.RunUntil(() => all.All(n => n.Region!.Member!.HeldPackets == 0), TimeSpan.FromSeconds(10));
+        Assert.True(purged, $"seed {seed}: packets left 10 s after the joins: " + string.Join(" | ", all.Select(n => n.Region!.Member!.Describe())));
+        Assert.All(joiners, j => Assert.Equal(0, j.Groups["prices"].CountFrom(sender.Id))); // owed nothing sent before it joined
+
+        // The joiners' streams started where the sender's view took them in: what it publishes next reaches them.
+        sender.PublishNumbered("prices", 100);
+        cluster.Require(() => joiners.All(j => j.Groups["prices"].CountFrom(sender.Id) == 100), TimeSpan.FromSeconds(30), "the next messages at the joiners");
+    }
+
     private static int Last(NodeCluster.Node node, NodeCluster.Node sender)
         => node.Groups["prices"].Received.TryGetValue(sender.Id, out var list) && list.Count > 0 ? list[^1] : 0;
 
