@@ -22,6 +22,9 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
     /// <summary>How often the leader state is repeated to the server (a missed or failed take-over is retried then).</summary>
     public static readonly TimeSpan LeaderPoll = TimeSpan.FromMilliseconds(200);
 
+    /// <summary>How long a proposal may take before it is reported lost.</summary>
+    public static readonly TimeSpan ProposalTimeout = TimeSpan.FromSeconds(5);
+
     private readonly RaftGmsOptions _options;
     private readonly Func<Action, Task> _onCore;
     private readonly CancellationTokenSource _stop = new();
@@ -98,7 +101,12 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
             {
                 if (cluster is not null)
                 {
-                    await cluster.ReplicateAsync(bytes, context: null, _stop.Token).ConfigureAwait(false);
+                    // Bounded: a proposal that neither commits nor fails (a leader cut off from its majority that has not
+                    // stepped down yet) is reported lost, so the server can propose again. Should it commit later after
+                    // all, it is applied then like any other committed command.
+                    using var timeout = CancellationTokenSource.CreateLinkedTokenSource(_stop.Token);
+                    timeout.CancelAfter(ProposalTimeout);
+                    await cluster.ReplicateAsync(bytes, context: null, timeout.Token).ConfigureAwait(false);
                     committed = true;
                 }
             }
