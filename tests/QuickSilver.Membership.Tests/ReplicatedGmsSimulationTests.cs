@@ -111,4 +111,19 @@ public sealed class ReplicatedGmsSimulationTests
             TimeSpan.FromSeconds(5)));
         Assert.Equal(1, gms[2].Server!.FailuresDetected);
     }
+
+    [Fact]
+    public void A_batch_the_log_refuses_is_proposed_again_while_the_replica_still_leads()
+    {
+        var world = new VirtualWorld();
+        var gms = new SimulatedGmsCluster(world, Options, Replicas);
+        gms.Elect(gms[0]);
+        var client = Client(world, 0, Replicas[0]);
+        Assert.True(world.RunUntil(() => client.IsRegistered, TimeSpan.FromSeconds(5)));
+        gms.Consensus.RefuseProposals = 2;
+        client.Join("g");
+        Assert.True(world.RunUntil(() => client.FindGroup("g") is not null, TimeSpan.FromSeconds(5)));
+        Assert.Equal(2, gms[0].Server!.ProposalsLost);
+        Assert.True(gms[0].Server!.IsLeading);
+    }
 }

@@ -27,6 +27,8 @@ internal sealed class SimulatedGmsCluster
 
     public SimulatedConsensus.Member this[int i] => _consensus[i];
 
+    public SimulatedConsensus Consensus => _consensus;
+
     public void Elect(SimulatedConsensus.Member leader) => _consensus.Elect(leader);
 
     public void Kill(SimulatedConsensus.Member replica)

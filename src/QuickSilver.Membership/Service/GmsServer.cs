@@ -44,6 +44,7 @@ internal sealed class GmsServer
     private readonly TimeSpan?[] _refusalLogged = new TimeSpan?[Enum.GetValues<GmsRefusal>().Max(r => (int)r) + 1];
     private long _sequence;
     private long _inFlight;
+    private GmsCommand? _inFlightCommand;
     private string? _takeOver;
     private NetAddress? _leader;
 
@@ -123,6 +124,7 @@ internal sealed class GmsServer
             _leader = null;
             _takeOver = $"{_gmsLog.ReplicaId}:{++_sequence}";
             _inFlight = _sequence;
+            _inFlightCommand = null;
             _pending.Clear();
             _gmsLog.Propose(new GmsCommand { Ops = [GmsOp.Start(_gmsLog.ReplicaId, _proposedEpoch) with { Text = _takeOver }] }, _sequence);
             return;
@@ -138,6 +140,7 @@ internal sealed class GmsServer
         IsLeading = false;
         _takeOver = null;
         _inFlight = 0;
+        _inFlightCommand = null;
         _pending.Clear();
         _sessions.Clear();
         _nodesPerIp.Clear();
@@ -198,11 +201,21 @@ internal sealed class GmsServer
         }
 
         _inFlight = 0;
+        var command = _inFlightCommand;
+        _inFlightCommand = null;
         if (!committed)
         {
             _takeOver = null; // a take-over that failed is proposed again when the log next says this replica leads
             ProposalsLost++;
             _log.Warning("GMS replica {Replica}: a proposal was not committed (leadership lost?)", _gmsLog.ReplicaId);
+            if (IsLeading && command is not null)
+            {
+                // Still leading: propose its ops again, first. Every op is idempotent (a repeated registration with the
+                // same incarnation, join, leave or down changes nothing), so this is safe even if it commits after all.
+                // A registration is proposed again only for the session still waiting for it (not one replaced since).
+                _pending.InsertRange(0, command.Ops.Where(op => op.Kind != GmsOpKind.Register
+                    || (_sessions.TryGetValue(new NetAddress(op.Ip, op.Port), out var waiting) && waiting.Incarnation == op.Number && waiting.Node is null)));
+            }
         }
 
         if (_pending.Count > 0 && !_batchAlarm.IsScheduled)
@@ -398,7 +411,8 @@ internal sealed class GmsServer
         {
             // A registration changes no view: it is committed at once rather than with the next batch.
             _inFlight = ++_sequence;
-            _gmsLog.Propose(new GmsCommand { Ops = [register] }, _inFlight);
+            _inFlightCommand = new GmsCommand { Ops = [register] };
+            _gmsLog.Propose(_inFlightCommand, _inFlight);
         }
         else
         {
@@ -509,6 +523,7 @@ internal sealed class GmsServer
         var command = new GmsCommand { Ops = [.. _pending] };
         _pending.Clear();
         _inFlight = ++_sequence;
+        _inFlightCommand = command;
         _gmsLog.Propose(command, _inFlight);
     }
 

@@ -20,6 +20,9 @@ internal sealed class SimulatedConsensus(IAlarmScheduler scheduler)
 
     public Member? Leader { get; private set; }
 
+    /// <summary>Proposals to refuse from now on, even the leader's (as a real engine does when a commit times out).</summary>
+    public int RefuseProposals { get; set; }
+
     public IReadOnlyList<Member> Members => _members;
 
     public Member this[int i] => _members[i];
@@ -60,8 +63,9 @@ internal sealed class SimulatedConsensus(IAlarmScheduler scheduler)
     private void Append(Member from, GmsCommand command, long sequence)
     {
         var server = from.Server!;
-        if (from != Leader || !from.Alive)
+        if (from != Leader || !from.Alive || RefuseProposals > 0)
         {
+            RefuseProposals = Math.Max(0, RefuseProposals - 1);
             scheduler.ScheduleAfter(new Alarm(_ => server.OnProposalDone(sequence, committed: false)), CommitDelay);
             return;
         }
