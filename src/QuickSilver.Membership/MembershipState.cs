@@ -38,6 +38,9 @@ internal sealed class MembershipState
 
     public int NodeCount => _nodes.Count;
 
+    /// <summary>Node ids handed out so far (ids are never reused: a renumbered node would show here).</summary>
+    public long IdsIssued => _nextNode - 1;
+
     public int GroupCount => _groups.Count;
 
     public int RegionCount => _regions.Count;
@@ -47,12 +50,19 @@ internal sealed class MembershipState
     public IEnumerable<GroupView> GroupViews => _groups.Values.Select(g => g.View!);
 
     /// <summary>Adds a live node with no groups. It belongs to no region until it joins a group.</summary>
-    public NodeId RegisterNode(NetAddress address)
+    public NodeId RegisterNode(NetAddress address) => RegisterNode(address, _pin(address));
+
+    /// <summary>Adds a live node pinned to the region named <paramref name="pinnedRegion"/> (null: its region of overlap).
+    /// The pin is part of the node's state, so a replica that applies the same registrations places nodes alike.</summary>
+    public NodeId RegisterNode(NetAddress address, string? pinnedRegion)
     {
         var id = new NodeId(_nextNode++);
-        _nodes.Add(id, new NodeState(id, address));
+        _nodes.Add(id, new NodeState(id, address) { Pinned = pinnedRegion });
         return id;
     }
+
+    /// <summary>The region name the designer's pin function gives <paramref name="address"/>, or null.</summary>
+    public string? PinOf(NetAddress address) => _pin(address);
 
     public bool IsAlive(NodeId node) => _nodes.ContainsKey(node);
 
@@ -133,8 +143,9 @@ internal sealed class MembershipState
             }
         }
 
-        // 2. Move touched nodes between regions; keep per-region and per-group counts in step.
-        foreach (var node in touchedNodes)
+        // 2. Move touched nodes between regions; keep per-region and per-group counts in step. In node-id order: new
+        // regions are numbered and given pool addresses in this loop, and every replica must number them alike.
+        foreach (var node in touchedNodes.OrderBy(n => n.Id.Value))
         {
             var from = oldRegion[node];
             bool alive = _nodes.ContainsKey(node.Id);
@@ -296,8 +307,117 @@ internal sealed class MembershipState
         return builder.ToImmutable();
     }
 
-    private RegionKey RegionKeyFor(NodeState node)
-        => _pin(node.Address) is { } pinned ? RegionKey.ForPinned(pinned) : RegionKey.ForGroups(node.Groups);
+    private static RegionKey RegionKeyFor(NodeState node)
+        => node.Pinned is { } pinned ? RegionKey.ForPinned(pinned) : RegionKey.ForGroups(node.Groups);
+
+    /// <summary>
+    /// The whole state as plain numbers, in a canonical order (nodes, groups and regions by id), so two equal states
+    /// export equal bytes. Views are not stored: after every batch each region's view lists its current members and
+    /// each group's view its current regions, so only their numbers are needed to rebuild them.
+    /// </summary>
+    public MembershipSnapshot Export() => new()
+    {
+        NextNode = _nextNode,
+        NextGroup = _nextGroup,
+        NextRegion = _nextRegion,
+        Nodes = [.. _nodes.Values.OrderBy(n => n.Id.Value).Select(n => new SnapshotNode
+        {
+            Id = n.Id.Value,
+            Ip = n.Address.Ip,
+            Port = n.Address.Port,
+            Pinned = n.Pinned,
+            Region = n.Region?.Id.Value ?? 0,
+            Groups = [.. n.Groups.Select(g => g.Value).Order()],
+        })],
+        Groups = [.. _groups.Values.OrderBy(g => g.Id.Value).Select(g => new SnapshotGroup { Id = g.Id.Value, Name = g.Name, ViewNumber = g.View!.ViewNumber })],
+        Regions = [.. _regions.Values.OrderBy(r => r.Id.Value).Select(r => new SnapshotRegion
+        {
+            Id = r.Id.Value,
+            ViewNumber = r.View!.ViewNumber,
+            MulticastIp = r.MulticastAddress?.Ip ?? 0,
+            MulticastPort = r.MulticastAddress?.Port ?? 0,
+        })],
+    };
+
+    /// <summary>Loads <paramref name="snapshot"/> into this state, which must be new (nothing registered, nothing
+    /// applied). Throws <see cref="InvalidDataException"/> when the snapshot is inconsistent.</summary>
+    public void Import(MembershipSnapshot snapshot)
+    {
+        ArgumentNullException.ThrowIfNull(snapshot);
+        if (_nodes.Count > 0 || _groups.Count > 0 || _nextNode != 1)
+        {
+            throw new InvalidOperationException("A snapshot can only be loaded into a new membership state.");
+        }
+
+        _nextNode = snapshot.NextNode;
+        _nextGroup = snapshot.NextGroup;
+        _nextRegion = snapshot.NextRegion;
+        foreach (var g in snapshot.Groups ?? [])
+        {
+            var group = new GroupState(new GroupId(g.Id), g.Name ?? throw new InvalidDataException("A snapshot group has no name."));
+            _groups.Add(group.Id, group);
+            _groupsByName.Add(group.Name, group);
+        }
+
+        var regionNumbers = new Dictionary<RegionId, SnapshotRegion>();
+        foreach (var r in snapshot.Regions ?? [])
+        {
+            regionNumbers.Add(new RegionId(r.Id), r);
+        }
+
+        foreach (var n in snapshot.Nodes ?? [])
+        {
+            var node = new NodeState(new NodeId(n.Id), new NetAddress(n.Ip, n.Port)) { Pinned = n.Pinned };
+            _nodes.Add(node.Id, node);
+            foreach (uint gid in n.Groups ?? [])
+            {
+                var group = _groups.GetValueOrDefault(new GroupId(gid)) ?? throw new InvalidDataException($"Snapshot node {node.Id} is in unknown group g{gid}.");
+                node.Groups.Add(group.Id);
+                group.Members.Add(node.Id);
+            }
+
+            node.RegionGroups = [.. node.Groups];
+            if (n.Region == 0)
+            {
+                continue;
+            }
+
+            var rid = new RegionId(n.Region);
+            if (!_regions.TryGetValue(rid, out var region))
+            {
+                var r = regionNumbers.GetValueOrDefault(rid) ?? throw new InvalidDataException($"Snapshot node {node.Id} is in unknown region {rid}.");
+                NetAddress? multicast = r.MulticastIp == 0 ? null : new NetAddress(r.MulticastIp, r.MulticastPort);
+                if (multicast is { } taken && !_pool.Take(taken))
+                {
+                    throw new InvalidDataException($"Snapshot region {rid} has multicast address {taken}, outside the pool or taken twice.");
+                }
+
+                region = new RegionState(rid, RegionKeyFor(node), multicast);
+                _regions.Add(rid, region);
+                _regionsByKey.Add(region.Key, region);
+            }
+
+            region.Members.Add(node);
+            node.Region = region;
+            foreach (var gid in node.Groups)
+            {
+                Increment(region, _groups[gid]);
+            }
+        }
+
+        foreach (var region in _regions.Values)
+        {
+            region.View = new RegionView(region.Id, regionNumbers[region.Id].ViewNumber,
+                [.. region.Members.Select(n => new ViewMember(n.Id, n.Address))], region.MulticastAddress);
+        }
+
+        foreach (var g in snapshot.Groups ?? [])
+        {
+            var group = _groups[new GroupId(g.Id)];
+            group.View = new GroupView(group.Id, group.Name, g.ViewNumber,
+                [.. group.RegionCounts.Keys.OrderBy(r => r.Value).Select(r => new RegionRef(r, _regions[r].View!.ViewNumber))]);
+        }
+    }
 
     private GroupState GetOrCreateGroup(string name)
     {
@@ -387,6 +507,10 @@ internal sealed class MembershipState
     {
         public NodeId Id { get; } = id;
         public NetAddress Address { get; } = address;
+
+        /// <summary>The region a designer pinned this node to (null: its region of overlap), fixed at registration.</summary>
+        public string? Pinned { get; init; }
+
         public HashSet<GroupId> Groups { get; } = new();
 
         /// <summary>The groups counted in <see cref="Region"/>'s per-group counts (the node's groups when it last moved).</summary>

@@ -53,6 +53,10 @@ internal sealed class MulticastAddressPool
         return true;
     }
 
+    /// <summary>Takes one given address out of the pool (loading a snapshot); false if it is not free in this pool.</summary>
+    public bool Take(NetAddress address)
+        => address.Port == First.Port && _free.Remove(address.Ip);
+
     public void Release(NetAddress address)
     {
         if (address.Port == First.Port && address.Ip >= First.Ip && address.Ip - First.Ip < (uint)Count && !_free.Add(address.Ip))

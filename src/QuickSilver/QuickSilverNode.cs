@@ -123,7 +123,8 @@ public sealed class QuickSilverNode : IAsyncDisposable
                 var built = QsmStack.BuildNode(endpoint, core, new QsmStackOptions
                 {
                     Epoch = epoch,
-                    Gms = options.Gms,
+                    Gms = options.FirstGms,
+                    GmsClient = new GmsClientOptions { Replicas = options.GmsReplicas },
                     Region = options.Region,
                     RateControl = options.RateControl,
                     Security = options.Security,

@@ -13,6 +13,15 @@ public sealed record QuickSilverNodeOptions
     /// <summary>Where the GMS listens. Default 127.0.0.1:47001.</summary>
     public NetAddress Gms { get; init; } = NetAddress.Loopback(47001);
 
+    /// <summary>The replicas of a replicated GMS (their GMS addresses, as given to each replica's <c>--peers</c>); empty
+    /// (the default): the single GMS at <see cref="Gms"/>. The node talks to the leader, follows redirects and leader
+    /// changes, and keeps its id and views across them (docs/membership.md, "Replicated GMS"). At most 7, no duplicates;
+    /// not with <see cref="EmbeddedGms"/>.</summary>
+    public IReadOnlyList<NetAddress> GmsReplicas { get; init; } = [];
+
+    /// <summary>The GMS address a node first contacts: the first replica, or <see cref="Gms"/>.</summary>
+    internal NetAddress FirstGms => GmsReplicas.Count > 0 ? GmsReplicas[0] : Gms;
+
     /// <summary>Run the GMS inside this node, listening on <see cref="Gms"/>. Exactly one node (or a standalone GMS) should.</summary>
     public bool EmbeddedGms { get; init; }
 
@@ -94,6 +103,13 @@ public sealed record QuickSilverNodeOptions
         if (Gms.IsMulticast || Gms.Port == 0)
         {
             throw new ArgumentException($"QuickSilverNodeOptions.Gms must be a unicast address with a port, got {Gms}.", nameof(Gms));
+        }
+
+        ArgumentNullException.ThrowIfNull(GmsReplicas, nameof(GmsReplicas));
+        GmsOptions.ValidateReplicas(GmsReplicas, $"QuickSilverNodeOptions.{nameof(GmsReplicas)}");
+        if (EmbeddedGms && GmsReplicas.Count > 0)
+        {
+            throw new ArgumentException("QuickSilverNodeOptions.EmbeddedGms runs a single GMS in the node; it cannot be combined with GmsReplicas (run the replicas with `qs gms --id N --peers ...`).", nameof(GmsReplicas));
         }
 
         if (Bind.IsMulticast)

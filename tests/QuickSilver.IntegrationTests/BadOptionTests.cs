@@ -9,6 +9,11 @@ public sealed class BadOptionTests
         { "qs", ["node", "--join", "g", "--gms", "not-an-address"], "--gms" },
         { "qs", ["node", "--gms", "127.0.0.1:47001"], "--join" },
         { "qs", ["gms", "--multicast", "127.0.0.1:5000"], "--multicast" },
+        { "qs", ["gms", "--id", "2"], "--peers" },
+        { "qs", ["gms", "--peers", "127.0.0.1:47001,127.0.0.1:47001", "--data", "d"], "--peers" },
+        { "qs", ["gms", "--peers", "127.0.0.1:47001,127.0.0.1:47002", "--id", "3", "--data", "d"], "--id" },
+        { "qs", ["gms", "--peers", "127.0.0.1:47001,127.0.0.1:47002"], "--data" },
+        { "qs", ["node", "--join", "g", "--gms-replicas", "127.0.0.1:47001,nowhere"], "--gms-replicas" },
         { "QuickStart", ["--receivers", "0"], "--receivers" },
         { "QuickStart", ["--size", "100000"], "--size" },
     };

@@ -24,6 +24,8 @@ internal sealed class Tool : IDisposable
 
     public int ExitCode => _process.ExitCode;
 
+    public int ProcessId => _process.Id;
+
     /// <summary>The last <paramref name="lines"/> lines of standard output.</summary>
     public string Tail(int lines) => string.Join('\n', _stdout.TakeLast(lines));
 

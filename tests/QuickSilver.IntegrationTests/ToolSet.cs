@@ -20,14 +20,14 @@ internal sealed class ToolSet : IDisposable
     /// <paramref name="guardSeconds"/>. The publisher joins first and waits until "load" spans 1 + receivers regions (each
     /// receiver is in a group of its own too): one that joins after the receivers stalls today (docs/quickstart.md,
     /// "Known limits").</summary>
-    public async Task<(Tool Publisher, List<Tool> Receivers)> StartLoadAsync(string gms, int messages, int receivers, int guardSeconds)
+    public async Task<(Tool Publisher, List<Tool> Receivers)> StartLoadAsync(string gms, int messages, int receivers, int guardSeconds, string gmsOption = "--gms")
     {
         string count = messages.ToString(CultureInfo.InvariantCulture);
         string guard = guardSeconds.ToString(CultureInfo.InvariantCulture);
-        var publisher = Start(Tool.Qs("node", "--gms", gms, "--join", "load", "--publish", count,
+        var publisher = Start(Tool.Qs("node", gmsOption, gms, "--join", "load", "--publish", count,
             "--wait-regions", (receivers + 1).ToString(CultureInfo.InvariantCulture), "--seconds", guard, "--linger", guard));
         Assert.True(await publisher.WaitForLineAsync("ready", TimeSpan.FromSeconds(60)), $"publisher not ready: {publisher.Stderr}");
-        var started = Enumerable.Range(0, receivers).Select(i => Start(Tool.Qs("node", "--gms", gms, "--join", "load",
+        var started = Enumerable.Range(0, receivers).Select(i => Start(Tool.Qs("node", gmsOption, gms, "--join", "load",
             "--join", string.Create(CultureInfo.InvariantCulture, $"solo/{i}"), "--expect", count, "--seconds", guard))).ToList();
         return (publisher, started);
     }

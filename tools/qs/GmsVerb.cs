@@ -1,12 +1,14 @@
 using System.CommandLine;
 using System.Text.Json;
 using QuickSilver.Core.Io;
+using QuickSilver.Membership.Raft;
 using QuickSilver.Membership.Service;
 using QuickSilver.Samples;
 
 namespace QuickSilver.Tools;
 
-/// <summary><c>qs gms</c>: a standalone GMS (a node with an embedded GMS that joins no group) until Ctrl+C or --seconds.</summary>
+/// <summary><c>qs gms</c>: a standalone GMS (a node with an embedded GMS that joins no group) until Ctrl+C or --seconds;
+/// with <c>--id N --peers a,b,c --data DIR</c>, replica N of a replicated GMS (<see cref="ReplicatedGms"/>).</summary>
 internal static class GmsVerb
 {
     public static Command Create(Option<bool> json)
@@ -23,11 +25,25 @@ internal static class GmsVerb
         });
         var seconds = Cli.Int("--seconds", "Stop after this many seconds; 0 runs until Ctrl+C", 0, 0, 30 * 86_400);
         var security = SecurityFlags.Create();
-        var command = new Command("gms", "Run a standalone group membership service.") { listen, pool, seconds, security.SecretFile, security.Mode };
+        var id = Cli.Int("--id", "With --peers: this replica's position in --peers, from 1", 1, 1, GmsOptions.MaxReplicas);
+        var peers = AddressList("--peers", "Run as one replica of a replicated GMS (Raft): every replica's address, comma-separated, the same list on each; Raft uses TCP on the same ports.");
+        var data = new Option<string>("--data") { Description = "With --peers: the directory for this replica's Raft log and snapshots (created if missing)." };
+        var command = new Command("gms", "Run a standalone group membership service, or one replica of a replicated one.") { listen, pool, seconds, security.SecretFile, security.Mode, id, peers, data };
         command.SetAction(async (parse, cancellationToken) =>
         {
             if (!security.TryRead(parse, out var datagrams))
             {
+                return Cli.BadOptions;
+            }
+
+            if (parse.GetValue(peers) is { Length: > 0 } replicas)
+            {
+                return await RunReplicaAsync(parse.GetValue(id), replicas, parse.GetValue(data), NetAddress.Parse(parse.GetValue(pool)!), datagrams, parse.GetValue(seconds), cancellationToken);
+            }
+
+            if (parse.GetResult(data) is { Implicit: false } || parse.GetResult(id) is { Implicit: false })
+            {
+                await Console.Error.WriteLineAsync("--id and --data go with --peers (a replica of a replicated GMS).");
                 return Cli.BadOptions;
             }
 
@@ -65,6 +81,67 @@ internal static class GmsVerb
         });
         return command;
     }
+
+    /// <summary>A replica of a replicated GMS until Ctrl+C or --seconds; prints its role every 5 seconds.</summary>
+    private static async Task<int> RunReplicaAsync(int id, NetAddress[] peers, string? data, NetAddress pool, QuickSilver.Core.Security.DatagramSecurityOptions security,
+        int limit, CancellationToken cancellationToken)
+    {
+        var options = new RaftGmsOptions { Id = id, Peers = peers, DataDirectory = data ?? "" };
+        try
+        {
+            options.Validate();
+        }
+        catch (ArgumentException e)
+        {
+            await Console.Error.WriteLineAsync(e.Message.Replace("RaftGmsOptions.DataDirectory", "--data", StringComparison.Ordinal)
+                .Replace("RaftGmsOptions.Id", "--id", StringComparison.Ordinal).Replace("RaftGmsOptions.Peers", "--peers", StringComparison.Ordinal));
+            return Cli.BadOptions;
+        }
+
+        using var stop = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
+        if (limit > 0)
+        {
+            stop.CancelAfter(TimeSpan.FromSeconds(limit));
+        }
+
+        await using var replica = await ReplicatedGms.StartAsync(options, new GmsOptions { MulticastPoolStart = pool }, security, QsLogging.Factory, stop.Token);
+        Console.WriteLine($"gms replica {id} of {peers.Length} listening on {options.Self} (UDP for nodes, TCP for Raft), data in {Path.GetFullPath(options.DataDirectory)}, pid {Environment.ProcessId}; Ctrl+C stops it");
+        while (!stop.IsCancellationRequested)
+        {
+            await Task.Delay(TimeSpan.FromSeconds(1), stop.Token).ContinueWith(_ => { }, TaskScheduler.Default);
+            var status = await replica.GetStatusAsync();
+            Console.WriteLine($"gms replica {id}: {(status.IsLeading ? "leader" : $"follower of {status.Leader?.ToString() ?? "nobody yet"}")}, epoch {status.Epoch}, {status.Nodes} nodes, {status.IdsIssued} ids issued, {status.Groups} groups, {status.CommandsApplied} commands, {status.FailuresDetected} failures detected");
+        }
+
+        return 0;
+    }
+
+    /// <summary>A comma-separated list of unicast "a.b.c.d:port" addresses, each once, at most
+    /// <see cref="GmsOptions.MaxReplicas"/>.</summary>
+    internal static Option<NetAddress[]> AddressList(string name, string description) => new(name)
+    {
+        Description = description,
+        CustomParser = result =>
+        {
+            string text = result.Tokens.Count > 0 ? result.Tokens[0].Value : "";
+            try
+            {
+                var list = text.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries).Select(NetAddress.Parse).ToArray();
+                GmsOptions.ValidateReplicas(list, name);
+                if (list.Length == 0)
+                {
+                    result.AddError($"{name} needs at least one address (e.g. 127.0.0.1:47001,127.0.0.1:47002,127.0.0.1:47003).");
+                }
+
+                return list;
+            }
+            catch (Exception e) when (e is FormatException or ArgumentException)
+            {
+                result.AddError($"{name}: {e.Message}");
+                return [];
+            }
+        },
+    };
 
     private static bool IsMulticast(string text)
     {

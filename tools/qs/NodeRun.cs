@@ -20,7 +20,7 @@ internal static class NodeRun
         QuickSilverNode node;
         try
         {
-            node = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions { Gms = settings.Gms, Security = settings.Security, LoggerFactory = QsLogging.Factory }, stop.Token);
+            node = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions { Gms = settings.Gms, GmsReplicas = settings.GmsReplicas, Security = settings.Security, LoggerFactory = QsLogging.Factory }, stop.Token);
         }
         catch (OperationCanceledException)
         {

@@ -7,7 +7,11 @@ namespace QuickSilver.Tools;
 
 /// <summary>Settings of <c>qs node</c>. The first joined group is the main one: --publish sends there and --expect counts there.</summary>
 internal sealed record NodeSettings(NetAddress Gms, IReadOnlyList<string> Groups, int Publish, int Size, int WaitRegions, int Expect, int Seconds, int Linger,
-    DatagramSecurityOptions Security, bool Json = false);
+    DatagramSecurityOptions Security, bool Json = false)
+{
+    /// <summary>The replicas of a replicated GMS (--gms-replicas); empty: the single GMS at <see cref="Gms"/>.</summary>
+    public IReadOnlyList<NetAddress> GmsReplicas { get; init; } = [];
+}
 
 /// <summary><c>qs node</c>: option definitions and validation; the run itself is in <see cref="NodeRun"/>.</summary>
 internal static class NodeVerb
@@ -15,6 +19,7 @@ internal static class NodeVerb
     public static Command Create(Option<bool> json)
     {
         var gms = Cli.Address("--gms", "Address of the GMS.", loopbackOnly: false, NetAddress.Loopback(47001));
+        var replicas = GmsVerb.AddressList("--gms-replicas", "Every replica of a replicated GMS, comma-separated (as given to `qs gms --peers`); replaces --gms.");
         var join = new Option<string[]>("--join") { Description = "A group to join; repeat for several. The first is where --publish sends and --expect counts.", Required = true };
         join.Validators.Add(r =>
         {
@@ -32,12 +37,12 @@ internal static class NodeVerb
         var security = SecurityFlags.Create();
         var command = new Command("node", "Run a node: join groups, optionally publish, print delivered counts once a second.")
         {
-            gms, join, publish, size, waitRegions, expect, seconds, linger, security.SecretFile, security.Mode,
+            gms, replicas, join, publish, size, waitRegions, expect, seconds, linger, security.SecretFile, security.Mode,
         };
         command.SetAction((parse, cancellationToken) => security.TryRead(parse, out var datagrams)
             ? NodeRun.RunAsync(new NodeSettings(
                 parse.GetValue(gms), parse.GetValue(join)!, parse.GetValue(publish), parse.GetValue(size), parse.GetValue(waitRegions),
-                parse.GetValue(expect), parse.GetValue(seconds), parse.GetValue(linger), datagrams, parse.GetValue(json)), cancellationToken)
+                parse.GetValue(expect), parse.GetValue(seconds), parse.GetValue(linger), datagrams, parse.GetValue(json)) { GmsReplicas = parse.GetValue(replicas) ?? [] }, cancellationToken)
             : Task.FromResult(Cli.BadOptions));
         return command;
     }

@@ -14,8 +14,14 @@ internal sealed record GmsClientOptions
 
     public int MaxMessageBytes { get; init; } = 16 << 20;
 
+    /// <summary>Every replica of a replicated GMS (their GMS addresses); empty: the one GMS the client is given. The
+    /// client talks to the leader, follows redirects, and moves to the next replica when the one it talks to fails.</summary>
+    public IReadOnlyList<NetAddress> Replicas { get; init; } = [];
+
     public void Validate()
     {
+        ArgumentNullException.ThrowIfNull(Replicas, "GmsClientOptions.Replicas");
+        GmsOptions.ValidateReplicas(Replicas, "GmsClientOptions.Replicas");
         OptionChecks.Positive(RetryInterval, $"GmsClientOptions.{nameof(RetryInterval)}");
         OptionChecks.InRange(MaxMessageBytes, 256, 256 << 20, $"GmsClientOptions.{nameof(MaxMessageBytes)}");
     }
@@ -28,13 +34,20 @@ internal sealed record GmsClientOptions
 /// A request the GMS refuses (one of its limits, <see cref="GmsOptions"/>) is reported as a
 /// <see cref="GmsRefusedException"/>: a refused join through <see cref="JoinRefused"/> (the group is no longer wanted), a
 /// refused registration through <see cref="RegistrationRefusal"/> (it keeps asking, at <see cref="GmsClientOptions.RetryInterval"/>).
+/// <para>With a replicated GMS (<see cref="GmsClientOptions.Replicas"/>) it talks to one replica at a time: a
+/// <see cref="GmsMessageKind.Redirect"/> sends it to the leader named, a Welcome from another replica (a new leader
+/// taking over) makes that replica the one it talks to, and a replica that fails or stays silent makes it try the next.
+/// Across such a change it keeps its node id and views (the replicated GMS keeps them too), and asks the new leader again
+/// for every join and leave that may have been lost with the old one.</para>
 /// I/O-free; core thread only.
 /// </summary>
 internal sealed class GmsClient
 {
     private readonly IAlarmScheduler _scheduler;
     private readonly IControlChannel _channel;
-    private readonly NetAddress _gms;
+    private readonly NetAddress[] _replicas;
+    private NetAddress _gms;
+    private bool _heardSinceHello;
     private readonly ulong _incarnation;
     private readonly GmsClientOptions _options;
     private readonly HashSet<string> _wanted = new(StringComparer.Ordinal);
@@ -49,15 +62,20 @@ internal sealed class GmsClient
     private bool _epochChanged;
     private bool _stopped;
 
+    /// <summary>The client moved to another replica and has not been welcomed there yet: the next Welcome re-asks for
+    /// every join and leave.</summary>
+    private bool _welcomesPending;
+
     public GmsClient(IAlarmScheduler scheduler, IControlChannel channel, NetAddress gms, ulong incarnation, GmsClientOptions? options = null)
     {
         _scheduler = scheduler ?? throw new ArgumentNullException(nameof(scheduler));
         _channel = channel ?? throw new ArgumentNullException(nameof(channel));
-        _gms = gms;
         _incarnation = incarnation;
         _options = options ?? new GmsClientOptions();
         _options.Validate();
-        _helloAlarm = new Alarm(_ => SendHello());
+        _replicas = _options.Replicas.Count > 0 ? [.. _options.Replicas] : [gms];
+        _gms = _replicas.Contains(gms) ? gms : _replicas[0];
+        _helloAlarm = new Alarm(_ => RetryHello());
         _heartbeatAlarm = new Alarm(_ => SendHeartbeat());
         _channel.SetReceiver(OnMessage, OnPeerFailed);
     }
@@ -69,6 +87,12 @@ internal sealed class GmsClient
     public NodeId? Node { get; private set; }
 
     public bool IsRegistered => Node is not null;
+
+    /// <summary>The GMS replica this client talks to now (the leader, as far as it knows).</summary>
+    public NetAddress CurrentGms => _gms;
+
+    /// <summary>Times this client moved to another GMS replica (redirects, new leaders, failed replicas).</summary>
+    public long GmsSwitches { get; private set; }
 
     public DropCounters Drops { get; } = new();
 
@@ -134,7 +158,46 @@ internal sealed class GmsClient
     private void SendHello()
     {
         Send(new GmsMessage { Kind = GmsMessageKind.Hello, Number = _incarnation });
+        _heardSinceHello = false;
         _scheduler.ScheduleAfter(_helloAlarm, _options.RetryInterval);
+    }
+
+    /// <summary>The Hello alarm: a replica that said nothing since the last Hello may be down; try the next one.</summary>
+    private void RetryHello()
+    {
+        if (!_heardSinceHello && _replicas.Length > 1)
+        {
+            MoveTo(_replicas[(Array.IndexOf(_replicas, _gms) + 1) % _replicas.Length], hello: false, forget: true);
+        }
+
+        SendHello();
+    }
+
+    /// <summary>Talks to <paramref name="replica"/> from now on: joins and leaves not yet sent are dropped (they are
+    /// asked again after the Welcome), heartbeats wait for the Welcome, and the node keeps its id and views. The
+    /// conversation with the replica left is forgotten only when it failed or went silent (<paramref name="forget"/>): a
+    /// live one (a follower that redirected, a deposed leader) may still hold data for it, and forgetting a conversation
+    /// the other side still uses makes the two end each other's newer ones.</summary>
+    private void MoveTo(NetAddress replica, bool hello, bool forget)
+    {
+        _welcomesPending = true;
+        if (replica != _gms)
+        {
+            if (forget)
+            {
+                _channel.Forget(_gms);
+            }
+
+            _gms = replica;
+            GmsSwitches++;
+        }
+
+        _requests.Clear();
+        _scheduler.Cancel(_heartbeatAlarm);
+        if (hello)
+        {
+            SendHello();
+        }
     }
 
     private void SendHeartbeat()
@@ -151,7 +214,7 @@ internal sealed class GmsClient
             return;
         }
 
-        if (from != _gms)
+        if (Array.IndexOf(_replicas, from) < 0)
         {
             Drops.Increment(DropReason.Malformed);
             return;
@@ -164,11 +227,42 @@ internal sealed class GmsClient
             return;
         }
 
+        if (from != _gms && message.Kind is not (GmsMessageKind.Welcome or GmsMessageKind.Redirect))
+        {
+            return; // a replica this client no longer talks to (a deposed leader's late message)
+        }
+
+        _heardSinceHello = true;
         switch (message.Kind)
         {
+            case GmsMessageKind.Redirect:
+                // A replica that does not lead: go to the leader it names, or (none known) to the next replica at the
+                // next Hello retry.
+                if (LeaderAddress.Unpack(message.Number) is { } leader && Array.IndexOf(_replicas, leader) >= 0 && leader != from)
+                {
+                    MoveTo(leader, hello: true, forget: false);
+                }
+                else if (from == _gms)
+                {
+                    _heardSinceHello = false;
+                    _scheduler.Cancel(_heartbeatAlarm);
+                    if (!_helloAlarm.IsScheduled)
+                    {
+                        _scheduler.ScheduleAfter(_helloAlarm, _options.RetryInterval);
+                    }
+                }
+
+                break;
             case GmsMessageKind.Welcome when message.Number is > 0 and <= uint.MaxValue && message.HeartbeatMs > 0
                                               && message.HeartbeatMs <= GmsOptions.MaxHeartbeatInterval.TotalMilliseconds:
-                bool first = !IsRegistered;
+                bool moved = from != _gms;
+                if (moved)
+                {
+                    MoveTo(from, hello: false, forget: false); // a new leader took over and says so
+                }
+
+                bool first = !IsRegistered || moved || Node!.Value.Value != message.Number || _welcomesPending;
+                _welcomesPending = false;
                 if (message.Epoch != _epoch)
                 {
                     _epochChanged = _epoch != 0; // a restarted GMS: keep old views until its first update replaces them
@@ -182,9 +276,16 @@ internal sealed class GmsClient
                 _scheduler.ScheduleAfter(_heartbeatAlarm, _heartbeatInterval);
                 if (first)
                 {
+                    // Ask for every wanted group (the GMS ignores a join of a group the node is in) and leave every
+                    // unwanted one it may still be in: requests sent to a previous leader may have died with it.
                     foreach (var group in _wanted)
                     {
                         Request(new GmsMessage { Kind = GmsMessageKind.Join, GroupName = group });
+                    }
+
+                    foreach (var group in _groupsByName.Keys.Where(g => !_wanted.Contains(g)).ToList())
+                    {
+                        Request(new GmsMessage { Kind = GmsMessageKind.Leave, GroupName = group });
                     }
                 }
 
@@ -273,10 +374,20 @@ internal sealed class GmsClient
 
     private void OnPeerFailed(NetAddress peer)
     {
-        if (peer == _gms && !_stopped)
+        if (peer != _gms || _stopped)
         {
-            LoseGms(forgetChannel: true);
+            return;
         }
+
+        if (_replicas.Length > 1 && IsRegistered)
+        {
+            // Another replica may lead now: keep the id and views, and ask the next one (it redirects if it does not lead).
+            _welcomesPending = true;
+            MoveTo(_replicas[(Array.IndexOf(_replicas, _gms) + 1) % _replicas.Length], hello: true, forget: true);
+            return;
+        }
+
+        LoseGms(forgetChannel: true);
     }
 
     private void LoseGms(bool forgetChannel)

@@ -19,6 +19,10 @@ internal enum GmsMessageKind : byte
 
     /// <summary>GMS to node: a request was refused (a limit of <see cref="GmsOptions"/>); nothing of it was applied.</summary>
     Refused = 8,
+
+    /// <summary>A GMS replica that does not lead, to a node: send to the leader instead. Number: the leader's address
+    /// (IPv4 &lt;&lt; 16 | port), 0 when no leader is known (try another replica).</summary>
+    Redirect = 9,
 }
 
 [MessagePackObject]
@@ -27,7 +31,7 @@ internal sealed class GmsMessage
     [Key(0)] public GmsMessageKind Kind { get; set; }
 
     /// <summary>Hello: the node's incarnation (random per process start). Welcome: the assigned node id. Refused: the
-    /// <see cref="GmsRefusal"/>.</summary>
+    /// <see cref="GmsRefusal"/>. Redirect: the leader's address.</summary>
     [Key(1)] public ulong Number { get; set; }
 
     /// <summary>Join/Leave: the group name. Refused: the group of the refused join (null: registration was refused).</summary>

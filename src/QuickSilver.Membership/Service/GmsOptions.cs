@@ -58,6 +58,36 @@ public sealed record GmsOptions
     /// <summary>Designer override of regions (QSM §1.3): a region name for a node's address, or null.</summary>
     public Func<NetAddress, string?>? PinRegion { get; init; }
 
+    /// <summary>Where this GMS commits its state (a replica of a replicated GMS, set by its host); null: a single GMS.
+    /// Not validated: set only by code in this assembly's friends.</summary>
+    internal IGmsLog? Log { get; init; }
+
+    /// <summary>The most replicas a replicated GMS may have (Raft clusters are 3 or 5; 7 is the practical ceiling).</summary>
+    public const int MaxReplicas = 7;
+
+    /// <summary>Checks a replica list: at most <see cref="MaxReplicas"/> unicast addresses with ports, no duplicates.</summary>
+    public static void ValidateReplicas(IReadOnlyList<NetAddress> replicas, string name)
+    {
+        ArgumentNullException.ThrowIfNull(replicas, name);
+        if (replicas.Count > MaxReplicas)
+        {
+            throw new ArgumentException($"{name} lists {replicas.Count} GMS replicas; at most {MaxReplicas} are supported.", name);
+        }
+
+        foreach (var replica in replicas)
+        {
+            if (replica.IsMulticast || replica.Port == 0 || replica.Ip == 0)
+            {
+                throw new ArgumentException($"{name} must list unicast addresses with ports; got {replica}.", name);
+            }
+        }
+
+        if (replicas.Distinct().Count() != replicas.Count)
+        {
+            throw new ArgumentException($"{name} lists a replica twice: {string.Join(", ", replicas)}.", name);
+        }
+    }
+
     public void Validate()
     {
         OptionChecks.Positive(BatchInterval, $"GmsOptions.{nameof(BatchInterval)}");

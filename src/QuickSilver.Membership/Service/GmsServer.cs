@@ -19,6 +19,14 @@ namespace QuickSilver.Membership.Service;
 /// <see cref="GmsRefusedException"/>. A Hello with a new incarnation from a member's address replaces the member only
 /// when it arrives on a conversation the reliable channel opened with a valid handshake cookie, i.e. from a host that
 /// receives at that address; a spoofed one never reaches this class.</para>
+/// <para>Replication (docs/membership.md, "Replicated GMS"): the server changes its state only through an
+/// <see cref="IGmsLog"/>. It proposes each batch (registrations, joins, leaves, failures) as one <see cref="GmsCommand"/>
+/// and applies commands as the log reports them committed, on every replica alike. Only the replica that leads talks
+/// to nodes: it keeps the sessions (heartbeat deadlines, request budgets), detects failures and sends the updates of
+/// each command once it is committed; the others answer every node with a <see cref="GmsMessageKind.Redirect"/> to the
+/// leader. A new leader first commits a take-over command, so it has applied everything committed before it, then
+/// adopts every registered node with a fresh deadline and sends it a Welcome (same id, same epoch) and its current
+/// views. The single GMS is the same code on a <see cref="LocalGmsLog"/>, which commits every proposal in place.</para>
 /// </summary>
 internal sealed class GmsServer
 {
@@ -26,38 +34,68 @@ internal sealed class GmsServer
     private readonly IControlChannel _channel;
     private readonly GmsOptions _options;
     private readonly ILogger _log;
+    private readonly IGmsLog _gmsLog;
+    private readonly ulong _proposedEpoch;
     private readonly Dictionary<NetAddress, Session> _sessions = new();
-    private readonly List<MembershipRequest> _pending = new();
+    private readonly List<GmsOp> _pending = new();
     private readonly Alarm _batchAlarm;
     private readonly Alarm _failureAlarm;
     private readonly Dictionary<uint, int> _nodesPerIp = new();
     private readonly long[] _refusals = new long[Enum.GetValues<GmsRefusal>().Max(r => (int)r) + 1];
     private readonly TimeSpan?[] _refusalLogged = new TimeSpan?[Enum.GetValues<GmsRefusal>().Max(r => (int)r) + 1];
+    private long _sequence;
+    private long _inFlight;
+    private GmsCommand? _inFlightCommand;
+    private string? _takeOver;
+    private NetAddress? _leader;
 
-    /// <param name="epoch">This GMS incarnation's number (random in production, seeded in simulation); a client that
-    /// sees a new epoch drops the views it kept from the previous one.</param>
-    public GmsServer(IAlarmScheduler scheduler, IControlChannel channel, ulong epoch, GmsOptions? options = null, ILogger? logger = null)
+    /// <param name="epoch">The epoch this server proposes when it first leads (random in production, seeded in
+    /// simulation). A single GMS always uses it; a replicated GMS keeps the epoch of its first leader for ever. A client
+    /// that sees a new epoch drops the views it kept from the previous one.</param>
+    /// <param name="log">Where commands are committed; null: a single GMS (<see cref="LocalGmsLog"/>).</param>
+    public GmsServer(IAlarmScheduler scheduler, IControlChannel channel, ulong epoch, GmsOptions? options = null, ILogger? logger = null, IGmsLog? log = null)
     {
-        Epoch = epoch;
+        _proposedEpoch = epoch;
         _scheduler = scheduler ?? throw new ArgumentNullException(nameof(scheduler));
         _channel = channel ?? throw new ArgumentNullException(nameof(channel));
         _options = options ?? new GmsOptions();
         _options.Validate();
         _log = logger ?? NullLogger.Instance;
-        State = new MembershipState(new MulticastAddressPool(_options.MulticastPoolStart, _options.MulticastPoolSize), _options.PinRegion, _options.UseMulticast);
-        _batchAlarm = new Alarm(_ => ApplyBatch());
+        var gmsOptions = _options;
+        Machine = new GmsStateMachine(() => new MembershipState(new MulticastAddressPool(gmsOptions.MulticastPoolStart, gmsOptions.MulticastPoolSize), gmsOptions.PinRegion, gmsOptions.UseMulticast));
+        _batchAlarm = new Alarm(_ => TryPropose());
         _failureAlarm = new Alarm(_ => DetectFailures());
         _channel.SetReceiver(OnMessage, OnPeerFailed);
-        _scheduler.ScheduleAfter(_failureAlarm, _options.HeartbeatInterval);
+        _gmsLog = log ?? _options.Log ?? new LocalGmsLog();
+        _gmsLog.Start(this);
     }
 
-    public MembershipState State { get; }
+    /// <summary>The replicated state: registry, epoch and membership.</summary>
+    public GmsStateMachine Machine { get; }
 
-    public ulong Epoch { get; }
+    public MembershipState State => Machine.State;
+
+    /// <summary>The GMS epoch (0 until the first leader's take-over is committed).</summary>
+    public ulong Epoch => Machine.Epoch;
+
+    /// <summary>Whether this replica leads and has taken over (it talks to nodes).</summary>
+    public bool IsLeading { get; private set; }
+
+    /// <summary>The leader's GMS address as this replica last learned it (null: unknown, or this replica).</summary>
+    public NetAddress? Leader => _leader;
+
+    /// <summary>Times this replica took over as leader.</summary>
+    public long TakeOvers { get; private set; }
+
+    /// <summary>Redirects sent to nodes that asked a replica that does not lead.</summary>
+    public long Redirects { get; private set; }
+
+    /// <summary>Proposals the log did not commit (leadership lost while they were in flight).</summary>
+    public long ProposalsLost { get; private set; }
 
     public DropCounters Drops { get; } = new();
 
-    /// <summary>Batches applied so far.</summary>
+    /// <summary>Batches with joins, leaves or failures applied while this replica led.</summary>
     public long BatchesApplied { get; private set; }
 
     /// <summary>The largest message this GMS has sent (a view update, or a part of one).</summary>
@@ -72,6 +110,169 @@ internal sealed class GmsServer
     /// <summary>Hellos of registered nodes dropped by the request rate limit (a node that keeps saying Hello).</summary>
     public long HellosRateLimited { get; private set; }
 
+    /// <summary>The log says who leads. Becoming leader: propose a take-over and wait for it to be applied (then every
+    /// command of earlier terms has been applied too). Not leading: drop the sessions and pending requests (the new
+    /// leader adopts every registered node; a node whose request was lost asks again when it re-registers there).</summary>
+    internal void OnLeaderChanged(NetAddress? leader, bool isSelf)
+    {
+        if (isSelf)
+        {
+            if (IsLeading || _takeOver is not null)
+            {
+                return;
+            }
+
+            _leader = null;
+            _takeOver = $"{_gmsLog.ReplicaId}:{++_sequence}";
+            _inFlight = _sequence;
+            _inFlightCommand = null;
+            _pending.Clear();
+            _gmsLog.Propose(new GmsCommand { Ops = [GmsOp.Start(_gmsLog.ReplicaId, _proposedEpoch) with { Text = _takeOver }] }, _sequence);
+            return;
+        }
+
+        _leader = leader;
+        if (!IsLeading && _takeOver is null)
+        {
+            return; // a follower told again who leads (the log may repeat itself)
+        }
+
+        GmsLogMessages.NoLongerLeading(_log, _gmsLog.ReplicaId, leader);
+        IsLeading = false;
+        _takeOver = null;
+        _inFlight = 0;
+        _inFlightCommand = null;
+        _pending.Clear();
+        _sessions.Clear();
+        _nodesPerIp.Clear();
+        _scheduler.Cancel(_batchAlarm);
+        _scheduler.Cancel(_failureAlarm);
+    }
+
+    /// <summary>A committed command, in log order, on every replica. The leader then tells each node what changed.</summary>
+    internal void OnCommitted(GmsCommand command)
+    {
+        var applied = Machine.Apply(command);
+        if (_takeOver is not null && applied.Starts.Any(s => s.Text == _takeOver))
+        {
+            TakeOver();
+            return;
+        }
+
+        if (!IsLeading)
+        {
+            return;
+        }
+
+        foreach (var registration in applied.Registered)
+        {
+            if (_sessions.TryGetValue(registration.Address, out var session) && session.Incarnation == registration.Incarnation)
+            {
+                if (session.Node is null)
+                {
+                    session.Node = registration.Node;
+                    GmsLogMessages.Registered(_log, registration.Node, registration.Address);
+                }
+
+                SendWelcome(registration.Address, session);
+            }
+            else if (!_sessions.ContainsKey(registration.Address))
+            {
+                Enqueue(GmsOp.Down(registration.Node)); // it went away while its registration was being committed
+            }
+        }
+
+        if (command.Ops.Any(o => o.Kind is GmsOpKind.Join or GmsOpKind.Leave or GmsOpKind.Down))
+        {
+            BatchesApplied++;
+        }
+
+        foreach (var update in applied.Change.Updates.Values)
+        {
+            SendUpdate(State.AddressOf(update.Node), update);
+        }
+    }
+
+    /// <summary>The log's answer to the proposal numbered <paramref name="sequence"/>.</summary>
+    internal void OnProposalDone(long sequence, bool committed)
+    {
+        if (sequence != _inFlight)
+        {
+            return;
+        }
+
+        _inFlight = 0;
+        var command = _inFlightCommand;
+        _inFlightCommand = null;
+        if (!committed)
+        {
+            _takeOver = null; // a take-over that failed is proposed again when the log next says this replica leads
+            ProposalsLost++;
+            GmsLogMessages.ProposalLost(_log, _gmsLog.ReplicaId);
+            if (IsLeading && command is not null)
+            {
+                // Still leading: propose its ops again, first. Every op is idempotent (a repeated registration with the
+                // same incarnation, join, leave or down changes nothing), so this is safe even if it commits after all.
+                // A registration is proposed again only for the session still waiting for it (not one replaced since).
+                _pending.InsertRange(0, command.Ops.Where(op => op.Kind != GmsOpKind.Register
+                    || (_sessions.TryGetValue(new NetAddress(op.Ip, op.Port), out var waiting) && waiting.Incarnation == op.Number && waiting.Node is null)));
+            }
+        }
+
+        if (_pending.Count > 0 && !_batchAlarm.IsScheduled)
+        {
+            _scheduler.ScheduleAfter(_batchAlarm, _options.BatchInterval);
+        }
+    }
+
+    /// <summary>This replica leads and has applied everything committed before: adopt every registered node with a
+    /// fresh failure deadline (a node cannot have talked to a leader that did not exist yet) and tell it who leads
+    /// now, with its current views (the previous leader may have died before sending the last ones).</summary>
+    private void TakeOver()
+    {
+        _takeOver = null;
+        IsLeading = true;
+        TakeOvers++;
+        var now = _scheduler.Now;
+        foreach (var registration in Machine.Registrations.OrderBy(r => r.Node.Value))
+        {
+            var session = new Session(registration.Node, registration.Incarnation, _options.RequestBurst) { LastHeard = now };
+            foreach (var gid in State.GroupsOf(registration.Node))
+            {
+                session.Groups.Add(State.GroupViewOf(gid).Name);
+            }
+
+            _sessions[registration.Address] = session;
+            _nodesPerIp[registration.Address.Ip] = _nodesPerIp.GetValueOrDefault(registration.Address.Ip) + 1;
+        }
+
+        if (_sessions.Count > 0)
+        {
+            GmsLogMessages.Leading(_log, _gmsLog.ReplicaId, Epoch, _sessions.Count);
+        }
+
+        foreach (var (address, session) in _sessions.ToList())
+        {
+            SendWelcome(address, session);
+            SendCurrentViews(address, session.Node!.Value);
+        }
+
+        _scheduler.ScheduleAfter(_failureAlarm, _options.HeartbeatInterval);
+    }
+
+    /// <summary>Everything a node should know now: the views of its groups and of the regions they map to.</summary>
+    private void SendCurrentViews(NetAddress to, NodeId node)
+    {
+        var groups = State.GroupsOf(node).Select(State.GroupViewOf).OrderBy(v => v.Group.Value).ToList();
+        if (groups.Count == 0 || !_sessions.ContainsKey(to))
+        {
+            return;
+        }
+
+        var regions = groups.SelectMany(g => g.Regions).Select(r => r.Region).Distinct().OrderBy(r => r.Value).Select(State.RegionViewOf);
+        SendUpdate(to, new NodeUpdate(node, [.. groups], [.. regions], []));
+    }
+
     private void OnMessage(NetAddress from, ReadOnlySpan<byte> bytes)
     {
         var message = GmsCodec.TryDecode(bytes, _options.MaxMessageBytes);
@@ -79,6 +280,17 @@ internal sealed class GmsServer
         {
             Drops.Increment(DropReason.Malformed);
             return;
+        }
+
+        if (!IsLeading)
+        {
+            if (_takeOver is null)
+            {
+                Redirects++;
+                Send(from, new GmsMessage { Kind = GmsMessageKind.Redirect, Number = LeaderAddress.Pack(_leader) });
+            }
+
+            return; // taking over: the node asks again, or hears from this replica once it leads
         }
 
         if (message.Kind == GmsMessageKind.Hello)
@@ -95,15 +307,20 @@ internal sealed class GmsServer
         }
 
         session.LastHeard = _scheduler.Now;
+        if (session.Node is not { } node)
+        {
+            return; // its registration is being committed; it waits for the Welcome before asking anything
+        }
+
         switch (message.Kind)
         {
             case GmsMessageKind.Join when !string.IsNullOrEmpty(message.GroupName):
-                OnJoin(from, session, message.GroupName);
+                OnJoin(from, session, node, message.GroupName);
                 break;
             case GmsMessageKind.Leave when !string.IsNullOrEmpty(message.GroupName):
                 if (session.Groups.Remove(message.GroupName))
                 {
-                    Enqueue(new LeaveRequest(session.Node, message.GroupName));
+                    Enqueue(GmsOp.Leave(node, message.GroupName));
                 }
 
                 break;
@@ -119,7 +336,7 @@ internal sealed class GmsServer
     }
 
     /// <summary>A join within the node's limits goes into the next batch; one it already asked for is not repeated.</summary>
-    private void OnJoin(NetAddress from, Session session, string group)
+    private void OnJoin(NetAddress from, Session session, NodeId node, string group)
     {
         if (session.Groups.Contains(group))
         {
@@ -128,24 +345,24 @@ internal sealed class GmsServer
 
         if (System.Text.Encoding.UTF8.GetByteCount(group) > _options.MaxGroupNameBytes)
         {
-            Refuse(from, session.Node, GmsRefusal.GroupNameTooLong, group, _options.MaxGroupNameBytes);
+            Refuse(from, node, GmsRefusal.GroupNameTooLong, group, _options.MaxGroupNameBytes);
             return;
         }
 
         if (session.Groups.Count >= _options.MaxGroupsPerNode)
         {
-            Refuse(from, session.Node, GmsRefusal.TooManyGroups, group, _options.MaxGroupsPerNode);
+            Refuse(from, node, GmsRefusal.TooManyGroups, group, _options.MaxGroupsPerNode);
             return;
         }
 
         if (!session.TakeRequest(_scheduler.Now, _options))
         {
-            Refuse(from, session.Node, GmsRefusal.RateLimited, group, _options.MaxRequestsPerSecond);
+            Refuse(from, node, GmsRefusal.RateLimited, group, _options.MaxRequestsPerSecond);
             return;
         }
 
         session.Groups.Add(group);
-        Enqueue(new JoinRequest(session.Node, group));
+        Enqueue(GmsOp.Join(node, group));
     }
 
     private void OnHello(NetAddress from, ulong incarnation)
@@ -162,14 +379,18 @@ internal sealed class GmsServer
 
             if (existing.Incarnation == incarnation)
             {
-                SendWelcome(from, existing); // a retransmitted Hello: answer the same
+                if (existing.Node is not null)
+                {
+                    SendWelcome(from, existing); // a retransmitted Hello, or a node that lost the leader: answer the same
+                }
+
                 return;
             }
 
             // Same address, new process: the old one is gone. The Hello came over a conversation whose handshake proved
             // the sender receives at this address (a spoofed datagram opens none), and it is that process's conversation
-            // now: keep it.
-            Remove(from, existing, "restarted", forgetChannel: false);
+            // now: keep it. The new registration replaces the old node when it is applied.
+            Remove(from, existing, "restarted", forgetChannel: false, down: false);
         }
 
         if (_sessions.Count >= _options.MaxNodes)
@@ -184,12 +405,20 @@ internal sealed class GmsServer
             return;
         }
 
-        var node = State.RegisterNode(from);
-        var session = new Session(node, incarnation, _options.RequestBurst) { LastHeard = _scheduler.Now };
-        _sessions[from] = session;
+        _sessions[from] = new Session(null, incarnation, _options.RequestBurst) { LastHeard = _scheduler.Now };
         _nodesPerIp[from.Ip] = _nodesPerIp.GetValueOrDefault(from.Ip) + 1;
-        GmsLog.Registered(_log, node, from);
-        SendWelcome(from, session);
+        var register = GmsOp.Register(from, incarnation, State.PinOf(from));
+        if (_inFlight == 0)
+        {
+            // A registration changes no view: it is committed at once rather than with the next batch.
+            _inFlight = ++_sequence;
+            _inFlightCommand = new GmsCommand { Ops = [register] };
+            _gmsLog.Propose(_inFlightCommand, _inFlight);
+        }
+        else
+        {
+            Enqueue(register);
+        }
     }
 
     /// <summary>Tells a node its request was refused (nothing of it applied), counted, and logged at most once per limit
@@ -201,7 +430,7 @@ internal sealed class GmsServer
         if (_refusalLogged[(int)reason] is not { } logged || now - logged >= TimeSpan.FromSeconds(10))
         {
             _refusalLogged[(int)reason] = now;
-            GmsLog.Refused(_log, to, node, reason, limit, _refusals[(int)reason]);
+            GmsLogMessages.Refused(_log, to, node, reason, limit, _refusals[(int)reason]);
         }
 
         Send(to, new GmsMessage { Kind = GmsMessageKind.Refused, Number = (ulong)reason, GroupName = group, Limit = limit });
@@ -211,14 +440,14 @@ internal sealed class GmsServer
         => Send(to, new GmsMessage
         {
             Kind = GmsMessageKind.Welcome,
-            Number = session.Node.Value,
+            Number = session.Node!.Value.Value,
             HeartbeatMs = (int)_options.HeartbeatInterval.TotalMilliseconds,
             Epoch = Epoch,
         });
 
     private void OnPeerFailed(NetAddress peer)
     {
-        if (_sessions.TryGetValue(peer, out var session))
+        if (IsLeading && _sessions.TryGetValue(peer, out var session))
         {
             FailuresDetected++;
             Remove(peer, session, "unreachable");
@@ -249,7 +478,7 @@ internal sealed class GmsServer
         _scheduler.ScheduleAfter(_failureAlarm, _options.HeartbeatInterval);
     }
 
-    private void Remove(NetAddress address, Session session, string why, bool forgetChannel = true)
+    private void Remove(NetAddress address, Session session, string why, bool forgetChannel = true, bool down = true)
     {
         _sessions.Remove(address);
         int left = _nodesPerIp.GetValueOrDefault(address.Ip) - 1;
@@ -267,33 +496,36 @@ internal sealed class GmsServer
             _channel.Forget(address);
         }
 
-        GmsLog.Removed(_log, session.Node, address, why);
-        Enqueue(new NodeDownRequest(session.Node));
+        GmsLogMessages.Removed(_log, session.Node, address, why);
+        if (down && session.Node is { } node)
+        {
+            Enqueue(GmsOp.Down(node));
+        }
     }
 
-    private void Enqueue(MembershipRequest request)
+    private void Enqueue(GmsOp op)
     {
-        _pending.Add(request);
+        _pending.Add(op);
         if (!_batchAlarm.IsScheduled)
         {
             _scheduler.ScheduleAfter(_batchAlarm, _options.BatchInterval);
         }
     }
 
-    private void ApplyBatch()
+    /// <summary>The batch alarm: propose what has been collected as one command, one proposal at a time (the next batch
+    /// waits for the log's answer, then for the next alarm).</summary>
+    private void TryPropose()
     {
-        if (_pending.Count == 0)
+        if (_pending.Count == 0 || _inFlight != 0 || !IsLeading)
         {
             return;
         }
 
-        var change = State.Apply(_pending);
+        var command = new GmsCommand { Ops = [.. _pending] };
         _pending.Clear();
-        BatchesApplied++;
-        foreach (var update in change.Updates.Values)
-        {
-            SendUpdate(State.AddressOf(update.Node), update);
-        }
+        _inFlight = ++_sequence;
+        _inFlightCommand = command;
+        _gmsLog.Propose(command, _inFlight);
     }
 
     /// <summary>
@@ -309,7 +541,7 @@ internal sealed class GmsServer
         {
             if (bytes.Length > _channel.MaxMessageBytes)
             {
-                GmsLog.ViewTooLarge(_log, update.Node, bytes.Length, _channel.MaxMessageBytes);
+                GmsLogMessages.ViewTooLarge(_log, update.Node, bytes.Length, _channel.MaxMessageBytes);
                 Drops.Increment(DropReason.Oversized);
                 return;
             }
@@ -344,7 +576,7 @@ internal sealed class GmsServer
         {
             // The node cannot keep up with its control channel: it would miss views, so it is treated as failed.
             Drops.Increment(DropReason.SendQueueFull);
-            if (_sessions.TryGetValue(to, out var session))
+            if (IsLeading && _sessions.TryGetValue(to, out var session))
             {
                 FailuresDetected++;
                 Remove(to, session, "control channel full");
@@ -352,12 +584,15 @@ internal sealed class GmsServer
         }
     }
 
-    private sealed class Session(NodeId node, ulong incarnation, double burst)
+    /// <summary>What the leader knows of a node beyond the replicated state: when it last heard from it, its request
+    /// budget, and the groups it asked for that may not be committed yet. Null <see cref="Node"/>: its registration is
+    /// being committed.</summary>
+    private sealed class Session(NodeId? node, ulong incarnation, double burst)
     {
         private double _tokens = burst;
         private TimeSpan _tokensAt;
 
-        public NodeId Node { get; } = node;
+        public NodeId? Node { get; set; } = node;
         public ulong Incarnation { get; } = incarnation;
         public TimeSpan LastHeard { get; set; }
 

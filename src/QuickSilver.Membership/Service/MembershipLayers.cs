@@ -34,7 +34,7 @@ internal sealed class MembershipLayer(NetAddress gms, ulong incarnation, GmsClie
 
     public void Stop() => _client?.Stop();
 
-    public string Describe() => $"node {(_client?.Node is { } node ? $"{node.Value}" : "unregistered")}, GMS {gms}, epoch {_client?.Epoch}, drops {_client?.Drops.Total}";
+    public string Describe() => $"node {(_client?.Node is { } node ? $"{node.Value}" : "unregistered")}, GMS {_client?.CurrentGms ?? gms}, epoch {_client?.Epoch}, GMS switches {_client?.GmsSwitches}, drops {_client?.Drops.Total}";
 }
 
 /// <summary>The GMS server as a stack layer, on control channel <see cref="MembershipChannels.Gms"/> (embedded in a
@@ -58,6 +58,6 @@ internal sealed class GmsServerLayer(ulong epoch, GmsOptions? options = null, IL
     }
 
     public string Describe() => _server is { } s
-        ? $"epoch {s.Epoch}, {s.State.NodeCount} nodes, batches {s.BatchesApplied}, failures {s.FailuresDetected}, drops {s.Drops.Total}"
+        ? $"{(s.IsLeading ? "leading" : $"following {s.Leader?.ToString() ?? "nobody"}")}, epoch {s.Epoch}, {s.State.NodeCount} nodes, batches {s.BatchesApplied}, failures {s.FailuresDetected}, take-overs {s.TakeOvers}, redirects {s.Redirects}, proposals lost {s.ProposalsLost}, drops {s.Drops.Total}"
         : "not attached";
 }

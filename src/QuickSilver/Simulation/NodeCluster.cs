@@ -34,8 +34,12 @@ internal sealed class NodeCluster
     /// <param name="gms">GMS timing; by default fast (50 ms batches, 1 s failure timeout) for tests.</param>
     /// <param name="security">Datagram authentication of the GMS and every node (null: off); <see cref="AddNodes"/>
     /// can give a node other options.</param>
+    /// <param name="gmsReplicas">1: the single GMS. More: that many GMS replicas, each on its own simulated host, on
+    /// <see cref="SimulatedConsensus"/> (the stand-in for the Raft engine); the first leads until
+    /// <see cref="CrashGmsLeader"/> and <see cref="ElectGms"/> say otherwise, and every node lists them all.</param>
     public NodeCluster(int seed, LinkOptions link, RegionOptions? region = null, bool multicast = true, Action<SimNode>? configureNode = null,
-        RateControlOptions? rate = null, int maxDatagramSize = 16 * 1024, GmsOptions? gms = null, DatagramSecurityOptions? security = null)
+        RateControlOptions? rate = null, int maxDatagramSize = 16 * 1024, GmsOptions? gms = null, DatagramSecurityOptions? security = null,
+        int gmsReplicas = 1)
     {
         _configureNode = configureNode;
         Network = new SimNetwork(seed, link);
@@ -48,24 +52,77 @@ internal sealed class NodeCluster
             MaxDatagramSize = maxDatagramSize,
             Security = security ?? new DatagramSecurityOptions(),
         };
+        if (gmsReplicas > 1)
+        {
+            StartReplicas(gmsReplicas);
+            return;
+        }
+
         var gmsNode = Network.AddNode();
         var gmsEndpoint = gmsNode.Open(47001, _options.DatagramSize);
         GmsEndpoint = gmsEndpoint.LocalAddress;
         gmsNode.TryPost(_ =>
         {
             GmsStack = QsmStack.BuildGms(gmsEndpoint, gmsNode, 7, 7, GmsOptions, logger: GmsLogger, security: _options.Security);
-            Gms = GmsStack.Get<GmsServerLayer>().Server;
+            _gms = GmsStack.Get<GmsServerLayer>().Server;
         }, null);
         Network.RunFor(TimeSpan.FromMilliseconds(1));
+    }
+
+    private GmsServer? _gms;
+
+    /// <summary>The replicated GMS's stand-in engine (null with a single GMS).</summary>
+    public SimulatedConsensus? Consensus { get; private set; }
+
+    /// <summary>The simulated hosts of the GMS replicas, in <see cref="SimulatedConsensus.Members"/> order.</summary>
+    public List<SimNode> GmsHosts { get; } = new();
+
+    private void StartReplicas(int count)
+    {
+        var clock = Network.AddNode(); // the stand-in engine's clock: a host that never crashes and has no socket
+        Consensus = new SimulatedConsensus(clock);
+        for (int i = 0; i < count; i++)
+        {
+            var host = Network.AddNode();
+            var endpoint = host.Open(47001, _options.DatagramSize);
+            var member = Consensus.Add(endpoint.LocalAddress);
+            GmsHosts.Add(host);
+            host.TryPost(_ => QsmStack.BuildGms(endpoint, host, (uint)(7 + i), 7, GmsOptions with { Log = member }, security: _options.Security), null);
+        }
+
+        GmsEndpoint = Consensus[0].Address;
+        Network.RunFor(TimeSpan.FromMilliseconds(1));
+        ElectGms(0);
+    }
+
+    /// <summary>The GMS replica at <paramref name="index"/> becomes leader (an election won).</summary>
+    public void ElectGms(int index)
+    {
+        var consensus = Consensus ?? throw new InvalidOperationException("This cluster runs a single GMS.");
+        GmsHosts[index].TryPost(_ => consensus.Elect(consensus[index]), null);
+        Network.RunFor(TimeSpan.FromMilliseconds(1));
+    }
+
+    /// <summary>The leading GMS replica's host crashes; returns its index. No replica leads until <see cref="ElectGms"/>.</summary>
+    public int CrashGmsLeader()
+    {
+        var consensus = Consensus ?? throw new InvalidOperationException("This cluster runs a single GMS.");
+        var leader = consensus.Leader ?? throw new InvalidOperationException("No GMS replica leads.");
+        int index = consensus.Members.ToList().IndexOf(leader);
+        GmsHosts[index].Crash();
+        consensus.Crash(leader);
+        return index;
     }
 
     public SimNetwork Network { get; }
 
     public GmsOptions GmsOptions { get; }
 
-    public NetAddress GmsEndpoint { get; }
+    /// <summary>The single GMS's address, or the first replica's.</summary>
+    public NetAddress GmsEndpoint { get; private set; }
 
-    public GmsServer? Gms { get; private set; }
+    /// <summary>The single GMS, or the replica that leads now.</summary>
+    public GmsServer? Gms => Consensus is { } consensus ? consensus.Leader?.Server : _gms;
 
     /// <summary>The GMS's stack (transport → reliable unicast → GMS server), once built.</summary>
     public ProtocolStack? GmsStack { get; private set; }
@@ -162,6 +219,7 @@ internal sealed class NodeCluster
                 {
                     Epoch = (uint)(sim.Index + 1),
                     Gms = cluster.GmsEndpoint,
+                    GmsClient = cluster.Consensus is { } consensus ? new GmsClientOptions { Replicas = [.. consensus.Members.Select(m => m.Address)] } : null,
                     Region = options.Region,
                     RateControl = options.RateControl,
                     Security = security,

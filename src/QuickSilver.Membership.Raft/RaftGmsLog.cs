@@ -1,0 +1,199 @@
+using System.Net;
+using DotNext.Net.Cluster;
+using DotNext.Net.Cluster.Consensus.Raft;
+using DotNext.Net.Cluster.Consensus.Raft.Membership;
+using DotNext.Net.Cluster.Consensus.Raft.StateMachine;
+using QuickSilver.Core.Io;
+using QuickSilver.Membership.Service;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
+
+namespace QuickSilver.Membership.Raft;
+
+/// <summary>
+/// A GMS replica's log on DotNext Raft over TCP (<see cref="RaftCluster"/>), with a persistent write-ahead log and
+/// snapshots under <see cref="RaftGmsOptions.DataDirectory"/>. It tells the server who leads (on every leader change,
+/// and again every <see cref="LeaderPoll"/>, which the server ignores when nothing changed), commits what the server
+/// proposes with <c>ReplicateAsync</c>, and hands committed commands to the server through
+/// <see cref="GmsRaftStateMachine"/>. Everything that touches the server runs on the server's core thread, through
+/// the dispatcher the host gives; the engine's own threads only wait for it.
+/// </summary>
+internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
+{
+    /// <summary>How often the leader state is repeated to the server (a missed or failed take-over is retried then).</summary>
+    public static readonly TimeSpan LeaderPoll = TimeSpan.FromMilliseconds(200);
+
+    /// <summary>How long a proposal may take before it is reported lost.</summary>
+    public static readonly TimeSpan ProposalTimeout = TimeSpan.FromSeconds(5);
+
+    private readonly RaftGmsOptions _options;
+    private readonly Func<Action, Task> _onCore;
+    private readonly CancellationTokenSource _stop = new();
+    private GmsServer? _server;
+    private RaftCluster? _cluster;
+    private WriteAheadLog? _wal;
+    private GmsRaftStateMachine? _machine;
+    private Task? _poll;
+
+    /// <param name="onCore">Runs an action on the GMS server's core thread and completes when it has run.</param>
+    public RaftGmsLog(RaftGmsOptions options, Func<Action, Task> onCore, ILogger? logger = null)
+    {
+        _options = options ?? throw new ArgumentNullException(nameof(options));
+        _options.Validate();
+        _onCore = onCore ?? throw new ArgumentNullException(nameof(onCore));
+        Logger = logger ?? NullLogger.Instance;
+    }
+
+    public uint ReplicaId => (uint)_options.Id;
+
+    public ILogger Logger { get; }
+
+    /// <summary>The engine (after <see cref="StartAsync"/>).</summary>
+    public IRaftCluster Cluster => _cluster ?? throw new InvalidOperationException("The Raft log has not been started.");
+
+    public void Start(GmsServer server) => _server = server;
+
+    /// <summary>Restores the latest snapshot into the server, opens the write-ahead log (which replays committed entries
+    /// after it) and joins the Raft cluster. Call once the server exists (<see cref="Start"/>).</summary>
+    public async Task StartAsync(CancellationToken cancellationToken = default)
+    {
+        if (_server is null)
+        {
+            throw new InvalidOperationException("The GMS server must be built on this log before it starts.");
+        }
+
+        var root = Path.GetFullPath(_options.DataDirectory);
+        _machine = new GmsRaftStateMachine(new DirectoryInfo(Path.Combine(root, "snapshots")), this, _options.SnapshotEvery);
+        await _machine.RestoreAsync(cancellationToken).ConfigureAwait(false);
+        _wal = new WriteAheadLog(new WriteAheadLog.Options { Location = Path.Combine(root, "wal") }, _machine);
+
+        var self = _options.Self.ToIPEndPoint();
+        var configuration = new RaftCluster.TcpConfiguration(self)
+        {
+            LowerElectionTimeout = (int)_options.LowerElectionTimeout.TotalMilliseconds,
+            UpperElectionTimeout = (int)_options.UpperElectionTimeout.TotalMilliseconds,
+            RequestTimeout = _options.RequestTimeout,
+            ColdStart = false,
+            TransmissionBlockSize = 8192,
+            ConfigurationStorage = null!, // the engine's in-memory storage: the replica set is fixed by RaftGmsOptions.Peers
+        };
+        var members = ((InMemoryClusterConfigurationStorage<EndPoint>)configuration.ConfigurationStorage).CreateInitialConfigurationBuilder();
+        foreach (var peer in _options.Peers)
+        {
+            members.Add(peer.ToIPEndPoint());
+        }
+
+        members.Build();
+        _cluster = new RaftCluster(configuration) { AuditTrail = _wal };
+        _cluster.LeaderChanged += OnLeaderChanged;
+        await _cluster.StartAsync(cancellationToken).ConfigureAwait(false);
+        _poll = PollLeaderAsync(_stop.Token);
+        RaftLog.Started(Logger, ReplicaId, _options.Self, _options.Peers, root);
+    }
+
+    public void Propose(GmsCommand command, long sequence)
+    {
+        var cluster = _cluster;
+        byte[] bytes = GmsStateMachine.Encode(command);
+        _ = Task.Run(async () =>
+        {
+            bool committed = false;
+            try
+            {
+                if (cluster is not null)
+                {
+                    // Bounded: a proposal that neither commits nor fails (a leader cut off from its majority that has not
+                    // stepped down yet) is reported lost, so the server can propose again. Should it commit later after
+                    // all, it is applied then like any other committed command.
+                    using var timeout = CancellationTokenSource.CreateLinkedTokenSource(_stop.Token);
+                    timeout.CancelAfter(ProposalTimeout);
+                    await cluster.ReplicateAsync(bytes, context: null, timeout.Token).ConfigureAwait(false);
+                    committed = true;
+                }
+            }
+            catch (Exception e) when (e is NotLeaderException or OperationCanceledException or ObjectDisposedException or QuorumUnreachableException or InvalidOperationException)
+            {
+                RaftLog.NotCommitted(Logger, ReplicaId, sequence, e.Message);
+            }
+
+            await OnCoreAsync(server => server.OnProposalDone(sequence, committed)).ConfigureAwait(false);
+        });
+    }
+
+    /// <summary>Runs <paramref name="action"/> on the server's core thread; a stopped core is not an error here.</summary>
+    internal async Task OnCoreAsync(Action<GmsServer> action)
+    {
+        var server = _server ?? throw new InvalidOperationException("No GMS server.");
+        try
+        {
+            await _onCore(() => action(server)).ConfigureAwait(false);
+        }
+        catch (ObjectDisposedException) when (_stop.IsCancellationRequested)
+        {
+        }
+    }
+
+    private void OnLeaderChanged(ICluster cluster, IClusterMember? leader) => _ = ReportLeaderAsync(leader);
+
+    private Task ReportLeaderAsync(IClusterMember? leader)
+    {
+        bool self = leader is { IsRemote: false };
+        NetAddress? address = leader?.EndPoint is IPEndPoint ip ? NetAddress.FromIPEndPoint(ip) : null;
+        return OnCoreAsync(server => server.OnLeaderChanged(self ? null : address, self));
+    }
+
+    private async Task PollLeaderAsync(CancellationToken token)
+    {
+        using var timer = new PeriodicTimer(LeaderPoll);
+        try
+        {
+            while (await timer.WaitForNextTickAsync(token).ConfigureAwait(false))
+            {
+                if (_cluster is { } cluster)
+                {
+                    var leader = cluster.Leader;
+                    bool self = leader is { IsRemote: false } && !cluster.LeadershipToken.IsCancellationRequested;
+                    await ReportLeaderAsync(self ? leader : leader is { IsRemote: true } ? leader : null).ConfigureAwait(false);
+                }
+            }
+        }
+        catch (OperationCanceledException)
+        {
+        }
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        await _stop.CancelAsync().ConfigureAwait(false);
+        if (_poll is not null)
+        {
+            await _poll.ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
+        }
+
+        if (_cluster is not null)
+        {
+            _cluster.LeaderChanged -= OnLeaderChanged;
+            try
+            {
+                await _cluster.StopAsync(CancellationToken.None).ConfigureAwait(false);
+            }
+            catch (Exception e) when (e is ObjectDisposedException or OperationCanceledException)
+            {
+            }
+
+            _cluster.Dispose();
+        }
+
+        if (_wal is not null)
+        {
+            await _wal.DisposeAsync().ConfigureAwait(false);
+        }
+
+        if (_machine is not null)
+        {
+            await _machine.DisposeAsync().ConfigureAwait(false);
+        }
+
+        _stop.Dispose();
+    }
+}

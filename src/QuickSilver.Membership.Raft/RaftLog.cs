@@ -1,0 +1,20 @@
+using Microsoft.Extensions.Logging;
+using QuickSilver.Core.Io;
+
+namespace QuickSilver.Membership.Raft;
+
+/// <summary>The Raft GMS log's messages, source-generated ([LoggerMessage]). Event ids 25x.</summary>
+internal static partial class RaftLog
+{
+    [LoggerMessage(EventId = 250, Level = LogLevel.Information, Message = "GMS replica {Replica} at {Self}: Raft over TCP with {Peers}, data in {Directory}")]
+    public static partial void Started(ILogger logger, uint replica, NetAddress self, IEnumerable<NetAddress> peers, string directory);
+
+    [LoggerMessage(EventId = 251, Level = LogLevel.Debug, Message = "GMS replica {Replica}: proposal {Sequence} not committed: {Error}")]
+    public static partial void NotCommitted(ILogger logger, uint replica, long sequence, string error);
+
+    [LoggerMessage(EventId = 252, Level = LogLevel.Error, Message = "GMS replica {Replica}: log entry {Index} is not a GMS command; skipped")]
+    public static partial void NotACommand(ILogger logger, uint replica, long index);
+
+    [LoggerMessage(EventId = 253, Level = LogLevel.Information, Message = "GMS replica {Replica}: state restored from snapshot {File} ({Bytes} bytes)")]
+    public static partial void Restored(ILogger logger, uint replica, string file, int bytes);
+}

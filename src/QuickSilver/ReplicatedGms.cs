@@ -1,0 +1,124 @@
+using QuickSilver.Core;
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
+using QuickSilver.Membership.Raft;
+using QuickSilver.Membership.Service;
+using QuickSilver.Qsm;
+
+namespace QuickSilver;
+
+/// <summary>What one GMS replica knows at one moment (<see cref="ReplicatedGms.GetStatusAsync"/>).</summary>
+/// <param name="IsLeading">It leads and has taken over (it talks to nodes).</param>
+/// <param name="Leader">The leader's GMS address as this replica knows it (itself when leading; null: unknown).</param>
+/// <param name="Epoch">The GMS epoch (fixed by the first leader ever; 0 before).</param>
+/// <param name="Nodes">Registered nodes.</param>
+/// <param name="Groups">Groups.</param>
+/// <param name="CommandsApplied">Log commands applied so far (snapshots included).</param>
+/// <param name="TakeOvers">Times this replica took over as leader.</param>
+/// <param name="FailuresDetected">Nodes it declared dead while leading.</param>
+/// <param name="IdsIssued">Node ids handed out so far (never reused, so a renumbering shows as more ids than nodes).</param>
+public sealed record GmsReplicaStatus(bool IsLeading, NetAddress? Leader, ulong Epoch, int Nodes, int Groups, long CommandsApplied, long TakeOvers, long FailuresDetected, long IdsIssued);
+
+/// <summary>
+/// One replica of a replicated GMS (docs/membership.md, "Replicated GMS"): a core thread with the GMS stack (reliable
+/// unicast and the GMS server) on a UDP endpoint at its address, and DotNext Raft over TCP at the same IP address and
+/// port, with its log and snapshots on disk. The leader runs the GMS (batches, heartbeats, failure detection, updates);
+/// the others apply the committed commands and redirect nodes to it. Run three (or five): <c>qs gms --id N --peers
+/// a,b,c --data DIR</c>; nodes list the same addresses in <see cref="QuickSilverNodeOptions.GmsReplicas"/>.
+/// <para>Every replica must be given the same <see cref="GmsOptions"/> that shape the state (multicast pool,
+/// <see cref="GmsOptions.UseMulticast"/>): a replica does not probe for IP multicast as an embedded GMS does, since
+/// replicas that decided differently would number addresses differently.</para>
+/// </summary>
+public sealed class ReplicatedGms : IAsyncDisposable
+{
+    private readonly QuickSilverCore _core;
+    private readonly RaftGmsLog _log;
+    private readonly GmsServer _server;
+
+    private ReplicatedGms(QuickSilverCore core, RaftGmsLog log, GmsServer server, RaftGmsOptions options)
+    {
+        _core = core;
+        _log = log;
+        _server = server;
+        Options = options;
+    }
+
+    /// <summary>The replica's Raft options (its id, the peers, the data directory).</summary>
+    public RaftGmsOptions Options { get; }
+
+    /// <summary>This replica's GMS address.</summary>
+    public NetAddress Address => Options.Self;
+
+    /// <summary>Starts the replica: restores its state from disk, joins the Raft cluster, and serves nodes once it leads
+    /// (or redirects them to the leader).</summary>
+    public static async Task<ReplicatedGms> StartAsync(RaftGmsOptions options, GmsOptions? gms = null, DatagramSecurityOptions? security = null,
+        Microsoft.Extensions.Logging.ILoggerFactory? loggerFactory = null, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(options);
+        options.Validate();
+        gms ??= new GmsOptions();
+        gms.Validate();
+        security?.Validate("ReplicatedGms security");
+        var loggers = loggerFactory ?? Microsoft.Extensions.Logging.Abstractions.NullLoggerFactory.Instance;
+        var logger = loggers.CreateLogger("QuickSilver.Gms");
+        var core = QuickSilverCore.Start(new CoreOptions { Name = $"gms{options.Id}", Logger = loggers.CreateLogger("QuickSilver.Core") });
+        RaftGmsLog? log = null;
+        try
+        {
+            var endpoint = core.OpenUdp(new UdpEndpointOptions
+            {
+                Bind = options.Self,
+                MaxDatagramSize = options.Self.IsLoopback ? QuickSilverNodeOptions.LoopbackDatagramSize : QuickSilverNodeOptions.EthernetDatagramSize,
+            });
+            log = new RaftGmsLog(options, action => core.InvokeAsync(() =>
+            {
+                action();
+                return true;
+            }), loggers.CreateLogger("QuickSilver.Gms.Raft"));
+            var raftLog = log;
+            var server = await core.InvokeAsync(() => QsmStack.BuildGms(endpoint, core, (uint)Random.Shared.Next(1, int.MaxValue),
+                    (ulong)Random.Shared.NextInt64(1, long.MaxValue), gms with { Log = raftLog }, logger: logger, log: new RateLimitedLog(logger, core), security: security)
+                .Get<GmsServerLayer>().Server).ConfigureAwait(false);
+            await log.StartAsync(cancellationToken).ConfigureAwait(false);
+            return new ReplicatedGms(core, log, server, options);
+        }
+        catch
+        {
+            if (log is not null)
+            {
+                await log.DisposeAsync().ConfigureAwait(false);
+            }
+
+            core.Dispose();
+            throw;
+        }
+    }
+
+    /// <summary>This replica's role and counts (leading or following, the leader it knows, epoch, nodes, groups, commands
+    /// applied, take-overs, failures detected, ids issued), read on its core.</summary>
+    public Task<GmsReplicaStatus> GetStatusAsync() => _core.InvokeAsync(() => new GmsReplicaStatus(
+        _server.IsLeading, _server.IsLeading ? Address : _server.Leader, _server.Epoch, _server.State.NodeCount, _server.State.GroupCount,
+        _server.Machine.CommandsApplied, _server.TakeOvers, _server.FailuresDetected, _server.State.IdsIssued));
+
+    /// <summary>The replicated state's bytes (equal on replicas that applied the same commands).</summary>
+    internal Task<byte[]> ExportStateAsync() => _core.InvokeAsync(() => _server.Machine.ExportSnapshot());
+
+    /// <summary>What this replica knows of the groups (as <see cref="QuickSilverNode.GetGmsSnapshotAsync"/>).</summary>
+    public Task<GmsSnapshot> GetSnapshotAsync() => _core.InvokeAsync(() =>
+    {
+        var state = _server.State;
+        var groups = state.GroupViews.ToDictionary(
+            v => v.Name,
+            v => new GmsGroupSnapshot(v.ViewNumber, v.Regions.Length, v.Regions.Sum(r => state.RegionViewOf(r.Region).Count)),
+            StringComparer.Ordinal);
+        return new GmsSnapshot(state.NodeCount, state.GroupCount, state.RegionCount, groups);
+    });
+
+    /// <summary>Leaves the Raft cluster (the others elect a leader without it) and stops the core.</summary>
+    public async ValueTask DisposeAsync()
+    {
+        await _log.DisposeAsync().ConfigureAwait(false);
+        _core.Dispose();
+    }
+}

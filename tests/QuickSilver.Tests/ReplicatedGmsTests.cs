@@ -1,0 +1,204 @@
+using System.Net;
+using System.Net.Sockets;
+using QuickSilver.Core.Io;
+using QuickSilver.Membership.Raft;
+using QuickSilver.Membership.Service;
+
+namespace QuickSilver.Tests;
+
+/// <summary>
+/// Three GMS replicas on DotNext Raft over loopback, in this process, with nodes that list all three. The leader is
+/// stopped; the nodes move to the new leader keeping their ids and views, a new node joins through it, and the
+/// survivors hold the same state. Then every replica restarts from its directory and the state is still there.
+/// A snapshot is written every 4 commands, so the restart loads a snapshot and replays the log after it. Assertions
+/// are on outcomes only, with generous limits (no timing is asserted).
+/// </summary>
+public sealed class ReplicatedGmsTests : IAsyncLifetime
+{
+    private static readonly TimeSpan Limit = TimeSpan.FromSeconds(60);
+    private readonly string _root = Path.Combine(Path.GetTempPath(), $"qs-raftgms-{Guid.NewGuid():N}");
+    private readonly List<IAsyncDisposable> _owned = new();
+
+    public Task InitializeAsync() => Task.CompletedTask;
+
+    public async Task DisposeAsync()
+    {
+        foreach (var owned in Enumerable.Reverse(_owned))
+        {
+            try
+            {
+                await owned.DisposeAsync();
+            }
+            catch (ObjectDisposedException)
+            {
+            }
+        }
+
+        Directory.Delete(_root, recursive: true);
+    }
+
+    /// <summary>Loopback ports free for both TCP (Raft) and UDP (GMS).</summary>
+    private static NetAddress[] FreeReplicaAddresses(int count)
+    {
+        var found = new List<NetAddress>();
+        while (found.Count < count)
+        {
+            int port = Random.Shared.Next(30000, 60000);
+            try
+            {
+                using var tcp = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
+                tcp.Bind(new IPEndPoint(IPAddress.Loopback, port));
+                using var udp = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
+                udp.Bind(new IPEndPoint(IPAddress.Loopback, port));
+                if (!found.Contains(NetAddress.Loopback((ushort)port)))
+                {
+                    found.Add(NetAddress.Loopback((ushort)port));
+                }
+            }
+            catch (SocketException)
+            {
+            }
+        }
+
+        return [.. found];
+    }
+
+    private static readonly GmsOptions Gms = new()
+    {
+        BatchInterval = TimeSpan.FromMilliseconds(20),
+        MulticastPoolStart = new NetAddress(0xEFFC0000u | ((uint)Random.Shared.Next(1, 200) << 8), (ushort)Random.Shared.Next(20000, 60000)),
+    };
+
+    private async Task<ReplicatedGms> StartReplica(NetAddress[] peers, int id)
+    {
+        var replica = await ReplicatedGms.StartAsync(new RaftGmsOptions { Id = id, Peers = peers, DataDirectory = Path.Combine(_root, $"r{id}"), SnapshotEvery = 4 }, Gms);
+        _owned.Add(replica);
+        return replica;
+    }
+
+    private async Task<QuickSilverNode> StartNode(NetAddress[] replicas)
+    {
+        var node = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions
+        {
+            GmsReplicas = replicas,
+            Region = new() { TokenInterval = TimeSpan.FromMilliseconds(100) },
+        });
+        _owned.Add(node);
+        return node;
+    }
+
+    private static async Task<T> Eventually<T>(Func<Task<T>> probe, Func<T, bool> done, string what)
+    {
+        var deadline = DateTime.UtcNow + Limit;
+        while (true)
+        {
+            var value = await probe();
+            if (done(value))
+            {
+                return value;
+            }
+
+            Assert.True(DateTime.UtcNow < deadline, $"Not within {Limit}: {what} (last: {value})");
+            await Task.Delay(50);
+        }
+    }
+
+    private static async Task<ReplicatedGms> LeaderOf(IEnumerable<ReplicatedGms> replicas)
+    {
+        var list = replicas.ToList();
+        int index = await Eventually(async () =>
+        {
+            for (int i = 0; i < list.Count; i++)
+            {
+                if ((await list[i].GetStatusAsync()).IsLeading)
+                {
+                    return i;
+                }
+            }
+
+            return -1;
+        }, i => i >= 0, "a replica leads");
+        return list[index];
+    }
+
+    private static Task<NetAddress> CurrentGms(QuickSilverNode node)
+        => node.Core.InvokeAsync(() => node.Stack.Get<MembershipLayer>().Client.CurrentGms);
+
+    private static Task<uint?> ViewNumber(QuickSilverNode node, string group)
+        => node.Core.InvokeAsync(() => node.Stack.Get<MembershipLayer>().Client.FindGroup(group)?.ViewNumber);
+
+    private static Task<int> Members(QuickSilverNode node, string group) => node.Core.InvokeAsync(() =>
+    {
+        var client = node.Stack.Get<MembershipLayer>().Client;
+        return client.FindGroup(group)?.Regions.Sum(r => client.FindRegion(r.Region)?.Count ?? 0) ?? 0;
+    });
+
+    [Fact]
+    public async Task Nodes_keep_ids_and_views_across_a_leader_stop_a_new_node_joins_via_the_new_leader_and_a_full_restart_keeps_the_state()
+    {
+        var peers = FreeReplicaAddresses(3);
+        var replicas = new List<ReplicatedGms>();
+        for (int id = 1; id <= 3; id++)
+        {
+            replicas.Add(await StartReplica(peers, id));
+        }
+
+        var leader = await LeaderOf(replicas);
+        var a = await StartNode(peers);
+        var b = await StartNode(peers);
+        await a.JoinGroupAsync("g");
+        await b.JoinGroupAsync("g");
+        await Eventually(() => Members(a, "g"), n => n == 2, "a sees both members of g");
+        await Eventually(() => Members(b, "g"), n => n == 2, "b sees both members of g");
+        var ids = (a.Id, b.Id);
+        var views = (await ViewNumber(a, "g"), await ViewNumber(b, "g"));
+        Assert.Equal(views.Item1, views.Item2);
+        ulong epoch = (await leader.GetStatusAsync()).Epoch;
+        Assert.NotEqual(0ul, epoch);
+
+        // Stop the leader; another replica takes over and the nodes move to it.
+        await leader.DisposeAsync();
+        replicas.Remove(leader);
+        var next = await LeaderOf(replicas);
+        Assert.NotEqual(leader.Address, next.Address);
+        await Eventually(() => CurrentGms(a), g => g == next.Address, "a talks to the new leader");
+        await Eventually(() => CurrentGms(b), g => g == next.Address, "b talks to the new leader");
+
+        // A new node registers and joins through the new leader: the next id, and one new view of g that every member sees.
+        var c = await StartNode(peers);
+        await c.JoinGroupAsync("g");
+        await Eventually(() => Members(a, "g"), n => n == 3, "a sees c join g");
+        await Eventually(() => Members(b, "g"), n => n == 3, "b sees c join g");
+        Assert.Equal(ids, (a.Id, b.Id));
+        Assert.Equal(Math.Max(a.Id, b.Id) + 1, c.Id);
+        Assert.Equal(views.Item1 + 1, await ViewNumber(a, "g"));
+        Assert.Equal(views.Item1 + 1, await ViewNumber(c, "g"));
+        var status = await next.GetStatusAsync();
+        Assert.Equal((epoch, 3, 0L), (status.Epoch, status.Nodes, status.FailuresDetected));
+
+        // The two survivors hold the same state.
+        var survivors = replicas.ToList();
+        await Eventually(async () => (await survivors[0].GetStatusAsync()).CommandsApplied == (await survivors[1].GetStatusAsync()).CommandsApplied,
+            same => same, "both survivors applied the same commands");
+        Assert.Equal(await survivors[0].ExportStateAsync(), await survivors[1].ExportStateAsync());
+
+        // Every replica stops and restarts from its directory: the epoch, ids and groups are still there.
+        foreach (var replica in replicas)
+        {
+            await replica.DisposeAsync();
+        }
+
+        replicas.Clear();
+        for (int id = 1; id <= 3; id++)
+        {
+            replicas.Add(await StartReplica(peers, id));
+        }
+
+        var restarted = await LeaderOf(replicas);
+        status = await Eventually(() => restarted.GetStatusAsync(), s => s.Nodes == 3, "the restarted GMS knows the three nodes");
+        Assert.Equal(epoch, status.Epoch);
+        Assert.Equal(3, (await restarted.GetSnapshotAsync()).GroupsByName["g"].Members);
+        await Eventually(() => CurrentGms(a), g => g == restarted.Address, "a talks to the restarted leader");
+        Assert.Equal(ids, (a.Id, b.Id));
+    }
+}
