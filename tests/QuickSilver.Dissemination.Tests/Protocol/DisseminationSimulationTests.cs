@@ -26,6 +26,7 @@ public class DisseminationSimulationTests(ITestOutputHelper output)
         {
             SimFixtures.AssertIdentical(sim, c, names);
             Assert.Equal(0, c.Client!.Counters.VerifyFailures);
+            Assert.Equal(0, c.Client.Counters.WantRefreshes); // NAKs recovered every loss; the stall guard never fired
         }
 
         var sc = sim.Server.Counters;
