@@ -25,6 +25,9 @@ public sealed class ServerCounters
 
     /// <summary>Scheduler decisions, and (client, item) pairs the decisions read: the scheduler's work.</summary>
     public long Decisions { get; internal set; }
+
+    /// <summary>Ticks of <see cref="DisseminationServer.WorkTimer"/> spent inside the server's handlers (0 without a timer).</summary>
+    public long BusyTicks { get; internal set; }
     public long PairsExamined { get; internal set; }
 }
 
@@ -100,7 +103,12 @@ public sealed class DisseminationServer
 
         _book.ItemRequested += item => _channels[item % _channels.Length].Wake();
         _announceBuffer = new byte[Wire.AnnounceHeaderBytes + (16 * Wire.AnnounceEntryBytes)];
-        _announceAlarm = new Alarm(_ => SendAnnouncement());
+        _announceAlarm = new Alarm(_ =>
+        {
+            long start = Enter();
+            SendAnnouncement();
+            Leave(start);
+        });
         _clock.ScheduleAfter(_announceAlarm, options.HeartbeatInterval);
     }
 
@@ -109,6 +117,21 @@ public sealed class DisseminationServer
     public EnumCounters<DisseminationDrop> Drops { get; } = new();
 
     public RequestBook Book => _book;
+
+    /// <summary>A measurement hook for benchmarks: if set, the server reads it on entry to and exit from each
+    /// handler (frames, channel and announcement alarms) and adds the difference to
+    /// <see cref="ServerCounters.BusyTicks"/>. The protocol never reads it otherwise (no wall clock in the logic).</summary>
+    public Func<long>? WorkTimer { get; set; }
+
+    private long Enter() => WorkTimer?.Invoke() ?? 0;
+
+    private void Leave(long start)
+    {
+        if (WorkTimer is { } timer)
+        {
+            Counters.BusyTicks += timer() - start;
+        }
+    }
 
     public int ClientCount => _clients.Count;
 
@@ -136,6 +159,19 @@ public sealed class DisseminationServer
 
     /// <summary>One request-channel frame from <paramref name="client"/>.</summary>
     public void OnFrame(int client, ReadOnlySpan<byte> frame)
+    {
+        long start = Enter();
+        try
+        {
+            HandleFrame(client, frame);
+        }
+        finally
+        {
+            Leave(start);
+        }
+    }
+
+    private void HandleFrame(int client, ReadOnlySpan<byte> frame)
     {
         Counters.FramesReceived++;
         Counters.RequestBytesReceived += frame.Length;
@@ -414,7 +450,12 @@ public sealed class DisseminationServer
             _index = index;
             _scheduler = scheduler;
             _group = group;
-            _alarm = new Alarm(_ => Tick());
+            _alarm = new Alarm(_ =>
+            {
+                long start = server.Enter();
+                Tick();
+                server.Leave(start);
+            });
             _datagram = new byte[options.DatagramBytes];
         }
 

@@ -52,7 +52,7 @@ public sealed class DisseminationSim
     public long RequestChannelBytes { get; private set; }
 
     /// <summary>Adds a client node with its link and a fresh store; call <see cref="SimClient.Start"/> to connect.</summary>
-    public SimClient AddClient(IReadOnlyList<string> names, ClientOptions? options = null, LinkOptions? link = null)
+    public SimClient AddClient(IReadOnlyList<string> names, ClientOptions? options = null, LinkOptions? link = null, IPageStore? store = null)
     {
         var node = Network.AddNode();
         if (link is not null)
@@ -60,7 +60,7 @@ public sealed class DisseminationSim
             Network.SetLink(node, link);
         }
 
-        var client = new SimClient(this, node, names, options ?? new ClientOptions());
+        var client = new SimClient(this, node, names, options ?? new ClientOptions(), store ?? new MemoryPageStore());
         Clients.Add(client);
         return client;
     }
@@ -151,8 +151,9 @@ public sealed class SimClient : IRequestLink
     private readonly IReadOnlyList<string> _names;
     private readonly ClientOptions _options;
 
-    internal SimClient(DisseminationSim sim, SimNode node, IReadOnlyList<string> names, ClientOptions options)
+    internal SimClient(DisseminationSim sim, SimNode node, IReadOnlyList<string> names, ClientOptions options, IPageStore store)
     {
+        Store = store;
         _sim = sim;
         Node = node;
         _names = names;
@@ -161,7 +162,8 @@ public sealed class SimClient : IRequestLink
 
     public SimNode Node { get; }
 
-    public MemoryPageStore Store { get; } = new();
+    /// <summary>The client's "disk" (a <see cref="MemoryPageStore"/> unless another was given).</summary>
+    public IPageStore Store { get; }
 
     public DisseminationClient? Client { get; private set; }
 

@@ -188,7 +188,8 @@ public class DisseminationBehaviourTests
         other.Start();
         int total = files.Catalog.ItemCount;
         Assert.True(sim.Network.RunUntil(() => client.Client!.Progress.Held >= total / 2, TimeSpan.FromSeconds(60)));
-        long before = client.Store.PagesWritten;
+        var store = (MemoryPageStore)client.Store;
+        long before = store.PagesWritten;
         client.Crash();
         sim.Network.RunFor(TimeSpan.FromSeconds(1));
         Assert.Equal(other.Client!.IsComplete ? 0 : 1, sim.Server.ClientCount); // the server forgot the crashed client
@@ -196,7 +197,7 @@ public class DisseminationBehaviourTests
         Assert.True(sim.RunUntilComplete(TimeSpan.FromSeconds(120)));
         SimFixtures.AssertIdentical(sim, client, names);
         Assert.True(before >= total / 2);
-        Assert.Equal(total, client.Store.PagesWritten); // nothing written twice: the pages on disk were kept, not fetched again
+        Assert.Equal(total, store.PagesWritten); // nothing written twice: the pages on disk were kept, not fetched again
         Assert.Equal(total - before, client.Client!.Counters.PagesDecoded);
     }
 

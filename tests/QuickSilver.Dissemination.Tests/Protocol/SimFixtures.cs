@@ -52,7 +52,7 @@ internal static class SimFixtures
             Assert.True(sim.Files.Catalog.TryFind(name, out int file));
             var expected = new byte[sim.Files.Catalog.Files[file].Size];
             sim.Files.Read(file, 0, expected);
-            var got = client.Store.Contents(name);
+            var got = ((MemoryPageStore)client.Store).Contents(name);
             Assert.NotNull(got);
             Assert.True(expected.AsSpan().SequenceEqual(got), $"client on node {client.Node.Index}: {name} differs");
         }
