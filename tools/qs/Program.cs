@@ -12,7 +12,7 @@ Log.Logger = new LoggerConfiguration()
     .CreateLogger();
 try
 {
-    var root = new RootCommand("qs: the QuickSilver command-line tool.") { GmsVerb.Create(), NodeVerb.Create() };
+    var root = new RootCommand("qs: the QuickSilver command-line tool.") { GmsVerb.Create(), NodeVerb.Create(), FilesVerb.Create() };
     return await Cli.RunAsync(root, args);
 }
 finally

@@ -12,6 +12,11 @@ public interface IPageSource
 /// A store outlives the client object, so a restarted client keeps the pages already written (resume).</summary>
 public interface IPageStore
 {
+    /// <summary>Called once per file when the file list arrives, before <see cref="HasPage"/>: the page layout in use.</summary>
+    void Prepare(FileEntry file, PageOptions pages)
+    {
+    }
+
     /// <summary>Whether page <paramref name="page"/> of <paramref name="file"/> is already written.</summary>
     bool HasPage(FileEntry file, int page);
 

@@ -6,6 +6,9 @@ using QuickSilver.Dissemination.Pages;
 
 namespace QuickSilver.Dissemination.Protocol;
 
+/// <summary>One file's progress at a client.</summary>
+public sealed record FileProgress(string Name, long Size, int PagesHeld, int Pages, bool Verified);
+
 /// <summary>Client counters.</summary>
 public sealed class ClientCounters
 {
@@ -120,6 +123,9 @@ public sealed class DisseminationClient : IDatagramHandler
         }
     }
 
+    /// <summary>Per file: name, pages held, pages in all, verified (progress bars).</summary>
+    public IEnumerable<FileProgress> Files => _files.Values.Select(f => new FileProgress(f.Entry.Name, f.Entry.Size, f.PageCount - f.Missing, f.PageCount, f.Verified));
+
     /// <summary>Sends the request (the request channel has just opened).</summary>
     public void Start()
     {
@@ -185,6 +191,7 @@ public sealed class DisseminationClient : IDatagramHandler
             }
 
             var state = new FileState(entry, (ushort)i, (int)_pages.PageCount(wf.Size));
+            _store.Prepare(entry, _pages);
             for (int p = 0; p < state.PageCount; p++)
             {
                 state.Held[p] = _store.HasPage(entry, p);
