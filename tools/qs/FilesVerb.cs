@@ -125,7 +125,7 @@ internal static class FilesVerb
                     }
                     else
                     {
-                        Console.WriteLine($"{clients} clients, {c.Transmissions:N0} pages sent ({c.RepairOnlyTransmissions:N0} repair only), {c.DataBytesSent:N0} data bytes, {c.NaksAccepted:N0} NAKs, {drops:N0} dropped frames");
+                        Console.WriteLine($"{clients} clients, {c.Transmissions:N0} pages sent ({c.RepairOnlyTransmissions:N0} repair only), {c.DataBytesSent:N0} data bytes, {c.NaksAccepted:N0} NAKs, {drops.Values.Sum():N0} dropped frames ({string.Join(", ", drops.Select(d => $"{d.Key} {d.Value:N0}"))})");
                     }
                 }
             }

@@ -61,7 +61,7 @@ public sealed class FileServerHost : IAsyncDisposable
     }
 
     /// <summary>A snapshot of the server's counters and client count, read on the core.</summary>
-    public Task<(ServerCounters Counters, int Clients, long Drops)> SnapshotAsync() => _core.InvokeAsync(() =>
+    public Task<(ServerCounters Counters, int Clients, IReadOnlyDictionary<string, long> Drops)> SnapshotAsync() => _core.InvokeAsync(() =>
     {
         var c = _server.Counters;
         var copy = new ServerCounters
@@ -76,7 +76,8 @@ public sealed class FileServerHost : IAsyncDisposable
             NaksAccepted = c.NaksAccepted,
             SendFailures = c.SendFailures,
         };
-        return (copy, _server.ClientCount, _server.Drops.Total);
+        var drops = Enum.GetValues<DisseminationDrop>().Where(r => _server.Drops[r] > 0).ToDictionary(r => r.ToString(), r => _server.Drops[r]);
+        return (copy, _server.ClientCount, (IReadOnlyDictionary<string, long>)drops);
     });
 
     private async Task AcceptLoopAsync()

@@ -335,6 +335,12 @@ public sealed class DisseminationServer
         }
 
         int item = _catalog.FirstItem(file) + page;
+        if (_book.IsPending(client, item))
+        {
+            Drops.Increment(DisseminationDrop.NakStale);
+            return;
+        }
+
         if (!state.Sent.TryGetValue(item, out var sent) || sent.Transmission != nak.Transmission || _clock.Now > sent.End + _options.NakWindow)
         {
             Drops.Increment(DisseminationDrop.NakUnsolicited);

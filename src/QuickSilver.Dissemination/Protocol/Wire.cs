@@ -30,6 +30,10 @@ public enum DisseminationDrop
     NakUnsolicited,
     /// <summary>Data or announcement for a file or transmission this client does not know.</summary>
     Unknown,
+
+    /// <summary>A NAK for a page this client is already waiting for (its request is pending, e.g. the NAK is for a
+    /// transmission that began before the request arrived, or a repeat): nothing to do.</summary>
+    NakStale,
 }
 
 public sealed record RequestMessage(byte Capacity, IReadOnlyList<string> Names);
