@@ -57,6 +57,44 @@ public sealed class FilesMultiProcessTests : IDisposable
         }
     }
 
+    [Fact]
+    public async Task A_client_killed_mid_transfer_resumes_from_the_pages_on_disk()
+    {
+        string source = Path.Combine(_root, "src");
+        Directory.CreateDirectory(source);
+        var bytes = new byte[3_000_000];
+        new Random(23).NextBytes(bytes);
+        await File.WriteAllBytesAsync(Path.Combine(source, "big.bin"), bytes);
+        string listen = string.Create(CultureInfo.InvariantCulture, $"127.0.0.1:{FreeTcpPort()}");
+        string group = string.Create(CultureInfo.InvariantCulture, $"239.255.201.1:{Tool.FreeUdpPort()}");
+        // 4 channels at 150,000 B/s: the file takes about 5 s, so the client can be killed part way.
+        using var server = Tool.Qs("files", "serve", source, "--listen", listen, "--multicast", group, "--rate", "150000", "--seconds", "120", "--json");
+        Assert.True(await server.WaitForLineAsync("{\"event\":\"serving\"", TimeSpan.FromSeconds(30)), "server did not start: " + server.Stderr);
+        string output = Path.Combine(_root, "out");
+        string marks = Path.Combine(output, "big.bin.qsparts");
+        int Held() => File.Exists(marks) ? File.ReadAllBytes(marks).Skip(44).Count(b => b != 0) : 0;
+        using (var first = Tool.Qs("files", "get", "big.bin", "--out", output, "--server", listen, "--json", "--timeout", "60"))
+        {
+            var clock = System.Diagnostics.Stopwatch.StartNew();
+            while (Held() < 20 && clock.Elapsed < TimeSpan.FromSeconds(30))
+            {
+                await Task.Delay(50);
+            }
+        } // killed here
+
+        int held = Held();
+        Assert.InRange(held, 20, 99); // part of the file's 100 pages is on disk
+        Assert.False(File.Exists(Path.Combine(output, "big.bin")));
+        using var second = Tool.Qs("files", "get", "big.bin", "--out", output, "--server", listen, "--json", "--timeout", "60");
+        Assert.True(await second.WaitAsync(TimeSpan.FromSeconds(90)), "the restarted client did not finish");
+        Assert.True(second.ExitCode == 0, second.Tail(3) + second.Stderr);
+        Assert.Equal(bytes, await File.ReadAllBytesAsync(Path.Combine(output, "big.bin")));
+        Assert.False(File.Exists(marks));
+        var summary = second.Tail(1);
+        int received = int.Parse(System.Text.RegularExpressions.Regex.Match(summary, "\"pagesReceived\":(\\d+)").Groups[1].Value, CultureInfo.InvariantCulture);
+        Assert.True(received == 100 - held, $"the restarted client received {received} pages; it had {held} of 100 on disk ({summary})");
+    }
+
     [Theory]
     [InlineData(new[] { "files", "serve", "/nonexistent-dir-qs" }, "DIR")]
     [InlineData(new[] { "files", "serve", ".", "--page-size", "30100" }, "--page-size")]

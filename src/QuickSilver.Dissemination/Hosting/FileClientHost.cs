@@ -7,7 +7,7 @@ using QuickSilver.Dissemination.Protocol;
 namespace QuickSilver.Dissemination.Hosting;
 
 /// <summary>Progress of one client, read on its core.</summary>
-public sealed record ClientProgress(bool Complete, IReadOnlyList<FileProgress> Files, IReadOnlyList<string> NotFound, long PagesRebuilt, long NaksSent, long DataPackets);
+public sealed record ClientProgress(bool Complete, IReadOnlyList<FileProgress> Files, IReadOnlyList<string> NotFound, long PagesDecoded, long PagesRebuilt, long NaksSent, long DataPackets);
 
 /// <summary>
 /// The real client: a <see cref="DisseminationClient"/> on its own <see cref="QuickSilverCore"/>, its request channel
@@ -74,7 +74,7 @@ public sealed class FileClientHost : IAsyncDisposable
     public bool Disconnected => _run.IsCompleted;
 
     public Task<ClientProgress> ProgressAsync() => _core.InvokeAsync(() =>
-        new ClientProgress(_client.IsComplete, _client.Files.ToArray(), _client.NotFound, _client.Counters.PagesRebuilt, _client.Counters.NaksSent, _client.Counters.DataPackets));
+        new ClientProgress(_client.IsComplete, _client.Files.ToArray(), _client.NotFound, _client.Counters.PagesDecoded, _client.Counters.PagesRebuilt, _client.Counters.NaksSent, _client.Counters.DataPackets));
 
     public async ValueTask DisposeAsync()
     {
