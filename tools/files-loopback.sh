@@ -16,10 +16,10 @@ PORT=$((47300 + RANDOM % 500))
 SERVER=$!
 for _ in $(seq 100); do grep -q serving "$WORK/serve.log" 2>/dev/null && break; sleep 0.1; done
 CLIENTS=()
-for c in 1 2 3 4; do "$QS" files get "${NAMES[@]}" --out "$WORK/out$c" --server 127.0.0.1:$PORT --json --timeout 100 > "$WORK/get$c.log" 2>&1 & CLIENTS+=($!); done
+for c in $(seq 1 ${CLIENTS_N:-4}); do "$QS" files get "${NAMES[@]}" --out "$WORK/out$c" --server 127.0.0.1:$PORT --json --timeout 100 > "$WORK/get$c.log" 2>&1 & CLIENTS+=($!); done
 wait "${CLIENTS[@]}" || true
 sleep 1.2
-for c in 1 2 3 4; do
+for c in $(seq 1 ${CLIENTS_N:-4}); do
   grep summary "$WORK/get$c.log" || echo "client $c: no summary"
   same=identical; for n in "${NAMES[@]}"; do cmp -s "$WORK/src/$n" "$WORK/out$c/$n" || same=DIFFERENT; done; echo "client $c: $same"
 done

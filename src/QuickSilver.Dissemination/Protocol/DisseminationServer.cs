@@ -442,6 +442,13 @@ public sealed class DisseminationServer
     /// <summary>A data channel: its scheduler, its pacing alarm, its current and next page.</summary>
     private sealed class Channel
     {
+        /// <summary>Datagrams one late alarm may send to catch up (a core thread descheduled for 20 ms at 25 MB/s owes
+        /// about 1,000).</summary>
+        private const int MaxBurst = 1024;
+
+        /// <summary>Pages announced and taken ahead of the one being sent, at most.</summary>
+        private const int MaxAhead = 256;
+
         private readonly DisseminationServer _server;
         private readonly int _index;
         private readonly IChannelScheduler _scheduler;
@@ -449,7 +456,7 @@ public sealed class DisseminationServer
         private readonly Alarm _alarm;
         private readonly byte[] _datagram;
         private Transmission? _current;
-        private Transmission? _next;
+        private readonly Queue<Transmission> _ahead = new();
         private readonly Stack<Transmission> _pool = new();
         private TimeSpan _nextSend;
         private TimeSpan _due;
@@ -465,11 +472,11 @@ public sealed class DisseminationServer
                 long start = server.Enter();
                 var clock = server._clock;
                 // A core whose alarms fire late (coarse timers) catches up by sending the datagrams that were due,
-                // at most 64 per call; on time (the simulator) this is one Tick.
-                for (int burst = 0; burst < 64; burst++)
+                // at most MaxBurst per call; on time (the simulator) this is one Tick.
+                for (int burst = 0; burst < MaxBurst; burst++)
                 {
                     Tick();
-                    if (!_alarm!.IsScheduled || _due > clock.Now || burst == 63)
+                    if (!_alarm!.IsScheduled || _due > clock.Now || burst == MaxBurst - 1)
                     {
                         break;
                     }
@@ -491,7 +498,7 @@ public sealed class DisseminationServer
         /// <summary>An item of this channel became requested: if the channel sleeps, start it.</summary>
         public void Wake()
         {
-            if (_current is null && _next is null && !_alarm.IsScheduled)
+            if (_current is null && _ahead.Count == 0 && !_alarm.IsScheduled)
             {
                 ScheduleAt(_server._clock.Now);
             }
@@ -500,13 +507,15 @@ public sealed class DisseminationServer
         private void Tick()
         {
             var now = _server._clock.Now;
-            if (_current is null && _next is null)
+            if (_current is null && _ahead.Count == 0)
             {
-                _next = Prepare(now, now);
-                if (_next is null)
+                var first = Prepare(now, now);
+                if (first is null)
                 {
                     return; // idle until Wake
                 }
+
+                _ahead.Enqueue(first);
             }
 
             if (_current is null || _current.Sent >= _current.Count)
@@ -516,29 +525,29 @@ public sealed class DisseminationServer
                     Recycle(_current);
                 }
 
-                _current = _next;
-                _next = null;
+                _current = _ahead.Count > 0 ? _ahead.Dequeue() : null;
                 if (_current is null)
                 {
                     ScheduleAt(now); // idle: pick again now
                     return;
                 }
 
-                if (_current.Start > now)
-                {
-                    ScheduleAt(_current.Start);
-                    return;
-                }
+            }
+
+            if (_current.Start > now)
+            {
+                // Waiting for the announcement delay to pass: keep announcing ahead meanwhile, once a packet time.
+                FillAhead(now);
+                var wake = now + _server._interval;
+                ScheduleAt(_current.Start < wake ? _current.Start : wake);
+                return;
             }
 
             SendOne(_current, now);
-            if (_next is null && _current.End - now <= _server._options.AnnounceDelay)
-            {
-                _next = Prepare(now, _current.End);
-            }
+            FillAhead(now);
 
             _nextSend = _due + _server._interval; // from when this datagram was due, so late alarms catch up
-            if (_current.Sent < _current.Count || _next is not null)
+            if (_current.Sent < _current.Count || _ahead.Count > 0)
             {
                 ScheduleAt(_nextSend);
             }
@@ -547,6 +556,30 @@ public sealed class DisseminationServer
                 Recycle(_current);
                 _current = null;
                 ScheduleAt(_nextSend); // look for work when this packet has left
+            }
+        }
+
+        /// <summary>Keeps pages announced AnnounceDelay ahead of the data: when a page lasts less than the delay (fast
+        /// channels, small pages) several are announced ahead, each starting where the last ends, so the delay never
+        /// throttles the channel. Called once per packet time, so the queue fills as time passes.</summary>
+        private void FillAhead(TimeSpan now)
+        {
+            var lastEnd = _current!.End;
+            foreach (var t in _ahead)
+            {
+                lastEnd = t.End;
+            }
+
+            while (_ahead.Count < MaxAhead && lastEnd - now <= _server._options.AnnounceDelay)
+            {
+                var next = Prepare(now, lastEnd);
+                if (next is null)
+                {
+                    break;
+                }
+
+                _ahead.Enqueue(next);
+                lastEnd = next.End;
             }
         }
 

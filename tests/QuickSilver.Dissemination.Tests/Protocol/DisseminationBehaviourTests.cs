@@ -242,6 +242,22 @@ public class DisseminationBehaviourTests
         Assert.Equal(files.Catalog.ItemCount, counters.Transmissions - counters.RepairOnlyTransmissions); // each page went out whole once
     }
 
+    /// <summary>Pages shorter than the announcement delay are announced several ahead, so the delay does not cap the
+    /// channel at one page per delay (300 pages of 1,000 bytes would take 30 s at one per 100 ms).</summary>
+    [Fact]
+    public void TheAnnouncementDelayDoesNotThrottleAFastChannel()
+    {
+        var options = new ServerOptions { DataChannels = 1, ChannelBytesPerSecond = 1_000_000, Pages = new PageOptions { PageSize = 1_000 }, AnnounceDelay = TimeSpan.FromMilliseconds(100) };
+        var files = SimFixtures.Files(options, 21, 300_000);
+        var sim = new DisseminationSim(21, options, files);
+        var client = sim.AddClient(SimFixtures.Names(files), SimFixtures.FastClient());
+        client.Start();
+        Assert.True(sim.RunUntilComplete(TimeSpan.FromSeconds(60)));
+        SimFixtures.AssertIdentical(sim, client, SimFixtures.Names(files));
+        var bytes = sim.Server.Counters.DataBytesSent;
+        Assert.True(client.Client!.CompletedAt < TimeSpan.FromSeconds(bytes / 1_000_000.0) + TimeSpan.FromSeconds(0.5), $"completed at {client.Client.CompletedAt} for {bytes} bytes at 1 MB/s");
+    }
+
     [Fact]
     public void AFileThatFailsVerificationIsFetchedAgain()
     {
