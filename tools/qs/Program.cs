@@ -23,7 +23,7 @@ try
         Recursive = true,
     };
     var json = new Option<bool>("--json") { Description = "Write the output as JSON (one object per line for gms and node)", Recursive = true };
-    var root = new RootCommand("qs: the QuickSilver command-line tool.") { GmsVerb.Create(json), NodeVerb.Create(json), StatsVerb.Create(json), logLevel, json };
+    var root = new RootCommand("qs: the QuickSilver command-line tool.") { GmsVerb.Create(json), NodeVerb.Create(json), StatsVerb.Create(json), FilesVerb.Create(json), logLevel, json };
     foreach (var verb in AerVerbs.Create())
     {
         root.Subcommands.Add(verb);

@@ -1,0 +1,676 @@
+using QuickSilver.Core.Alarms;
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Core.Io;
+using QuickSilver.Dissemination.Fec;
+using QuickSilver.Dissemination.Pages;
+
+namespace QuickSilver.Dissemination.Protocol;
+
+/// <summary>One file's progress at a client.</summary>
+public sealed record FileProgress(string Name, long Size, int PagesHeld, int Pages, bool Verified);
+
+/// <summary>Client counters.</summary>
+public sealed class ClientCounters
+{
+    public long DataPackets { get; internal set; }
+    public long UsefulPackets { get; internal set; }
+    public long PagesDecoded { get; internal set; }
+    public long PagesRebuilt { get; internal set; }
+    public long NaksSent { get; internal set; }
+    public long SkippedForCapacity { get; internal set; }
+    public long PartialsEvicted { get; internal set; }
+    public long TrackedOverflow { get; internal set; }
+    public long WantRefreshes { get; internal set; }
+    public long VerifyFailures { get; internal set; }
+    public long AnnounceDatagrams { get; internal set; }
+    public long AnnounceGaps { get; internal set; }
+    public long RequestBytesSent { get; internal set; }
+}
+
+/// <summary>
+/// The dissemination client as a state machine without I/O: it sends frames through an <see cref="IRequestLink"/>,
+/// takes replies through <see cref="OnFrame"/> and multicast datagrams through <see cref="OnDatagram"/>, joins and
+/// leaves groups on its <see cref="IDatagramTransport"/>, and keeps time with alarms. Pages go to an
+/// <see cref="IPageStore"/> as they decode; each file is verified (SHA-256) when its last page is written.
+/// </summary>
+/// <remarks>
+/// It stays on the announcement channel, joins a data channel when a page it lacks is announced there and it has
+/// capacity left, and leaves when no page it lacks is due on it. When a transmission of a page it lacks ends (its
+/// announced end plus <see cref="ClientOptions.EndGrace"/>, plus a random delay up to
+/// <see cref="ClientOptions.NakDelayMax"/>), it NAKs with the count of packets it still needs; a page it skipped for
+/// capacity is NAKed as wholly lost. Packets of a page are kept across transmissions (bounded by
+/// <see cref="ClientOptions.MaxPartialPages"/>), so a repair-only retransmission completes it.
+/// </remarks>
+public sealed class DisseminationClient : IDatagramHandler
+{
+    private readonly ClientOptions _options;
+    private readonly IReadOnlyList<string> _names;
+    private readonly IAlarmScheduler _clock;
+    private readonly IDatagramTransport _transport;
+    private readonly IRequestLink _link;
+    private readonly IPageStore _store;
+    private readonly Random _random;
+    private readonly FrameWriter _writer = new();
+    private readonly Dictionary<ulong, FileState> _files = new();
+    private readonly Dictionary<uint, Tracked> _tracked = new();
+    private readonly Dictionary<(ulong, ulong), Partial> _partials = new();
+    private readonly Queue<(ulong, ulong)> _partialOrder = new();
+    private readonly Stack<Partial> _partialPool = new();
+    private readonly Dictionary<int, ReedSolomon> _codes = new();
+    private readonly List<uint> _due = new();
+    private readonly Alarm _alarm;
+    private readonly byte[] _nakBuffer = new byte[24];
+    private WelcomeMessage? _welcome;
+    private PageOptions? _pages;
+    private int[] _channelUse = Array.Empty<int>();
+    private int _joined;
+    private TimeSpan _interval;
+    private TimeSpan _lastProgress;
+    private uint _lastAnnounceSeq;
+    private bool _announceSeen;
+    private int _filesLeft = -1;
+
+    public DisseminationClient(ClientOptions options, IReadOnlyList<string> names, IAlarmScheduler clock, IDatagramTransport transport, IRequestLink link, IPageStore store, Random random)
+    {
+        ArgumentNullException.ThrowIfNull(options);
+        options.Validate();
+        ArgumentNullException.ThrowIfNull(names);
+        if (names.Count == 0 || names.Count > Wire.MaxNamesPerRequest)
+        {
+            throw new ArgumentOutOfRangeException(nameof(names), names.Count, $"A client requests between 1 and {Wire.MaxNamesPerRequest} files.");
+        }
+
+        _options = options;
+        _names = names;
+        _clock = clock ?? throw new ArgumentNullException(nameof(clock));
+        _transport = transport ?? throw new ArgumentNullException(nameof(transport));
+        _link = link ?? throw new ArgumentNullException(nameof(link));
+        _store = store ?? throw new ArgumentNullException(nameof(store));
+        _random = random ?? throw new ArgumentNullException(nameof(random));
+        _alarm = new Alarm(_ => OnAlarm());
+        _transport.SetHandler(this);
+    }
+
+    public ClientCounters Counters { get; } = new();
+
+    public EnumCounters<DisseminationDrop> Drops { get; } = new();
+
+    /// <summary>Every requested file that exists is written and verified.</summary>
+    public bool IsComplete => _filesLeft == 0;
+
+    /// <summary>Names the server does not have.</summary>
+    public IReadOnlyList<string> NotFound { get; private set; } = Array.Empty<string>();
+
+    /// <summary>Virtual (or core) time at which the client completed.</summary>
+    public TimeSpan CompletedAt { get; private set; }
+
+    /// <summary>Raised when a file is written and verified.</summary>
+    public event Action<FileEntry>? FileCompleted;
+
+    /// <summary>Pages held and pages in all over the requested files (progress).</summary>
+    public (long Held, long Total) Progress
+    {
+        get
+        {
+            long held = 0, total = 0;
+            foreach (var f in _files.Values)
+            {
+                held += f.PageCount - f.Missing;
+                total += f.PageCount;
+            }
+
+            return (held, total);
+        }
+    }
+
+    /// <summary>Per file: name, pages held, pages in all, verified (progress bars).</summary>
+    public IEnumerable<FileProgress> Files => _files.Values.Select(f => new FileProgress(f.Entry.Name, f.Entry.Size, f.PageCount - f.Missing, f.PageCount, f.Verified));
+
+    /// <summary>Sends the request (the request channel has just opened).</summary>
+    public void Start()
+    {
+        Wire.WriteRequest(_writer, new RequestMessage((byte)_options.Capacity, _names));
+        Send(_writer.Written);
+        _lastProgress = _clock.Now;
+    }
+
+    private void Send(ReadOnlySpan<byte> frame)
+    {
+        Counters.RequestBytesSent += frame.Length;
+        _link.Send(frame);
+    }
+
+    /// <summary>One frame from the server.</summary>
+    public void OnFrame(ReadOnlySpan<byte> frame)
+    {
+        if (Wire.PeekType(frame, out var type) is { } error)
+        {
+            Drops.Increment(error);
+            return;
+        }
+
+        if (type != MessageType.Welcome)
+        {
+            Drops.Increment(DisseminationDrop.BadType);
+            return;
+        }
+
+        if (_welcome is not null)
+        {
+            Drops.Increment(DisseminationDrop.OutOfOrder);
+            return;
+        }
+
+        if (!Wire.TryReadWelcome(frame, out var welcome) || welcome.Files.Count != _names.Count)
+        {
+            Drops.Increment(DisseminationDrop.Malformed);
+            return;
+        }
+
+        _welcome = welcome;
+        _pages = new PageOptions { PacketPayload = welcome.PacketPayload, PageSize = welcome.PageSize };
+        _interval = TimeSpan.FromTicks(Math.Max(1, (Wire.DataHeaderBytes + welcome.PacketPayload) * TimeSpan.TicksPerSecond / welcome.ChannelBytesPerSecond));
+        _channelUse = new int[welcome.Channels.Count];
+        var notFound = new List<string>();
+        _filesLeft = 0;
+        for (int i = 0; i < welcome.Files.Count; i++)
+        {
+            var wf = welcome.Files[i];
+            if (!wf.Found || wf.Name != _names[i])
+            {
+                notFound.Add(_names[i]);
+                continue;
+            }
+
+            var entry = new FileEntry(wf.Name, wf.Size, wf.Sha256);
+            if (entry.FileId != wf.FileId || _files.ContainsKey(entry.FileId))
+            {
+                Drops.Increment(DisseminationDrop.OutOfRange);
+                notFound.Add(_names[i]);
+                continue;
+            }
+
+            var state = new FileState(entry, (ushort)i, (int)_pages.PageCount(wf.Size));
+            _store.Prepare(entry, _pages);
+            for (int p = 0; p < state.PageCount; p++)
+            {
+                state.Held[p] = _store.HasPage(entry, p);
+                if (!state.Held[p])
+                {
+                    state.Missing++;
+                }
+            }
+
+            _files.Add(entry.FileId, state);
+            _filesLeft++;
+        }
+
+        NotFound = notFound;
+        _transport.JoinGroup(welcome.Announce);
+        foreach (var state in _files.Values)
+        {
+            if (state.Missing == 0)
+            {
+                FinishFile(state);
+            }
+            else
+            {
+                SendWant(state);
+            }
+        }
+
+        CheckComplete();
+        Rearm();
+    }
+
+    private void SendWant(FileState state)
+    {
+        var runs = new List<PageRun>();
+        int p = 0;
+        while (p < state.PageCount)
+        {
+            if (state.Held[p])
+            {
+                p++;
+                continue;
+            }
+
+            int first = p;
+            while (p < state.PageCount && !state.Held[p])
+            {
+                p++;
+            }
+
+            runs.Add(new PageRun((uint)first, (uint)(p - first)));
+            if (runs.Count == Wire.MaxRunsPerWant)
+            {
+                Wire.WriteWant(_writer, state.Ordinal, runs.ToArray());
+                Send(_writer.Written);
+                runs.Clear();
+            }
+        }
+
+        if (runs.Count > 0)
+        {
+            Wire.WriteWant(_writer, state.Ordinal, runs.ToArray());
+            Send(_writer.Written);
+        }
+    }
+
+    public void OnDatagram(NetAddress from, ReadOnlySpan<byte> datagram)
+    {
+        if (_welcome is null)
+        {
+            Drops.Increment(DisseminationDrop.OutOfOrder);
+            return;
+        }
+
+        if (Wire.PeekType(datagram, out var type) is { } error)
+        {
+            Drops.Increment(error);
+            return;
+        }
+
+        if (type == MessageType.Announce)
+        {
+            OnAnnounce(datagram);
+        }
+        else if (type == MessageType.Data)
+        {
+            OnData(datagram);
+        }
+        else
+        {
+            Drops.Increment(DisseminationDrop.BadType);
+        }
+    }
+
+    private void OnAnnounce(ReadOnlySpan<byte> datagram)
+    {
+        if (!Wire.TryReadAnnounce(datagram, out int count, out uint seq))
+        {
+            Drops.Increment(DisseminationDrop.Malformed);
+            return;
+        }
+
+        Counters.AnnounceDatagrams++;
+        if (_announceSeen && seq != _lastAnnounceSeq + 1 && (int)(seq - _lastAnnounceSeq) > 0)
+        {
+            Counters.AnnounceGaps++;
+        }
+
+        if (!_announceSeen || (int)(seq - _lastAnnounceSeq) > 0)
+        {
+            _lastAnnounceSeq = seq;
+            _announceSeen = true;
+        }
+
+        var now = _clock.Now;
+        for (int i = 0; i < count; i++)
+        {
+            var e = Wire.ReadAnnounceEntry(datagram, i);
+            if (e.Channel >= _channelUse.Length || !Locate(e.FileId, e.Offset, out var file, out int page, out int k) || e.K != k || e.Count < 1)
+            {
+                Drops.Increment(DisseminationDrop.OutOfRange);
+                continue;
+            }
+
+            if (file.Held[page])
+            {
+                continue;
+            }
+
+            var end = now + TimeSpan.FromTicks(((long)e.StartDelayMicros + e.DurationMicros) * 10);
+            Track(e.Transmission, e.Channel, file, page, k, end);
+        }
+
+        Rearm();
+    }
+
+    /// <summary>Starts following a transmission of a page this client lacks (from its announcement, or its first
+    /// packet when every announcement copy was lost).</summary>
+    private Tracked? Track(uint transmission, int channel, FileState file, int page, int k, TimeSpan end)
+    {
+        if (_tracked.TryGetValue(transmission, out var t))
+        {
+            return t;
+        }
+
+        if (_tracked.Count >= _options.MaxTracked)
+        {
+            Counters.TrackedOverflow++;
+            return null;
+        }
+
+        // A page already followed on another transmission (a NAK crossed a new transmission): follow both.
+        t = new Tracked(transmission, channel, file, page, k, end);
+        if (_channelUse[channel] == 0)
+        {
+            if (_joined >= _options.Capacity)
+            {
+                t.Skipped = true;
+                Counters.SkippedForCapacity++;
+            }
+            else
+            {
+                _transport.JoinGroup(_welcome!.Channels[channel]);
+                _joined++;
+            }
+        }
+
+        if (!t.Skipped)
+        {
+            _channelUse[channel]++;
+        }
+
+        t.NakAt = end + _options.EndGrace + TimeSpan.FromTicks((long)(_random.NextDouble() * _options.NakDelayMax.Ticks));
+        _tracked.Add(transmission, t);
+        return t;
+    }
+
+    private bool Locate(ulong fileId, ulong offset, out FileState file, out int page, out int k)
+    {
+        page = 0;
+        k = 0;
+        if (!_files.TryGetValue(fileId, out file!) || offset % (ulong)_pages!.PageSize != 0 || offset >= (ulong)file.Entry.Size)
+        {
+            return false;
+        }
+
+        page = (int)(offset / (ulong)_pages.PageSize);
+        k = _pages.PacketsIn(_pages.PageLength(file.Entry.Size, page));
+        return true;
+    }
+
+    private void OnData(ReadOnlySpan<byte> datagram)
+    {
+        Counters.DataPackets++;
+        var pages = _pages!;
+        if (!Wire.TryReadDataHeader(datagram, out var h) || datagram.Length != Wire.DataHeaderBytes + pages.PacketPayload)
+        {
+            Drops.Increment(DisseminationDrop.Malformed);
+            return;
+        }
+
+        if (!Locate(h.FileId, h.Offset, out var file, out int page, out int k))
+        {
+            Drops.Increment(DisseminationDrop.Unknown);
+            return;
+        }
+
+        if (h.K != k || h.PageLength != pages.PageLength(file.Entry.Size, page) || h.Channel >= _channelUse.Length)
+        {
+            Drops.Increment(DisseminationDrop.OutOfRange);
+            return;
+        }
+
+        if (file.Held[page])
+        {
+            return;
+        }
+
+        if (!_tracked.ContainsKey(h.Transmission))
+        {
+            // Missed every announcement copy: follow it from here (the end is as far as the packets left).
+            Track(h.Transmission, h.Channel, file, page, k, _clock.Now + (_interval * (h.Count - h.Seq)));
+            Rearm();
+        }
+
+        var partial = PartialFor(h.FileId, h.Offset, k);
+        var body = datagram[Wire.DataHeaderBytes..];
+        if (partial.Seen[h.Index])
+        {
+            return;
+        }
+
+        partial.Seen[h.Index] = true;
+        Counters.UsefulPackets++;
+        int payload = pages.PacketPayload;
+        if (h.Index < k)
+        {
+            body.CopyTo(partial.Source.AsSpan(h.Index * payload));
+            partial.Received[h.Index] = true;
+            partial.SourceHeld++;
+        }
+        else if (partial.RepairHeld < k)
+        {
+            body.CopyTo(partial.Repair.AsSpan(partial.RepairHeld * payload));
+            partial.RepairIndices[partial.RepairHeld++] = h.Index - k;
+        }
+
+        if (partial.SourceHeld + partial.RepairHeld >= k)
+        {
+            CompletePage(file, page, k, partial);
+        }
+    }
+
+    private Partial PartialFor(ulong fileId, ulong offset, int k)
+    {
+        var key = (fileId, offset);
+        if (_partials.TryGetValue(key, out var partial))
+        {
+            return partial;
+        }
+
+        while (_partials.Count >= _options.MaxPartialPages && _partialOrder.TryDequeue(out var oldest))
+        {
+            if (_partials.Remove(oldest, out var evicted))
+            {
+                Counters.PartialsEvicted++;
+                _partialPool.Push(evicted);
+            }
+        }
+
+        partial = _partialPool.Count > 0 ? _partialPool.Pop() : new Partial(_pages!.PacketsPerPage, _pages.PacketPayload);
+        partial.Reset(k);
+        _partials.Add(key, partial);
+        _partialOrder.Enqueue(key);
+        return partial;
+    }
+
+    private void CompletePage(FileState file, int page, int k, Partial partial)
+    {
+        int payload = _pages!.PacketPayload;
+        if (partial.SourceHeld < k)
+        {
+            if (!_codes.TryGetValue(k, out var code))
+            {
+                _codes[k] = code = new ReedSolomon(k, ReedSolomon.MaxPackets);
+            }
+
+            code.Decode(partial.Source.AsSpan(0, k * payload), partial.Received.AsSpan(0, k), partial.Repair.AsSpan(0, partial.RepairHeld * payload), partial.RepairIndices.AsSpan(0, partial.RepairHeld));
+            Counters.PagesRebuilt++;
+        }
+
+        int length = _pages.PageLength(file.Entry.Size, page);
+        _store.WritePage(file.Entry, page, (long)page * _pages.PageSize, partial.Source.AsSpan(0, length));
+        file.Held[page] = true;
+        file.Missing--;
+        Counters.PagesDecoded++;
+        _lastProgress = _clock.Now;
+        _partials.Remove((file.Entry.FileId, (ulong)page * (ulong)_pages.PageSize));
+        _partialPool.Push(partial);
+        if (file.Missing == 0)
+        {
+            FinishFile(file);
+            CheckComplete();
+        }
+    }
+
+    private void FinishFile(FileState file)
+    {
+        if (_store.Verify(file.Entry))
+        {
+            file.Verified = true;
+            _filesLeft--;
+            FileCompleted?.Invoke(file.Entry);
+            return;
+        }
+
+        // The pages decoded but the whole does not match the list's SHA-256: start the file again.
+        Counters.VerifyFailures++;
+        _store.Discard(file.Entry);
+        Array.Clear(file.Held);
+        file.Missing = file.PageCount;
+        SendWant(file);
+    }
+
+    private void CheckComplete()
+    {
+        if (_filesLeft == 0 && CompletedAt == TimeSpan.Zero)
+        {
+            CompletedAt = _clock.Now;
+            Send(_nakBuffer.AsSpan(0, Wire.WriteDone(_nakBuffer)));
+            foreach (var t in _tracked.Values)
+            {
+                Release(t);
+            }
+
+            _tracked.Clear();
+            _transport.LeaveGroup(_welcome!.Announce);
+            _clock.Cancel(_alarm);
+        }
+    }
+
+    private void Release(Tracked t)
+    {
+        if (t.Skipped || t.Released)
+        {
+            return;
+        }
+
+        t.Released = true;
+        if (--_channelUse[t.Channel] == 0)
+        {
+            _transport.LeaveGroup(_welcome!.Channels[t.Channel]);
+            _joined--;
+        }
+    }
+
+    private void OnAlarm()
+    {
+        if (IsComplete)
+        {
+            return;
+        }
+
+        var now = _clock.Now;
+        _due.Clear();
+        foreach (var (id, t) in _tracked)
+        {
+            if (now >= t.End + _options.EndGrace)
+            {
+                Release(t);
+            }
+
+            if (now >= t.NakAt)
+            {
+                _due.Add(id);
+            }
+        }
+
+        foreach (uint id in _due)
+        {
+            _tracked.Remove(id, out var t);
+            if (!t!.File.Held[t.Page])
+            {
+                int held = 0;
+                if (_partials.TryGetValue((t.File.Entry.FileId, (ulong)t.Page * (ulong)_pages!.PageSize), out var partial))
+                {
+                    held = partial.SourceHeld + partial.RepairHeld;
+                }
+
+                int lost = Math.Clamp(t.K - held, 1, t.K);
+                int length = Wire.WriteNak(_nakBuffer, new NakMessage(t.File.Entry.FileId, (ulong)t.Page * (ulong)_pages.PageSize, t.Id, (byte)lost));
+                Send(_nakBuffer.AsSpan(0, length));
+                Counters.NaksSent++;
+            }
+        }
+
+        if (now - _lastProgress >= _options.StallTimeout)
+        {
+            _lastProgress = now;
+            foreach (var f in _files.Values)
+            {
+                if (f.Missing > 0)
+                {
+                    Counters.WantRefreshes++;
+                    SendWant(f);
+                }
+            }
+        }
+
+        Rearm();
+    }
+
+    private void Rearm()
+    {
+        if (IsComplete || _welcome is null)
+        {
+            return;
+        }
+
+        var next = _lastProgress + _options.StallTimeout;
+        foreach (var t in _tracked.Values)
+        {
+            if (!t.Released && !t.Skipped && t.End + _options.EndGrace < next)
+            {
+                next = t.End + _options.EndGrace;
+            }
+
+            if (t.NakAt < next)
+            {
+                next = t.NakAt;
+            }
+        }
+
+        if (!_alarm.IsScheduled || _alarm.Deadline != next)
+        {
+            _clock.Cancel(_alarm);
+            _clock.Schedule(_alarm, next);
+        }
+    }
+
+    private sealed class FileState(FileEntry entry, ushort ordinal, int pageCount)
+    {
+        public FileEntry Entry { get; } = entry;
+        public ushort Ordinal { get; } = ordinal;
+        public int PageCount { get; } = pageCount;
+        public bool[] Held { get; } = new bool[pageCount];
+        public int Missing { get; set; }
+        public bool Verified { get; set; }
+    }
+
+    private sealed class Tracked(uint id, int channel, FileState file, int page, int k, TimeSpan end)
+    {
+        public uint Id { get; } = id;
+        public int Channel { get; } = channel;
+        public FileState File { get; } = file;
+        public int Page { get; } = page;
+        public int K { get; } = k;
+        public TimeSpan End { get; } = end;
+        public TimeSpan NakAt { get; set; }
+        public bool Skipped { get; set; }
+        public bool Released { get; set; }
+    }
+
+    /// <summary>A page being assembled: source packets in place, repair packets beside them.</summary>
+    private sealed class Partial(int maxK, int payload)
+    {
+        public byte[] Source { get; } = new byte[maxK * payload];
+        public byte[] Repair { get; } = new byte[maxK * payload];
+        public bool[] Received { get; } = new bool[maxK];
+        public int[] RepairIndices { get; } = new int[maxK];
+        public bool[] Seen { get; } = new bool[ReedSolomon.MaxPackets];
+        public int SourceHeld { get; set; }
+        public int RepairHeld { get; set; }
+
+        public void Reset(int k)
+        {
+            Array.Clear(Received);
+            Array.Clear(Seen);
+            SourceHeld = 0;
+            RepairHeld = 0;
+        }
+    }
+}

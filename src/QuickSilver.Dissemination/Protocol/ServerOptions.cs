@@ -1,0 +1,138 @@
+using QuickSilver.Core.Io;
+using QuickSilver.Dissemination.Fec;
+using QuickSilver.Dissemination.Pages;
+using QuickSilver.Dissemination.Scheduling;
+
+namespace QuickSilver.Dissemination.Protocol;
+
+/// <summary>The dissemination server's options, with the seed's values where it gives them (Table 1).</summary>
+public sealed record ServerOptions
+{
+    public PageOptions Pages { get; init; } = new();
+
+    /// <summary>d: data channels, equal rate, each with a static disjoint subset of the pages (item i goes to
+    /// channel i mod d). Seed's runs: 1.</summary>
+    public int DataChannels { get; init; } = 1;
+
+    /// <summary>The bandwidth cap of each data channel, header bytes included (seed: 10,000 B/s).</summary>
+    public int ChannelBytesPerSecond { get; init; } = 10_000;
+
+    public SchedulerKind Scheduler { get; init; } = SchedulerKind.RQ;
+
+    /// <summary>Repair packets per page when it goes out (seed: 1 % per requesting client, capped at 120 %).</summary>
+    public RedundancyRule Redundancy { get; init; } = RedundancyRule.Paper;
+
+    /// <summary>Time between the first announcement of a page and its first data packet, so clients can join the
+    /// data channel (seed: "a delay"; not given).</summary>
+    public TimeSpan AnnounceDelay { get; init; } = TimeSpan.FromMilliseconds(100);
+
+    /// <summary>Announcement datagrams that carry each announcement (seed: "send the data redundantly").</summary>
+    public int AnnounceCopies { get; init; } = 3;
+
+    /// <summary>Gap between the copies.</summary>
+    public TimeSpan AnnounceSpacing { get; init; } = TimeSpan.FromMilliseconds(20);
+
+    /// <summary>An empty announcement goes out when the channel has been quiet this long (seed: "heartbeat").</summary>
+    public TimeSpan HeartbeatInterval { get; init; } = TimeSpan.FromSeconds(1);
+
+    /// <summary>How long after a transmission ends a NAK for it is accepted.</summary>
+    public TimeSpan NakWindow { get; init; } = TimeSpan.FromSeconds(10);
+
+    /// <summary>Connected clients at most; more are refused (their connection closed, counted).</summary>
+    public int MaxClients { get; init; } = 10_000;
+
+    public NetAddress AnnounceGroup { get; init; } = new(0xEFFF1101, 7170); // 239.255.17.1
+
+    /// <summary>Data channel c is <see cref="DataGroupBase"/> with c added to the address's last byte(s).</summary>
+    public NetAddress DataGroupBase { get; init; } = new(0xEFFF1110, 7171); // 239.255.17.16
+
+    public NetAddress DataGroup(int channel) => new(DataGroupBase.Ip + (uint)channel, DataGroupBase.Port);
+
+    /// <summary>Bytes of one data datagram: header and payload.</summary>
+    public int DatagramBytes => Wire.DataHeaderBytes + Pages.PacketPayload;
+
+    /// <summary>Time one data datagram takes at the channel's cap.</summary>
+    public TimeSpan PacketInterval => TimeSpan.FromTicks(Math.Max(1, DatagramBytes * TimeSpan.TicksPerSecond / ChannelBytesPerSecond));
+
+    /// <summary>Throws <see cref="ArgumentOutOfRangeException"/> naming the bad option.</summary>
+    public void Validate()
+    {
+        ArgumentNullException.ThrowIfNull(Pages, nameof(Pages));
+        Pages.Validate();
+        ArgumentNullException.ThrowIfNull(Redundancy, nameof(Redundancy));
+        Redundancy.Validate();
+        Check(DataChannels >= 1 && DataChannels <= Wire.MaxChannels, nameof(DataChannels), DataChannels, $"between 1 and {Wire.MaxChannels}");
+        Check(ChannelBytesPerSecond >= 1000, nameof(ChannelBytesPerSecond), ChannelBytesPerSecond, "at least 1000");
+        Check(AnnounceDelay >= TimeSpan.Zero && AnnounceDelay <= TimeSpan.FromMinutes(1), nameof(AnnounceDelay), AnnounceDelay, "between 0 and 1 minute");
+        Check(AnnounceCopies >= 1 && AnnounceCopies <= 16, nameof(AnnounceCopies), AnnounceCopies, "between 1 and 16");
+        Check(AnnounceSpacing > TimeSpan.Zero, nameof(AnnounceSpacing), AnnounceSpacing, "positive");
+        Check(HeartbeatInterval > TimeSpan.Zero, nameof(HeartbeatInterval), HeartbeatInterval, "positive");
+        Check(NakWindow > TimeSpan.Zero, nameof(NakWindow), NakWindow, "positive");
+        Check(MaxClients >= 1, nameof(MaxClients), MaxClients, "at least 1");
+        Check(AnnounceGroup.IsMulticast, nameof(AnnounceGroup), AnnounceGroup, "an IPv4 multicast address");
+        Check(DataGroupBase.IsMulticast && DataGroup(DataChannels - 1).IsMulticast, nameof(DataGroupBase), DataGroupBase, "an IPv4 multicast address with room for every channel");
+    }
+
+    private static void Check(bool ok, string name, object value, string what)
+    {
+        if (!ok)
+        {
+            throw new ArgumentOutOfRangeException(name, value, $"ServerOptions.{name} must be {what}, got {value}.");
+        }
+    }
+}
+
+/// <summary>A client's options.</summary>
+public sealed record ClientOptions
+{
+    /// <summary>Data channels the client can receive at once (its download capacity; seed §2.2, §3.2.1).</summary>
+    public int Capacity { get; init; } = 255;
+
+    /// <summary>A NAK waits a random delay up to this after the transmission's end (seed §3.3: against implosion).</summary>
+    public TimeSpan NakDelayMax { get; init; } = TimeSpan.FromMilliseconds(200);
+
+    /// <summary>Slack after a transmission's announced end before its NAK timer starts (reordering, latency).</summary>
+    public TimeSpan EndGrace { get; init; } = TimeSpan.FromMilliseconds(50);
+
+    /// <summary>With pages outstanding and nothing new for this long, the client sends its Want again (it may have
+    /// missed every copy of an announcement; the server treats a Want as idempotent).</summary>
+    public TimeSpan StallTimeout { get; init; } = TimeSpan.FromSeconds(30);
+
+    /// <summary>Pages being assembled at once; the oldest is dropped past it (counted) and NAKed as wholly lost.</summary>
+    public int MaxPartialPages { get; init; } = 64;
+
+    /// <summary>Transmissions tracked at once (announced or seen, not yet ended); more are ignored (counted).</summary>
+    public int MaxTracked { get; init; } = 1024;
+
+    public void Validate()
+    {
+        Check(Capacity >= 1 && Capacity <= 255, nameof(Capacity), Capacity, "between 1 and 255");
+        Check(NakDelayMax >= TimeSpan.Zero, nameof(NakDelayMax), NakDelayMax, "non-negative");
+        Check(EndGrace >= TimeSpan.Zero, nameof(EndGrace), EndGrace, "non-negative");
+        Check(StallTimeout > TimeSpan.Zero, nameof(StallTimeout), StallTimeout, "positive");
+        Check(MaxPartialPages >= 1, nameof(MaxPartialPages), MaxPartialPages, "at least 1");
+        Check(MaxTracked >= 1, nameof(MaxTracked), MaxTracked, "at least 1");
+    }
+
+    private static void Check(bool ok, string name, object value, string what)
+    {
+        if (!ok)
+        {
+            throw new ArgumentOutOfRangeException(name, value, $"ClientOptions.{name} must be {what}, got {value}.");
+        }
+    }
+}
+
+/// <summary>The server's side of the request channels (TCP in the real path, a simulated in-order pipe in tests).</summary>
+public interface IClientLinks
+{
+    void Send(int client, ReadOnlySpan<byte> frame);
+
+    void Close(int client);
+}
+
+/// <summary>A client's side of its request channel.</summary>
+public interface IRequestLink
+{
+    void Send(ReadOnlySpan<byte> frame);
+}

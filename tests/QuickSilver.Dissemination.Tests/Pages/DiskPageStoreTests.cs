@@ -1,0 +1,82 @@
+using System.Security.Cryptography;
+using QuickSilver.Dissemination.Hosting;
+using QuickSilver.Dissemination.Pages;
+
+namespace QuickSilver.Dissemination.Tests.Pages;
+
+public sealed class DiskPageStoreTests : IDisposable
+{
+    private readonly string _dir = Path.Combine(Path.GetTempPath(), "qs-store-" + Guid.NewGuid().ToString("N"));
+
+    [Fact]
+    public void PagesSurviveARestartAndTheFileAppearsWhenItVerifies()
+    {
+        var pages = new PageOptions();
+        var content = new byte[75_000];
+        new Random(3).NextBytes(content);
+        var entry = new FileEntry("sub/x.bin", content.Length, SHA256.HashData(content));
+        using (var store = new DiskPageStore(_dir))
+        {
+            store.Prepare(entry, pages);
+            Assert.False(store.HasPage(entry, 0));
+            store.WritePage(entry, 0, 0, content.AsSpan(0, 30_000));
+            store.WritePage(entry, 2, 60_000, content.AsSpan(60_000));
+        }
+
+        using (var store = new DiskPageStore(_dir)) // a restarted client
+        {
+            store.Prepare(entry, pages);
+            Assert.True(store.HasPage(entry, 0));
+            Assert.False(store.HasPage(entry, 1));
+            Assert.True(store.HasPage(entry, 2));
+            Assert.False(store.Verify(entry));
+            store.WritePage(entry, 1, 30_000, content.AsSpan(30_000, 30_000));
+            Assert.True(store.Verify(entry));
+        }
+
+        Assert.Equal(content, File.ReadAllBytes(Path.Combine(_dir, "sub", "x.bin")));
+        Assert.False(File.Exists(Path.Combine(_dir, "sub", "x.bin.part")));
+        Assert.False(File.Exists(Path.Combine(_dir, "sub", "x.bin.qsparts")));
+        using (var store = new DiskPageStore(_dir)) // a complete file already there counts as held
+        {
+            store.Prepare(entry, pages);
+            Assert.True(store.HasPage(entry, 1));
+        }
+    }
+
+    [Fact]
+    public void MarksForAnotherPageSizeAreNotTrusted()
+    {
+        var content = new byte[40_000];
+        var entry = new FileEntry("y.bin", content.Length, SHA256.HashData(content));
+        using (var store = new DiskPageStore(_dir))
+        {
+            store.Prepare(entry, new PageOptions { PageSize = 10_000 });
+            store.WritePage(entry, 1, 10_000, content.AsSpan(10_000, 10_000));
+        }
+
+        using var again = new DiskPageStore(_dir);
+        again.Prepare(entry, new PageOptions { PageSize = 20_000 });
+        Assert.False(again.HasPage(entry, 0));
+        Assert.False(again.HasPage(entry, 1));
+    }
+
+    [Fact]
+    public void NamesThatLeaveTheDirectoryAreRefused()
+    {
+        using var store = new DiskPageStore(_dir);
+        Assert.Throws<ArgumentException>(() => store.PathOf("../outside"));
+        Assert.Throws<ArgumentException>(() => store.PathOf("/etc/passwd"));
+    }
+
+    public void Dispose()
+    {
+        try
+        {
+            Directory.Delete(_dir, recursive: true);
+        }
+        catch (IOException)
+        {
+        }
+    }
+}
