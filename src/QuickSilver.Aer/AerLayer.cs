@@ -175,25 +175,49 @@ public abstract class AerRole
 
     private protected TimeSpan Now => Layer.Context.Scheduler.Now;
 
+    /// <summary>Set by the first <see cref="Stop"/>: the role takes no more packets.</summary>
+    private protected bool Stopped { get; private set; }
+
     internal abstract void Start();
 
-    internal abstract void Stop();
+    /// <summary>Stops the role once (<see cref="OnStop"/>); later calls do nothing.</summary>
+    internal void Stop()
+    {
+        if (Stopped)
+        {
+            return;
+        }
 
-    internal abstract void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram);
+        Stopped = true;
+        OnStop();
+    }
+
+    private protected abstract void OnStop();
+
+    /// <summary>A datagram of this session (its session already read); a stopped role ignores it.</summary>
+    internal void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram)
+    {
+        if (!Stopped)
+        {
+            OnPacket(from, header, datagram, Now);
+        }
+    }
+
+    private protected abstract void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram, TimeSpan now);
 
     public abstract string Describe();
 
-    private protected void NotAMember() => Counters.Drops.Increment(DropReason.NotAMember);
+    internal void NotAMember() => Counters.Drops.Increment(DropReason.NotAMember);
 
-    private protected void NotForThisNode() => Counters.Drops.Increment(DropReason.NotForThisNode);
+    internal void NotForThisNode() => Counters.Drops.Increment(DropReason.NotForThisNode);
 
-    private protected void SendNak(NetAddress to, long seq, bool downstream)
+    internal void SendNak(NetAddress to, long seq, bool downstream)
     {
         int n = AerWire.WriteNak(Layer.Scratch, new AerNak(Session, seq, downstream));
         Layer.Send(to, n);
     }
 
-    private protected void SendProbe(NetAddress to, long ticks, bool reply)
+    internal void SendProbe(NetAddress to, long ticks, bool reply)
     {
         int n = AerWire.WriteProbe(Layer.Scratch, Session, ticks, reply);
         Layer.Send(to, n);

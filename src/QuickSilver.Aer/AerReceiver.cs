@@ -1,5 +1,4 @@
 using System.Buffers;
-using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Io;
 using QuickSilver.Core.Wire;
 
@@ -18,32 +17,24 @@ public sealed class AerReceiver : AerRole
 {
     private readonly NetAddress _source;
     private readonly DeliverHandler _deliver;
-    private readonly SourcePathTracker _tracker;
-    private readonly NakScheduler _naks;
+    private readonly UpstreamLink _up;
     private readonly LossRateWindow _loss;
     private readonly byte[]?[] _slots;
     private readonly int[] _lengths;
-    private readonly Alarm _csmAlarm;
-    private RttEstimator _upRtt;
-    private NetAddress _rttTarget;
     private long _next = 1;
     private long _known;
     private long _scanned;
     private uint _epoch;
     private TimeSpan _nominatedUntil;
-    private bool _stopped;
 
     internal AerReceiver(AerLayer layer, uint session, NetAddress group, NetAddress source, DeliverHandler deliver) : base(layer, session, group)
     {
         _source = source;
         _deliver = deliver ?? throw new ArgumentNullException(nameof(deliver));
-        _tracker = new SourcePathTracker(source, Options.SpmTimeout);
-        _naks = new NakScheduler(Scheduler, layer.Random, Options.ReceiveWindowPackets, SendNakUpstream) { DelayMax = Options.ReceiverNakDelayMax, RetryTimeout = Options.NakRetryMin, Expired = () => Counters.NakTimeouts++ };
+        _up = new UpstreamLink(layer, this, source, Options.ReceiveWindowPackets, Options.ReceiverNakDelayMax, NakUpstream, IsMissingInWindow, OnCsmTimer);
         _loss = new LossRateWindow(Options.LossWindowPackets);
         _slots = new byte[]?[Options.ReceiveWindowPackets];
         _lengths = new int[Options.ReceiveWindowPackets];
-        _csmAlarm = new Alarm(_ => OnCsmTimer());
-        _upRtt = NewRtt();
     }
 
     /// <summary>The next sequence number to deliver (every one below it was delivered or written off).</summary>
@@ -53,41 +44,29 @@ public sealed class AerReceiver : AerRole
 
     public double LossRate => _loss.LossRate;
 
-    public NetAddress CurrentUpstream => _tracker.Upstream(Now).Address;
+    public NetAddress CurrentUpstream => _up.Tracker.Upstream(Now).Address;
 
-    public int PendingNaks => _naks.Count;
+    public int PendingNaks => _up.Naks.Count;
 
     /// <summary>Reports each repaired packet's time from loss detection to repair (for measurements).</summary>
     public Action<TimeSpan>? RepairLatency
     {
-        get => _naks.RepairLatency;
-        set => _naks.RepairLatency = value;
+        get => _up.Naks.RepairLatency;
+        set => _up.Naks.RepairLatency = value;
     }
 
-    internal override void Start()
-    {
-        Transport.JoinGroup(Group);
-        Scheduler.ScheduleAfter(_csmAlarm, TimeSpan.FromTicks((long)(Layer.Random.NextDouble() * Options.CsmInterval.Ticks)));
-    }
+    internal override void Start() => _up.Start();
 
-    internal override void Stop()
+    private protected override void OnStop()
     {
-        if (_stopped)
-        {
-            return;
-        }
-
-        _stopped = true;
-        var up = _tracker.Upstream(Now).Address;
+        var up = _up.Tracker.Upstream(Now).Address;
         SendCsm(up, new CongestionStateMessage(Session, Local, 0, 0, Leaving: true));
         if (up != _source)
         {
             SendCsm(_source, new CongestionStateMessage(Session, Local, 0, 0, Leaving: true));
         }
 
-        Scheduler.Cancel(_csmAlarm);
-        _naks.Clear();
-        Transport.LeaveGroup(Group);
+        _up.Stop();
         for (int i = 0; i < _slots.Length; i++)
         {
             if (_slots[i] is { } buffer)
@@ -98,48 +77,26 @@ public sealed class AerReceiver : AerRole
         }
     }
 
-    internal override void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram)
+    private protected override void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram, TimeSpan now)
     {
-        if (_stopped)
-        {
-            return;
-        }
-
-        var now = Now;
         switch (header.Type)
         {
             case AerWire.DataType:
-                if (!AerWire.TryReadData(header, datagram, out var data, out var payload))
-                {
-                    Layer.Malformed(from, header.Type);
-                }
-                else if (!_tracker.IsUpstream(from, now))
-                {
-                    NotAMember();
-                }
-                else
+                if (_up.AdmitData(from, header, datagram, now, out var data, out var payload))
                 {
                     OnData(data, payload);
                 }
 
                 break;
             case AerWire.SpmType:
-                if (!AerWire.TryReadSpm(header, datagram, out var spm))
+                if (_up.AdmitSpm(from, header, datagram, now, out _))
                 {
-                    Layer.Malformed(from, header.Type);
-                }
-                else if (!_tracker.OnSpm(from, spm, now))
-                {
-                    NotAMember();
-                }
-                else
-                {
-                    if (_tracker.LowestAvailable > _next)
+                    if (_up.Tracker.LowestAvailable > _next)
                     {
-                        SkipTo(_tracker.LowestAvailable);
+                        SkipTo(_up.Tracker.LowestAvailable);
                     }
 
-                    Raise(_tracker.HighestSeq);
+                    Raise(_up.Tracker.HighestSeq);
                 }
 
                 break;
@@ -148,20 +105,13 @@ public sealed class AerReceiver : AerRole
                 {
                     Layer.Malformed(from, header.Type);
                 }
-                else if (!nak.Downstream || !_tracker.IsUpstream(from, now))
+                else if (!nak.Downstream)
                 {
                     NotAMember();
                 }
-                else if (!Options.NakSuppression)
+                else
                 {
-                    _naks.ResetConsecutiveTimeouts(); // not suppressed, but the upstream is alive and fetching
-                }
-                else if (nak.Seq >= _next && nak.Seq < _next + _slots.Length && _slots[Slot(nak.Seq)] is null)
-                {
-                    if (_naks.Suppress(nak.Seq))
-                    {
-                        Counters.NaksSuppressed++;
-                    }
+                    _up.OnDownstreamNak(from, nak.Seq, now);
                 }
 
                 break;
@@ -189,18 +139,9 @@ public sealed class AerReceiver : AerRole
 
                 break;
             case AerWire.ProbeType:
-                if (!AerWire.TryReadProbe(header, datagram, out _, out long ticks, out bool reply))
+                if (_up.AdmitProbeRequest(from, header, datagram, now, out _))
                 {
-                    Layer.Malformed(from, header.Type);
-                }
-                else if (!reply || from != _rttTarget || ticks > now.Ticks)
-                {
-                    NotForThisNode();
-                }
-                else
-                {
-                    _upRtt.Sample(now - TimeSpan.FromTicks(ticks));
-                    SetRetryTimers(now);
+                    NotForThisNode(); // a receiver has no one below it
                 }
 
                 break;
@@ -213,11 +154,7 @@ public sealed class AerReceiver : AerRole
     private void OnData(in AerData data, ReadOnlySpan<byte> payload)
     {
         long seq = data.Seq;
-        if (data.Repair)
-        {
-            Counters.RepairsReceived++;
-        }
-        else
+        if (!data.Repair)
         {
             _loss.OnArrival(seq);
         }
@@ -239,7 +176,7 @@ public sealed class AerReceiver : AerRole
         payload.CopyTo(buffer);
         _slots[Slot(seq)] = buffer;
         _lengths[Slot(seq)] = payload.Length;
-        _naks.Received(seq, data.Repair);
+        _up.Naks.Received(seq, data.Repair);
         if (!data.Repair && IsNominee)
         {
             int n = AerWire.WriteAck(Layer.Scratch, Session, _epoch, seq, data.SentTicks);
@@ -283,7 +220,7 @@ public sealed class AerReceiver : AerRole
             }
 
             Counters.Unrecoverable++;
-            _naks.Received(_next, repair: false);
+            _up.Naks.Received(_next, repair: false);
             _next++;
         }
 
@@ -293,7 +230,7 @@ public sealed class AerReceiver : AerRole
             _next = lowest;
         }
 
-        _naks.ForgetBelow(_next);
+        _up.Naks.ForgetBelow(_next);
         DeliverInOrder();
     }
 
@@ -308,7 +245,7 @@ public sealed class AerReceiver : AerRole
         long limit = Math.Min(_known, _next + _slots.Length - 1);
         for (long s = Math.Max(_scanned + 1, _next); s <= limit; s++)
         {
-            if (_slots[Slot(s)] is null && !_naks.Missing(s))
+            if (_slots[Slot(s)] is null && !_up.Naks.Missing(s))
             {
                 break;
             }
@@ -317,60 +254,25 @@ public sealed class AerReceiver : AerRole
         }
     }
 
-    private void SendNakUpstream(long seq)
+    private void NakUpstream(long seq) => _up.NakUpstream(seq, Now);
+
+    /// <summary>A downstream NAK suppresses ours only for a packet missing within the window.</summary>
+    private bool IsMissingInWindow(long seq) => seq >= _next && seq < _next + _slots.Length && _slots[Slot(seq)] is null;
+
+    private void OnCsmTimer(TimeSpan now, (NetAddress Address, int Depth, int PathRttMicros) up)
     {
-        var now = Now;
-        var up = _tracker.Upstream(now);
-        if (_naks.ConsecutiveTimeouts >= Options.UpstreamFailureNaks && up.Depth > 0)
+        if (_up.Rtt.HasSample)
         {
-            // The repair server above stopped repairing: pass it over, NAK the next one up (in the end the source).
-            _tracker.Blacklist(up.Address, now + Options.UpstreamBlacklist);
-            _naks.ResetConsecutiveTimeouts();
-            Counters.UpstreamFailovers++;
-            up = _tracker.Upstream(now);
-        }
-
-        SendNak(up.Address, seq, downstream: false);
-        Counters.NaksSent++;
-    }
-
-    private void OnCsmTimer()
-    {
-        var now = Now;
-        var up = _tracker.Upstream(now);
-        if (up.Address != _rttTarget)
-        {
-            _rttTarget = up.Address;
-            _upRtt = NewRtt();
-        }
-
-        SendProbe(up.Address, now.Ticks, reply: false);
-        if (_upRtt.HasSample)
-        {
-            int rtt = (int)Math.Min(int.MaxValue, (long)up.PathRttMicros + Micros(_upRtt.Smoothed));
+            int rtt = (int)Math.Min(int.MaxValue, (long)up.PathRttMicros + Micros(_up.Rtt.Smoothed));
             SendCsm(up.Address, new CongestionStateMessage(Session, Local, _loss.LossRate, rtt, Leaving: false));
         }
 
         // Packets the window holds back may have become NAKable as it moved.
         Raise(_known);
-        Scheduler.ScheduleAfter(_csmAlarm, Options.CsmInterval);
     }
-
-    /// <summary>NAK timers: a NAK answered by the upstream takes a round trip to it; one the upstream is fetching from
-    /// further up (we were suppressed) takes the round trip from the source (the SPMs' path round trip plus ours).</summary>
-    private void SetRetryTimers(TimeSpan now)
-    {
-        var up = _tracker.Upstream(now);
-        var retry = TimeSpan.FromTicks((long)(_upRtt.Smoothed.Ticks * Options.NakRetryRttFactor));
-        _naks.RetryTimeout = retry > Options.NakRetryMin ? retry : Options.NakRetryMin;
-        var full = TimeSpan.FromTicks((long)((_upRtt.Smoothed.Ticks + up.PathRttMicros * 10L) * Options.NakRetryRttFactor));
-        _naks.SuppressedRetryTimeout = full > _naks.RetryTimeout ? full : _naks.RetryTimeout;
-    }
-
-    private RttEstimator NewRtt() => new(Options.InitialRto, TimeSpan.FromMilliseconds(1), Options.RtoMax);
 
     private int Slot(long seq) => (int)(seq % _slots.Length);
 
     public override string Describe() =>
-        $"receiver s{Session}: next {_next}, known {_known}, naks {_naks.Count}, upstream {_tracker.Upstream(Now).Address}, p {_loss.LossRate:0.###}, nominee {IsNominee}";
+        $"receiver s{Session}: next {_next}, known {_known}, naks {_up.Naks.Count}, upstream {_up.Tracker.Upstream(Now).Address}, p {_loss.LossRate:0.###}, nominee {IsNominee}";
 }

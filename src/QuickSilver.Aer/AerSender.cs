@@ -38,7 +38,6 @@ public sealed class AerSender : AerRole, IDatagramFeed
     private int _backoff = 1;
     private TimeSpan _lastActivity;
     private TimeSpan _nextTrickle;
-    private bool _stopped;
 
     internal AerSender(AerLayer layer, uint session, NetAddress group, IAerFeed feed, IReadOnlyList<NetAddress>? children) : base(layer, session, group)
     {
@@ -85,14 +84,8 @@ public sealed class AerSender : AerRole, IDatagramFeed
         Scheduler.ScheduleAfter(_csmAlarm, Options.CsmInterval);
     }
 
-    internal override void Stop()
+    private protected override void OnStop()
     {
-        if (_stopped)
-        {
-            return;
-        }
-
-        _stopped = true;
         if (_nominee is { } old)
         {
             SendNominate(old, stop: true);
@@ -109,7 +102,7 @@ public sealed class AerSender : AerRole, IDatagramFeed
     public int Pull(Span<byte> buffer, out NetAddress to)
     {
         to = Group;
-        if (_stopped)
+        if (Stopped)
         {
             return 0;
         }
@@ -169,14 +162,8 @@ public sealed class AerSender : AerRole, IDatagramFeed
         return total;
     }
 
-    internal override void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram)
+    private protected override void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram, TimeSpan now)
     {
-        if (_stopped)
-        {
-            return;
-        }
-
-        var now = Now;
         switch (header.Type)
         {
             case AerWire.NakType:

@@ -131,12 +131,11 @@ public static class AerWire
     public static bool TryReadSpm(in PacketHeader header, ReadOnlySpan<byte> datagram, out SourcePathMessage spm)
     {
         spm = default;
-        if (datagram.Length != SpmSize || header.Flags != 0)
+        if (!TryReadBody(header, datagram, SpmSize, 0, out var b))
         {
             return false;
         }
 
-        var b = datagram[PacketHeader.Size..];
         spm = new SourcePathMessage(BinaryPrimitives.ReadUInt32LittleEndian(b),
             new NetAddress(BinaryPrimitives.ReadUInt32LittleEndian(b[4..]), BinaryPrimitives.ReadUInt16LittleEndian(b[8..])),
             new NetAddress(BinaryPrimitives.ReadUInt32LittleEndian(b[10..]), BinaryPrimitives.ReadUInt16LittleEndian(b[14..])),
@@ -158,12 +157,11 @@ public static class AerWire
     public static bool TryReadNak(in PacketHeader header, ReadOnlySpan<byte> datagram, out AerNak nak)
     {
         nak = default;
-        if (datagram.Length != NakSize || (header.Flags & ~DownstreamFlag) != 0)
+        if (!TryReadBody(header, datagram, NakSize, DownstreamFlag, out var b))
         {
             return false;
         }
 
-        var b = datagram[PacketHeader.Size..];
         nak = new AerNak(BinaryPrimitives.ReadUInt32LittleEndian(b), BinaryPrimitives.ReadInt64LittleEndian(b[4..]),
             (header.Flags & DownstreamFlag) != 0);
         return nak.Seq > 0;
@@ -185,12 +183,11 @@ public static class AerWire
     public static bool TryReadCsm(in PacketHeader header, ReadOnlySpan<byte> datagram, out CongestionStateMessage csm)
     {
         csm = default;
-        if (datagram.Length != CsmSize || (header.Flags & ~LeavingFlag) != 0)
+        if (!TryReadBody(header, datagram, CsmSize, LeavingFlag, out var b))
         {
             return false;
         }
 
-        var b = datagram[PacketHeader.Size..];
         csm = new CongestionStateMessage(BinaryPrimitives.ReadUInt32LittleEndian(b),
             new NetAddress(BinaryPrimitives.ReadUInt32LittleEndian(b[4..]), BinaryPrimitives.ReadUInt16LittleEndian(b[8..])),
             BinaryPrimitives.ReadDoubleLittleEndian(b[12..]), BinaryPrimitives.ReadInt32LittleEndian(b[20..]),
@@ -211,13 +208,13 @@ public static class AerWire
     {
         session = epoch = 0;
         stop = false;
-        if (datagram.Length != NominateSize || (header.Flags & ~StopFlag) != 0)
+        if (!TryReadBody(header, datagram, NominateSize, StopFlag, out var b))
         {
             return false;
         }
 
-        session = BinaryPrimitives.ReadUInt32LittleEndian(datagram[PacketHeader.Size..]);
-        epoch = BinaryPrimitives.ReadUInt32LittleEndian(datagram[(PacketHeader.Size + 4)..]);
+        session = BinaryPrimitives.ReadUInt32LittleEndian(b);
+        epoch = BinaryPrimitives.ReadUInt32LittleEndian(b[4..]);
         stop = (header.Flags & StopFlag) != 0;
         return epoch > 0;
     }
@@ -237,12 +234,11 @@ public static class AerWire
     {
         session = epoch = 0;
         seq = echoTicks = 0;
-        if (datagram.Length != AckSize || header.Flags != 0)
+        if (!TryReadBody(header, datagram, AckSize, 0, out var b))
         {
             return false;
         }
 
-        var b = datagram[PacketHeader.Size..];
         session = BinaryPrimitives.ReadUInt32LittleEndian(b);
         epoch = BinaryPrimitives.ReadUInt32LittleEndian(b[4..]);
         seq = BinaryPrimitives.ReadInt64LittleEndian(b[8..]);
@@ -263,14 +259,28 @@ public static class AerWire
         session = 0;
         ticks = 0;
         reply = false;
-        if (datagram.Length != ProbeSize || (header.Flags & ~ReplyFlag) != 0)
+        if (!TryReadBody(header, datagram, ProbeSize, ReplyFlag, out var b))
         {
             return false;
         }
 
-        session = BinaryPrimitives.ReadUInt32LittleEndian(datagram[PacketHeader.Size..]);
-        ticks = BinaryPrimitives.ReadInt64LittleEndian(datagram[(PacketHeader.Size + 4)..]);
+        session = BinaryPrimitives.ReadUInt32LittleEndian(b);
+        ticks = BinaryPrimitives.ReadInt64LittleEndian(b[4..]);
         reply = (header.Flags & ReplyFlag) != 0;
+        return true;
+    }
+
+    /// <summary>The body after the common header of a fixed-size packet: false unless the datagram is exactly
+    /// <paramref name="size"/> bytes and no flag but <paramref name="allowedFlags"/> is set.</summary>
+    private static bool TryReadBody(in PacketHeader header, ReadOnlySpan<byte> datagram, int size, ushort allowedFlags, out ReadOnlySpan<byte> body)
+    {
+        body = default;
+        if (datagram.Length != size || (header.Flags & ~allowedFlags) != 0)
+        {
+            return false;
+        }
+
+        body = datagram[PacketHeader.Size..];
         return true;
     }
 }

@@ -1,4 +1,3 @@
-using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Io;
 using QuickSilver.Core.Wire;
 
@@ -16,21 +15,15 @@ namespace QuickSilver.Aer;
 /// </summary>
 public sealed class RepairServer : AerRole
 {
-    private readonly NetAddress _source;
     private readonly NetAddress[] _children;
     private readonly HashSet<NetAddress> _childSet;
-    private readonly SourcePathTracker _tracker;
-    private readonly NakScheduler _naks;
+    private readonly UpstreamLink _up;
     private readonly HashSet<long> _pendingDown = new();
     private readonly HoldoffTable _repairHoldoff = new();
     private readonly HoldoffTable _nakHoldoff = new();
     private readonly NomineeSelection _selection;
-    private readonly Alarm _csmAlarm;
-    private RttEstimator _upRtt;
-    private NetAddress _rttTarget;
     private long _known;
     private long _scanned = -1;
-    private bool _stopped;
 
     internal RepairServer(AerLayer layer, uint session, NetAddress group, NetAddress source, IReadOnlyList<NetAddress> children) : base(layer, session, group)
     {
@@ -40,80 +33,42 @@ public sealed class RepairServer : AerRole
             throw new ArgumentException($"A repair server takes at most AerOptions.MaxChildren ({Options.MaxChildren}) children, got {children.Count}.", nameof(children));
         }
 
-        _source = source;
         _children = children.ToArray();
         _childSet = new HashSet<NetAddress>(_children);
-        _tracker = new SourcePathTracker(source, Options.SpmTimeout);
-        _naks = new NakScheduler(Scheduler, layer.Random, Options.MaxPendingNaks, FetchFromUpstream) { DelayMax = Options.RepairServerNakDelayMax, RetryTimeout = Options.NakRetryMin, Expired = () => Counters.NakTimeouts++ };
+        _up = new UpstreamLink(layer, this, source, Options.MaxPendingNaks, Options.RepairServerNakDelayMax, FetchFromUpstream, IsMissingHere, OnCsmTimer);
         Cache = new RepairCache(Options.RepairCacheBytes);
         _selection = new NomineeSelection(Math.Max(1, _children.Length), Options.CsmTimeout);
-        _csmAlarm = new Alarm(_ => OnCsmTimer());
-        _upRtt = NewRtt();
     }
 
     public RepairCache Cache { get; }
 
     public IReadOnlyList<NetAddress> Children => _children;
 
-    public int PendingNaks => _naks.Count;
+    public int PendingNaks => _up.Naks.Count;
 
     public int PendingDownstream => _pendingDown.Count;
 
-    internal override void Start()
-    {
-        Transport.JoinGroup(Group);
-        Scheduler.ScheduleAfter(_csmAlarm, TimeSpan.FromTicks((long)(Layer.Random.NextDouble() * Options.CsmInterval.Ticks)));
-    }
+    internal override void Start() => _up.Start();
 
-    internal override void Stop()
+    private protected override void OnStop()
     {
-        if (_stopped)
-        {
-            return;
-        }
-
-        _stopped = true;
-        Scheduler.Cancel(_csmAlarm);
-        _naks.Clear();
+        _up.Stop();
         Cache.Clear();
-        Transport.LeaveGroup(Group);
     }
 
-    internal override void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram)
+    private protected override void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram, TimeSpan now)
     {
-        if (_stopped)
-        {
-            return;
-        }
-
-        var now = Now;
         switch (header.Type)
         {
             case AerWire.DataType:
-                if (!AerWire.TryReadData(header, datagram, out var data, out _))
-                {
-                    Layer.Malformed(from, header.Type);
-                }
-                else if (!_tracker.IsUpstream(from, now))
-                {
-                    NotAMember();
-                }
-                else
+                if (_up.AdmitData(from, header, datagram, now, out var data, out _))
                 {
                     OnData(data, datagram);
                 }
 
                 break;
             case AerWire.SpmType:
-                if (!AerWire.TryReadSpm(header, datagram, out var spm))
-                {
-                    Layer.Malformed(from, header.Type);
-                }
-                else if (!_tracker.OnSpm(from, spm, now))
-                {
-                    NotAMember();
-                }
-                else
+                if (_up.AdmitSpm(from, header, datagram, now, out var spm))
                 {
                     OnSpm(from, spm, now);
                 }
@@ -126,18 +81,7 @@ public sealed class RepairServer : AerRole
                 }
                 else if (nak.Downstream)
                 {
-                    if (!_tracker.IsUpstream(from, now))
-                    {
-                        NotAMember();
-                    }
-                    else if (!Options.NakSuppression)
-                    {
-                        _naks.ResetConsecutiveTimeouts();
-                    }
-                    else if (!Cache.Contains(nak.Seq) && nak.Seq <= _known + Options.MaxPendingNaks && _naks.Suppress(nak.Seq))
-                    {
-                        Counters.NaksSuppressed++;
-                    }
+                    _up.OnDownstreamNak(from, nak.Seq, now);
                 }
                 else if (!_childSet.Contains(from))
                 {
@@ -169,11 +113,7 @@ public sealed class RepairServer : AerRole
 
                 break;
             case AerWire.ProbeType:
-                if (!AerWire.TryReadProbe(header, datagram, out _, out long ticks, out bool reply))
-                {
-                    Layer.Malformed(from, header.Type);
-                }
-                else if (!reply)
+                if (_up.AdmitProbeRequest(from, header, datagram, now, out long ticks))
                 {
                     if (_childSet.Contains(from))
                     {
@@ -183,15 +123,6 @@ public sealed class RepairServer : AerRole
                     {
                         NotAMember();
                     }
-                }
-                else if (from == _rttTarget && ticks <= now.Ticks)
-                {
-                    _upRtt.Sample(now - TimeSpan.FromTicks(ticks));
-                    SetRetryTimers(now);
-                }
-                else
-                {
-                    NotForThisNode();
                 }
 
                 break;
@@ -204,11 +135,6 @@ public sealed class RepairServer : AerRole
     private void OnData(in AerData data, ReadOnlySpan<byte> datagram)
     {
         long seq = data.Seq;
-        if (data.Repair)
-        {
-            Counters.RepairsReceived++;
-        }
-
         if (!Cache.Contains(seq))
         {
             long before = Cache.Evictions;
@@ -220,7 +146,7 @@ public sealed class RepairServer : AerRole
             Counters.Duplicates++;
         }
 
-        _naks.Received(seq, data.Repair);
+        _up.Naks.Received(seq, data.Repair);
         if (_pendingDown.Remove(seq))
         {
             // §4.1: a repair goes further down only where a NAK for it is pending.
@@ -246,19 +172,19 @@ public sealed class RepairServer : AerRole
         Raise(spm.HighestSeq);
         if (spm.LowestAvailable > 1)
         {
-            _naks.ForgetBelow(spm.LowestAvailable);
+            _up.Naks.ForgetBelow(spm.LowestAvailable);
             long lowest = spm.LowestAvailable;
             _pendingDown.RemoveWhere(s => s < lowest);
         }
 
-        var up = _tracker.Upstream(now);
+        var up = _up.Tracker.Upstream(now);
         if (up.Address != from)
         {
             return; // only the nearest upstream's SPMs are passed on
         }
 
         // §4.1.1: replace the address with ours and subcast it; the path round trip grows by ours to the upstream.
-        int pathRtt = (int)Math.Min(int.MaxValue, (long)spm.PathRttMicros + Micros(_upRtt.Smoothed));
+        int pathRtt = (int)Math.Min(int.MaxValue, (long)spm.PathRttMicros + Micros(_up.Rtt.Smoothed));
         var rewritten = spm with { Upstream = Local, Depth = spm.Depth + 1, PathRttMicros = pathRtt };
         if (rewritten.Depth > AerWire.MaxDepth)
         {
@@ -277,7 +203,7 @@ public sealed class RepairServer : AerRole
     private void OnChildNak(long seq, TimeSpan now)
     {
         Counters.NaksReceived++;
-        if (seq < _tracker.LowestAvailable)
+        if (seq < _up.Tracker.LowestAvailable)
         {
             return; // the source no longer has it either; its SPMs tell the children
         }
@@ -300,23 +226,13 @@ public sealed class RepairServer : AerRole
         }
 
         SubcastNak(seq, now);
-        _naks.Missing(seq);
+        _up.Naks.Missing(seq);
     }
 
     private void FetchFromUpstream(long seq)
     {
         var now = Now;
-        var up = _tracker.Upstream(now);
-        if (_naks.ConsecutiveTimeouts >= Options.UpstreamFailureNaks && up.Depth > 0)
-        {
-            _tracker.Blacklist(up.Address, now + Options.UpstreamBlacklist);
-            _naks.ResetConsecutiveTimeouts();
-            Counters.UpstreamFailovers++;
-            up = _tracker.Upstream(now);
-        }
-
-        SendNak(up.Address, seq, downstream: false);
-        Counters.NaksSent++;
+        _up.NakUpstream(seq, now);
 
         // Our own loss is our children's too (they share our incoming link): tell them we are on it, and pass the repair on.
         if (_pendingDown.Count < Options.MaxPendingNaks)
@@ -373,7 +289,7 @@ public sealed class RepairServer : AerRole
         long from = Math.Max(_scanned + 1, _known - Options.MaxPendingNaks + 1);
         for (long s = from; s <= _known; s++)
         {
-            if (!Cache.Contains(s) && !_naks.Missing(s))
+            if (!Cache.Contains(s) && !_up.Naks.Missing(s))
             {
                 break;
             }
@@ -382,38 +298,17 @@ public sealed class RepairServer : AerRole
         }
     }
 
-    private void OnCsmTimer()
-    {
-        var now = Now;
-        var up = _tracker.Upstream(now);
-        if (up.Address != _rttTarget)
-        {
-            _rttTarget = up.Address;
-            _upRtt = NewRtt();
-        }
+    /// <summary>A downstream NAK suppresses ours only for a packet not cached here and not far beyond what was announced.</summary>
+    private bool IsMissingHere(long seq) => !Cache.Contains(seq) && seq <= _known + Options.MaxPendingNaks;
 
-        SendProbe(up.Address, now.Ticks, reply: false);
+    private void OnCsmTimer(TimeSpan now, (NetAddress Address, int Depth, int PathRttMicros) up)
+    {
         if (_selection.Worst(now) is { } worst)
         {
             SendCsm(up.Address, worst); // §4.2.1: only the worst child's CSM goes up
         }
-
-        Scheduler.ScheduleAfter(_csmAlarm, Options.CsmInterval);
     }
-
-    /// <summary>NAK timers: a NAK answered by the upstream takes a round trip to it; one the upstream is fetching from
-    /// further up (we were suppressed) takes the round trip from the source (the SPMs' path round trip plus ours).</summary>
-    private void SetRetryTimers(TimeSpan now)
-    {
-        var up = _tracker.Upstream(now);
-        var retry = TimeSpan.FromTicks((long)(_upRtt.Smoothed.Ticks * Options.NakRetryRttFactor));
-        _naks.RetryTimeout = retry > Options.NakRetryMin ? retry : Options.NakRetryMin;
-        var full = TimeSpan.FromTicks((long)((_upRtt.Smoothed.Ticks + up.PathRttMicros * 10L) * Options.NakRetryRttFactor));
-        _naks.SuppressedRetryTimeout = full > _naks.RetryTimeout ? full : _naks.RetryTimeout;
-    }
-
-    private RttEstimator NewRtt() => new(Options.InitialRto, TimeSpan.FromMilliseconds(1), Options.RtoMax);
 
     public override string Describe() =>
-        $"repair server s{Session}: children {_children.Length}, cache {Cache.Count} pkts/{Cache.Bytes} B, naks {_naks.Count}, pending down {_pendingDown.Count}, upstream {_tracker.Upstream(Now).Address}";
+        $"repair server s{Session}: children {_children.Length}, cache {Cache.Count} pkts/{Cache.Bytes} B, naks {_up.Naks.Count}, pending down {_pendingDown.Count}, upstream {_up.Tracker.Upstream(Now).Address}";
 }
