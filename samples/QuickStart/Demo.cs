@@ -24,24 +24,27 @@ internal static class Demo
     public const string SecretVariable = "QS_DEMO_CLUSTER_SECRET";
 
     /// <summary>The node logs through Microsoft.Extensions.Logging; Serilog (the static <c>Log.Logger</c> Program sets up) is the provider.</summary>
-    private static readonly Serilog.Extensions.Logging.SerilogLoggerFactory Logging = new();
+    public static readonly Serilog.Extensions.Logging.SerilogLoggerFactory Logging = new();
 
     /// <summary>A small publish buffer so that "sent" tracks what the protocol actually let out. Every datagram is
-    /// authenticated under <paramref name="secret"/> (docs/security.md).</summary>
-    public static QuickSilverNodeOptions NodeOptions(NetAddress gms, bool embeddedGms, byte[] secret) => new()
+    /// authenticated under <paramref name="secret"/> (docs/security.md). With <paramref name="replicas"/> the node
+    /// talks to a replicated GMS instead of <paramref name="gms"/>.</summary>
+    public static QuickSilverNodeOptions NodeOptions(NetAddress gms, bool embeddedGms, byte[] secret, IReadOnlyList<NetAddress>? replicas = null) => new()
     {
         Gms = gms,
+        GmsReplicas = replicas ?? [],
         EmbeddedGms = embeddedGms,
         PublishBuffer = 1_000,
         LoggerFactory = Logging,
         Security = new DatagramSecurityOptions { Mode = DatagramSecurity.Authenticate, ClusterSecret = secret },
-        GmsServer = new GmsOptions
-        {
-            BatchInterval = TimeSpan.FromMilliseconds(20),
-            // A random pool, so that two demos (or a demo and the tests) on one machine do not share multicast groups.
-            MulticastPoolStart = new NetAddress(0xEFFD0000u | ((uint)Random.Shared.Next(1, 250) << 8), (ushort)Random.Shared.Next(20_000, 60_000)),
-        },
+        GmsServer = GmsOptions(RandomPool()),
     };
+
+    /// <summary>The GMS timing of the demo (20 ms batches) and its multicast address pool.</summary>
+    public static GmsOptions GmsOptions(NetAddress pool) => new() { BatchInterval = TimeSpan.FromMilliseconds(20), MulticastPoolStart = pool };
+
+    /// <summary>A random pool, so that two demos (or a demo and the tests) on one machine do not share multicast groups.</summary>
+    public static NetAddress RandomPool() => new(0xEFFD0000u | ((uint)Random.Shared.Next(1, 250) << 8), (ushort)Random.Shared.Next(20_000, 60_000));
 
     /// <summary>The secret the publisher put in this receiver's environment.</summary>
     public static byte[] SecretFromPublisher() => Environment.GetEnvironmentVariable(SecretVariable) is { Length: > 0 } text

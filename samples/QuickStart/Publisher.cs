@@ -5,7 +5,7 @@ using QuickSilver.Core.Security;
 
 namespace QuickSilver.Samples.QuickStart;
 
-internal sealed record DemoSettings(int Receivers, int Messages, int Seconds, int Size);
+internal sealed record DemoSettings(int Receivers, int Messages, int Seconds, int Size, int GmsReplicas = 0, bool KillGmsLeader = false);
 
 /// <summary>
 /// The parent role: runs the embedded GMS and the publisher in this process, spawns the receivers, publishes
@@ -22,11 +22,14 @@ internal static class Publisher
         var clock = Stopwatch.StartNew();
         var gms = NetAddress.Loopback(Demo.FreeLoopbackPort());
         var secret = DatagramSecurityOptions.GenerateSecret();
-        var options = Demo.NodeOptions(gms, embeddedGms: true, secret);
+        var lifetime = StartTimeout + TimeSpan.FromSeconds(settings.Seconds) + DrainTimeout + TimeSpan.FromSeconds(30);
+        await using var replicas = await ReplicaSet.StartAsync(settings.GmsReplicas, lifetime, secret, StartTimeout);
+        var options = Demo.NodeOptions(gms, embeddedGms: replicas.Count == 0, secret, replicas.Addresses);
         using var startCts = new CancellationTokenSource(StartTimeout);
         await using var node = await QuickSilverNode.StartAsync(options, startCts.Token);
-        Say($"GMS at {gms}, embedded in this publisher process (pid {Environment.ProcessId}); region multicast addresses from {options.GmsServer.MulticastPoolStart}");
-        var lifetime = StartTimeout + TimeSpan.FromSeconds(settings.Seconds) + DrainTimeout + TimeSpan.FromSeconds(30);
+        Say(replicas.Count == 0
+            ? $"GMS at {gms}, embedded in this publisher process (pid {Environment.ProcessId}); region multicast addresses from {options.GmsServer.MulticastPoolStart}"
+            : $"GMS: {replicas.Describe()}; leader {replicas.Leader?.Name ?? "not known yet"}");
         var receivers = new List<ReceiverProcess>();
         try
         {
@@ -42,7 +45,7 @@ internal static class Publisher
 
             for (int i = 0; i < settings.Receivers; i++)
             {
-                receivers.Add(ReceiverProcess.Start(i, gms, lifetime, secret));
+                receivers.Add(ReceiverProcess.Start(i, gms, replicas.Addresses, lifetime, secret));
             }
 
             var ids = await Task.WhenAll(receivers.Select(r => r.Ready)).WaitAsync(startCts.Token);
@@ -55,7 +58,9 @@ internal static class Publisher
             Say($"publisher: node {node.Id}, groups {string.Join(", ", Demo.PublisherGroups)}; {Demo.Published} has {settings.Receivers + 1} members in {published!.View?.RegionCount} regions of overlap");
             Say($"publishing up to {settings.Messages:N0} messages of {settings.Size} B in {Demo.Published} for at most {settings.Seconds} s");
             using var progress = new Progress(receivers);
+            var failover = settings.KillGmsLeader ? replicas.KillLeaderAfterAsync(TimeSpan.FromMilliseconds(250), Say) : Task.CompletedTask;
             var (sent, publishTime) = await PublishAsync(published, settings, progress);
+            await failover;
             Say($"the node accepted {sent:N0} messages in {publishTime.TotalSeconds:F1} s (it buffers them while rate control lets them out); waiting for delivery");
             var (complete, drained) = await DrainAsync(receivers, sent);
             progress.Dispose();
@@ -74,15 +79,13 @@ internal static class Publisher
         }
     }
 
-    /// <summary>Waits until the embedded GMS has <paramref name="members"/> nodes in the group and the publisher has
-    /// installed that view, so that every receiver gets the first message.</summary>
+    /// <summary>Waits until the publisher has installed a view of the group with <paramref name="members"/> nodes, so that
+    /// every receiver gets the first message.</summary>
     private static async Task WaitForViewAsync(QuickSilverNode node, QuickSilverGroup group, int members, CancellationToken cancellationToken)
     {
         while (true)
         {
-            var snapshot = await node.GetGmsSnapshotAsync().WaitAsync(cancellationToken);
-            var (count, number) = snapshot.GroupsByName.TryGetValue(group.Name, out var view) ? (view.Members, view.ViewNumber) : (0, 0u);
-            if (count >= members && group.View?.ViewNumber >= number)
+            if (await node.GetViewMemberCountAsync(group).WaitAsync(cancellationToken) >= members)
             {
                 return;
             }

@@ -10,21 +10,13 @@ namespace QuickSilver.Samples.QuickStart;
 /// </summary>
 internal static class Receiver
 {
-    public static async Task<int> RunAsync(NetAddress gms, int index, TimeSpan lifetime)
+    public static async Task<int> RunAsync(NetAddress gms, IReadOnlyList<NetAddress> replicas, int index, TimeSpan lifetime)
     {
         using var stop = new CancellationTokenSource(lifetime);
-        var stdin = new Thread(() =>
-        {
-            while (Console.In.ReadLine() is not null)
-            {
-            }
-
-            stop.Cancel();
-        }) { IsBackground = true, Name = "stdin watch" };
-        stdin.Start();
+        ChildProcess.CancelWhenStdinCloses(stop);
         try
         {
-            await using var node = await QuickSilverNode.StartAsync(Demo.NodeOptions(gms, embeddedGms: false, Demo.SecretFromPublisher()), stop.Token);
+            await using var node = await QuickSilverNode.StartAsync(Demo.NodeOptions(gms, embeddedGms: false, Demo.SecretFromPublisher(), replicas), stop.Token);
             var check = new SequenceCheck();
             foreach (var name in Demo.GroupsOf(index))
             {

@@ -1,6 +1,5 @@
 using System.Diagnostics;
 using System.Globalization;
-using System.Reflection;
 using QuickSilver.Core.Io;
 
 namespace QuickSilver.Samples.QuickStart;
@@ -46,23 +45,16 @@ internal sealed class ReceiverProcess : IDisposable
 
     public bool HasExited => _process.HasExited;
 
-    /// <param name="secret">The demo's cluster secret, handed over in the child's environment (not its command line,
-    /// which other users of the machine can read).</param>
-    public static ReceiverProcess Start(int index, NetAddress gms, TimeSpan lifetime, byte[] secret)
+        public static ReceiverProcess Start(int index, NetAddress gms, IReadOnlyList<NetAddress> replicas, TimeSpan lifetime, byte[] secret)
     {
-        var start = SelfStartInfo();
-        start.Environment[Demo.SecretVariable] = Convert.ToBase64String(secret);
-        foreach (var arg in new[] { "--role", "receiver", "--gms", gms.ToString(), "--index", index.ToString(CultureInfo.InvariantCulture),
-                     "--lifetime", ((int)lifetime.TotalSeconds).ToString(CultureInfo.InvariantCulture) })
+        var args = new List<string> { "--role", "receiver", "--gms", gms.ToString(), "--index", index.ToString(CultureInfo.InvariantCulture),
+            "--lifetime", ((int)lifetime.TotalSeconds).ToString(CultureInfo.InvariantCulture) };
+        if (replicas.Count > 0)
         {
-            start.ArgumentList.Add(arg);
+            args.AddRange(["--replicas", string.Join(',', replicas)]);
         }
 
-        start.RedirectStandardInput = true;
-        start.RedirectStandardOutput = true;
-        start.RedirectStandardError = true;
-        start.UseShellExecute = false;
-        var process = new Process { StartInfo = start, EnableRaisingEvents = true };
+        var process = ChildProcess.Create(args, secret);
         var child = new ReceiverProcess(index, process);
         process.OutputDataReceived += (_, e) => child.OnLine(e.Data);
         process.ErrorDataReceived += (_, e) =>
@@ -78,19 +70,6 @@ internal sealed class ReceiverProcess : IDisposable
         process.BeginOutputReadLine();
         process.BeginErrorReadLine();
         return child;
-    }
-
-    /// <summary>This program again: the apphost directly, or "dotnet QuickStart.dll" when run through the dotnet host.</summary>
-    private static ProcessStartInfo SelfStartInfo()
-    {
-        string host = Environment.ProcessPath ?? throw new InvalidOperationException("Cannot tell which executable is running.");
-        var start = new ProcessStartInfo(host);
-        if (Path.GetFileNameWithoutExtension(host).Equals("dotnet", StringComparison.OrdinalIgnoreCase))
-        {
-            start.ArgumentList.Add(Assembly.GetEntryAssembly()!.Location);
-        }
-
-        return start;
     }
 
     private void OnLine(string? line)
@@ -112,25 +91,5 @@ internal sealed class ReceiverProcess : IDisposable
         }
     }
 
-    public void Dispose()
-    {
-        try
-        {
-            if (!_process.HasExited)
-            {
-                _process.StandardInput.Close();
-                if (!_process.WaitForExit(TimeSpan.FromSeconds(5)))
-                {
-                    _process.Kill(entireProcessTree: true);
-                    _process.WaitForExit(TimeSpan.FromSeconds(5));
-                }
-            }
-        }
-        catch (Exception e) when (e is InvalidOperationException or IOException or System.ComponentModel.Win32Exception)
-        {
-            // Already gone.
-        }
-
-        _process.Dispose();
-    }
+    public void Dispose() => ChildProcess.Stop(_process);
 }

@@ -54,6 +54,16 @@ public sealed class QuickSilverNode : IAsyncDisposable
 
     internal QuickSilverCore Core => _core;
 
+    /// <summary>How many members this node's current view of <paramref name="group"/> lists (the members of every region
+    /// of overlap the group maps to, as the GMS last told this node); 0 before the first view. Works with any GMS:
+    /// embedded, standalone or replicated.</summary>
+    public Task<int> GetViewMemberCountAsync(QuickSilverGroup group)
+    {
+        ArgumentNullException.ThrowIfNull(group);
+        var client = _stack.Get<MembershipLayer>().Client;
+        return _core.InvokeAsync(() => group.View is { } view ? view.Regions.Sum(r => client.FindRegion(r.Region)?.Count ?? 0) : 0);
+    }
+
     /// <summary>What this node's embedded GMS knows now: node, group and region counts, and per group its view number
     /// and member count. Throws <see cref="InvalidOperationException"/> on a node without an embedded GMS.</summary>
     public Task<GmsSnapshot> GetGmsSnapshotAsync()

@@ -16,6 +16,8 @@ public sealed class BadOptionTests
         { "qs", ["node", "--join", "g", "--gms-replicas", "127.0.0.1:47001,nowhere"], "--gms-replicas" },
         { "QuickStart", ["--receivers", "0"], "--receivers" },
         { "QuickStart", ["--size", "100000"], "--size" },
+        { "QuickStart", ["--gms-replicas", "2"], "--gms-replicas" },
+        { "QuickStart", ["--kill-gms-leader"], "--kill-gms-leader" },
     };
 
     [Theory]

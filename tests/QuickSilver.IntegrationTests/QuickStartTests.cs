@@ -13,4 +13,18 @@ public sealed class QuickStartTests
         Assert.True(demo.ExitCode == 0, $"exit code {demo.ExitCode}:\n{demo.Stdout}\n{demo.Stderr}");
         Assert.Contains("OK: every receiver got all 3,000 messages exactly once, in order", demo.Stdout, StringComparison.Ordinal);
     }
+
+    [Fact]
+    public async Task QuickStart_with_three_GMS_replicas_survives_killing_the_leader_mid_stream()
+    {
+        // The second demo command (issue 13): the GMS as three replica processes on Raft; the leader's process is killed
+        // 250 ms into publishing. Every receiver still gets every message, and another replica takes over.
+        using var demo = Tool.QuickStart("--receivers", "3", "--messages", "200000", "--seconds", "60", "--gms-replicas", "3", "--kill-gms-leader");
+        bool exited = await demo.WaitAsync(TimeSpan.FromMinutes(5));
+        Assert.True(exited, $"QuickStart did not finish:\n{demo.Stdout}");
+        Assert.True(demo.ExitCode == 0, $"exit code {demo.ExitCode}:\n{demo.Stdout}\n{demo.Stderr}");
+        Assert.Contains("OK: every receiver got all 200,000 messages exactly once, in order", demo.Stdout, StringComparison.Ordinal);
+        Assert.Matches(@"GMS failover: killed the leader gms\d", demo.Stdout);
+        Assert.Matches(@"GMS failover: gms\d leads, seen \d+ ms after the kill", demo.Stdout);
+    }
 }
