@@ -47,31 +47,6 @@ internal static class ReplicatedGmsBench
         return 2;
     }
 
-    private static NetAddress[] FreeAddresses(int count)
-    {
-        var found = new List<NetAddress>();
-        while (found.Count < count)
-        {
-            int port = Random.Shared.Next(30000, 60000);
-            try
-            {
-                using var tcp = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
-                tcp.Bind(new IPEndPoint(IPAddress.Loopback, port));
-                using var udp = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-                udp.Bind(new IPEndPoint(IPAddress.Loopback, port));
-                if (!found.Contains(NetAddress.Loopback((ushort)port)))
-                {
-                    found.Add(NetAddress.Loopback((ushort)port));
-                }
-            }
-            catch (SocketException)
-            {
-            }
-        }
-
-        return [.. found];
-    }
-
     /// <summary>The defaults, except room for one node in 10,000 groups plus a few (the limits are 8,192 groups per node
     /// and a burst of 10,000 requests).</summary>
     private static readonly GmsOptions Gms = new()
@@ -106,7 +81,7 @@ internal static class ReplicatedGmsBench
     private static async Task<int> FailoverAsync(int kills)
     {
         string root = Path.Combine(Path.GetTempPath(), $"qs-gmsfailover-{Guid.NewGuid():N}");
-        var peers = FreeAddresses(3);
+        var peers = ReplicatedGms.FreeLoopbackAddresses(3);
         var replicas = new ReplicatedGms?[3];
         for (int i = 0; i < 3; i++)
         {
@@ -160,7 +135,7 @@ internal static class ReplicatedGmsBench
         foreach (bool replicated in new[] { false, true })
         {
             string root = Path.Combine(Path.GetTempPath(), $"qs-gmsview-{Guid.NewGuid():N}");
-            var peers = FreeAddresses(3);
+            var peers = ReplicatedGms.FreeLoopbackAddresses(3);
             var owned = new List<IAsyncDisposable>();
             try
             {

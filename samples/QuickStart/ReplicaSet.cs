@@ -37,7 +37,7 @@ internal sealed class ReplicaSet : IAsyncDisposable
         }
 
         var root = Directory.CreateTempSubdirectory("quickstart-gms-").FullName;
-        var peers = Enumerable.Range(0, count).Select(_ => NetAddress.Loopback(Demo.FreeLoopbackPort())).ToArray();
+        var peers = ReplicatedGms.FreeLoopbackAddresses(count); // free for UDP (the GMS) and TCP (Raft)
         var pool = Demo.RandomPool();
         var set = new ReplicaSet([.. Enumerable.Range(1, count).Select(id =>
             GmsReplicaProcess.Start(id, peers, Path.Combine(root, string.Create(CultureInfo.InvariantCulture, $"r{id}")), pool, lifetime, secret))], root);

@@ -11,7 +11,15 @@ namespace QuickSilver;
 
 /// <summary>What an embedded GMS knows at one moment (<see cref="QuickSilverNode.GetGmsSnapshotAsync"/>). Nodes counts
 /// every registered node, this one included.</summary>
-public sealed record GmsSnapshot(int Nodes, int Groups, int Regions, IReadOnlyDictionary<string, GmsGroupSnapshot> GroupsByName);
+public sealed record GmsSnapshot(int Nodes, int Groups, int Regions, IReadOnlyDictionary<string, GmsGroupSnapshot> GroupsByName)
+{
+    /// <summary>The snapshot of <paramref name="state"/> (read on the GMS's core thread).</summary>
+    internal static GmsSnapshot Of(Membership.MembershipState state) => new(state.NodeCount, state.GroupCount, state.RegionCount,
+        state.GroupViews.ToDictionary(
+            v => v.Name,
+            v => new GmsGroupSnapshot(v.ViewNumber, v.Regions.Length, v.Regions.Sum(r => state.RegionViewOf(r.Region).Count)),
+            StringComparer.Ordinal));
+}
 
 /// <summary>One group as the GMS sees it: its current view number, how many regions of overlap it spans, and its members.</summary>
 public sealed record GmsGroupSnapshot(uint ViewNumber, int Regions, int Members);
@@ -73,15 +81,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
             throw new InvalidOperationException("This node does not run the GMS (QuickSilverNodeOptions.EmbeddedGms is false).");
         }
 
-        return _core.InvokeAsync(() =>
-        {
-            var state = gms.State;
-            var groups = state.GroupViews.ToDictionary(
-                v => v.Name,
-                v => new GmsGroupSnapshot(v.ViewNumber, v.Regions.Length, v.Regions.Sum(r => state.RegionViewOf(r.Region).Count)),
-                StringComparer.Ordinal);
-            return new GmsSnapshot(state.NodeCount, state.GroupCount, state.RegionCount, groups);
-        });
+        return _core.InvokeAsync(() => GmsSnapshot.Of(gms.State));
     }
 
     internal int MaxMessageBytes { get; private set; }

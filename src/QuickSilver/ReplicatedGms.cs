@@ -105,15 +105,36 @@ public sealed class ReplicatedGms : IAsyncDisposable
     internal Task<byte[]> ExportStateAsync() => _core.InvokeAsync(() => _server.Machine.ExportSnapshot());
 
     /// <summary>What this replica knows of the groups (as <see cref="QuickSilverNode.GetGmsSnapshotAsync"/>).</summary>
-    public Task<GmsSnapshot> GetSnapshotAsync() => _core.InvokeAsync(() =>
+    public Task<GmsSnapshot> GetSnapshotAsync() => _core.InvokeAsync(() => GmsSnapshot.Of(_server.State));
+
+    /// <summary><paramref name="count"/> distinct loopback addresses whose port was free a moment ago for both UDP (the
+    /// GMS) and TCP (Raft, on the same port): for tests, benchmarks and demos that start replicas on one machine.</summary>
+    public static NetAddress[] FreeLoopbackAddresses(int count)
     {
-        var state = _server.State;
-        var groups = state.GroupViews.ToDictionary(
-            v => v.Name,
-            v => new GmsGroupSnapshot(v.ViewNumber, v.Regions.Length, v.Regions.Sum(r => state.RegionViewOf(r.Region).Count)),
-            StringComparer.Ordinal);
-        return new GmsSnapshot(state.NodeCount, state.GroupCount, state.RegionCount, groups);
-    });
+        ArgumentOutOfRangeException.ThrowIfNegative(count);
+        var found = new List<NetAddress>();
+        while (found.Count < count)
+        {
+            int port = Random.Shared.Next(30000, 60000);
+            try
+            {
+                using var tcp = new System.Net.Sockets.Socket(System.Net.Sockets.AddressFamily.InterNetwork, System.Net.Sockets.SocketType.Stream, System.Net.Sockets.ProtocolType.Tcp);
+                tcp.Bind(new System.Net.IPEndPoint(System.Net.IPAddress.Loopback, port));
+                using var udp = new System.Net.Sockets.Socket(System.Net.Sockets.AddressFamily.InterNetwork, System.Net.Sockets.SocketType.Dgram, System.Net.Sockets.ProtocolType.Udp);
+                udp.Bind(new System.Net.IPEndPoint(System.Net.IPAddress.Loopback, port));
+                if (!found.Contains(NetAddress.Loopback((ushort)port)))
+                {
+                    found.Add(NetAddress.Loopback((ushort)port));
+                }
+            }
+            catch (System.Net.Sockets.SocketException)
+            {
+                // Taken for one of the two: try another.
+            }
+        }
+
+        return [.. found];
+    }
 
     /// <summary>Leaves the Raft cluster (the others elect a leader without it) and stops the core.</summary>
     public async ValueTask DisposeAsync()

@@ -37,32 +37,6 @@ public sealed class ReplicatedGmsTests : IAsyncLifetime
         Directory.Delete(_root, recursive: true);
     }
 
-    /// <summary>Loopback ports free for both TCP (Raft) and UDP (GMS).</summary>
-    private static NetAddress[] FreeReplicaAddresses(int count)
-    {
-        var found = new List<NetAddress>();
-        while (found.Count < count)
-        {
-            int port = Random.Shared.Next(30000, 60000);
-            try
-            {
-                using var tcp = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
-                tcp.Bind(new IPEndPoint(IPAddress.Loopback, port));
-                using var udp = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-                udp.Bind(new IPEndPoint(IPAddress.Loopback, port));
-                if (!found.Contains(NetAddress.Loopback((ushort)port)))
-                {
-                    found.Add(NetAddress.Loopback((ushort)port));
-                }
-            }
-            catch (SocketException)
-            {
-            }
-        }
-
-        return [.. found];
-    }
-
     private static readonly GmsOptions Gms = new()
     {
         BatchInterval = TimeSpan.FromMilliseconds(20),
@@ -136,7 +110,7 @@ public sealed class ReplicatedGmsTests : IAsyncLifetime
     [Fact]
     public async Task Nodes_keep_ids_and_views_across_a_leader_stop_a_new_node_joins_via_the_new_leader_and_a_full_restart_keeps_the_state()
     {
-        var peers = FreeReplicaAddresses(3);
+        var peers = ReplicatedGms.FreeLoopbackAddresses(3);
         var replicas = new List<ReplicatedGms>();
         for (int id = 1; id <= 3; id++)
         {
