@@ -408,9 +408,12 @@ internal sealed class GmsServer
         _sessions[from] = new Session(null, incarnation, _options.RequestBurst) { LastHeard = _scheduler.Now };
         _nodesPerIp[from.Ip] = _nodesPerIp.GetValueOrDefault(from.Ip) + 1;
         var register = GmsOp.Register(from, incarnation, State.PinOf(from));
-        if (_inFlight == 0)
+        if (_inFlight == 0 && _pending.Count == 0)
         {
-            // A registration changes no view: it is committed at once rather than with the next batch.
+            // A registration changes no view: it is committed at once rather than with the next batch, unless ops wait
+            // ahead of it. It must not overtake them: a node just declared dead (its Down still queued) that says Hello
+            // again would get its old registration back, and the Down committed next would remove it from the registry
+            // and every group while the node believes it is registered (soak seeds 734, 782, 784).
             _inFlight = ++_sequence;
             _inFlightCommand = new GmsCommand { Ops = [register] };
             _gmsLog.Propose(_inFlightCommand, _inFlight);
