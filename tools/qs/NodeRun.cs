@@ -7,7 +7,7 @@ using QuickSilver.Samples;
 namespace QuickSilver.Tools;
 
 /// <summary>
-/// Runs <c>qs node</c>. Prints "ready node=ID" once joined, a counts line each second, and at the end
+/// Runs <c>qs node</c>. Prints "ready node=ID groups=... address=IP:PORT" once joined, a counts line each second, and at the end
 /// "final GROUP delivered=N anomalies=A" for the first group. Everything is bounded by --seconds.
 /// </summary>
 internal static class NodeRun
@@ -41,7 +41,7 @@ internal static class NodeRun
 
         Console.WriteLine(settings.Json
             ? JsonSerializer.Serialize(new { @event = "ready", node = node.Id, address = node.Address.ToString(), pid = Environment.ProcessId, groups = groups.Select(g => g.Group.Name) })
-            : $"ready node={node.Id} groups={string.Join(',', groups.Select(g => g.Group.Name))}");
+            : $"ready node={node.Id} groups={string.Join(',', groups.Select(g => g.Group.Name))} address={node.Address}");
         var (main, mainCheck) = groups[0];
         long sent = 0;
         var publisher = settings.Publish > 0
