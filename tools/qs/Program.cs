@@ -7,7 +7,8 @@ using Serilog.Core;
 using Serilog.Events;
 
 // qs: the QuickSilver command-line tool. "qs gms" runs a standalone GMS; "qs node" runs a node that joins groups,
-// optionally publishes numbered messages and prints delivered counts; "qs stats" reads a running node's counters.
+// optionally publishes numbered messages and prints delivered counts; "qs stats" reads a running node's counters;
+// "qs corecast-model" prints the CoreCast bandwidth model.
 // --log-level (every verb) sets what the node logs to stderr; --json makes the output JSON. Exit code 2 means bad options.
 var level = new LoggingLevelSwitch(LogEventLevel.Warning);
 Log.Logger = new LoggerConfiguration()
@@ -23,7 +24,7 @@ try
         Recursive = true,
     };
     var json = new Option<bool>("--json") { Description = "Write the output as JSON (one object per line for gms and node)", Recursive = true };
-    var root = new RootCommand("qs: the QuickSilver command-line tool.") { GmsVerb.Create(json), NodeVerb.Create(json), StatsVerb.Create(json), FilesVerb.Create(json), logLevel, json };
+    var root = new RootCommand("qs: the QuickSilver command-line tool.") { GmsVerb.Create(json), NodeVerb.Create(json), StatsVerb.Create(json), FilesVerb.Create(json), CoreCastModelVerb.Create(json), logLevel, json };
     foreach (var verb in AerVerbs.Create())
     {
         root.Subcommands.Add(verb);
