@@ -11,16 +11,29 @@ internal static class Cli
 
     public static Option<int> Int(string name, string description, int defaultValue, int min, int max)
     {
-        var option = new Option<int>(name) { Description = $"{description} ({min:N0}..{max:N0})", DefaultValueFactory = _ => defaultValue };
-        option.Validators.Add(result =>
+        // Parsed and range-checked in one place: a validator that read the value crashed the program on a non-number
+        // (exit 134) instead of naming the option.
+        return new Option<int>(name)
         {
-            int value = result.GetValueOrDefault<int>();
-            if (value < min || value > max)
+            Description = $"{description} ({min:N0}..{max:N0})",
+            DefaultValueFactory = _ => defaultValue,
+            CustomParser = result =>
             {
-                result.AddError($"{name} must be between {min:N0} and {max:N0}; got {value:N0}.");
-            }
-        });
-        return option;
+                string text = result.Tokens.Count > 0 ? result.Tokens[0].Value : "";
+                if (!int.TryParse(text, System.Globalization.NumberStyles.Integer, System.Globalization.CultureInfo.InvariantCulture, out int value))
+                {
+                    result.AddError($"{name} must be a whole number between {min:N0} and {max:N0}; got '{text}'.");
+                    return defaultValue;
+                }
+
+                if (value < min || value > max)
+                {
+                    result.AddError($"{name} must be between {min:N0} and {max:N0}; got {value:N0}.");
+                }
+
+                return value;
+            },
+        };
     }
 
     /// <summary>An "a.b.c.d:port" option; unicast with a non-zero port, and loopback only when <paramref name="loopbackOnly"/>.</summary>

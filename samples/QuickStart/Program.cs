@@ -16,7 +16,7 @@ var size = Cli.Int("--size", "Message size in bytes; the first 8 carry the messa
 var gmsReplicas = Cli.Int("--gms-replicas", "Run the GMS as this many replica processes on Raft instead of inside the publisher: 0 (embedded), 3, 5 or 7", 0, 0, 7);
 gmsReplicas.Validators.Add(result =>
 {
-    if (result.GetValueOrDefault<int>() is 1 or 2 or 4 or 6)
+    if (Given(result) is 1 or 2 or 4 or 6)
     {
         result.AddError("--gms-replicas must be 0 (the GMS embedded in the publisher) or an odd number of replicas: 3, 5 or 7.");
     }
@@ -24,7 +24,7 @@ gmsReplicas.Validators.Add(result =>
 var killLeader = new Option<bool>("--kill-gms-leader") { Description = "With --gms-replicas: kill the leading replica's process 250 ms into publishing, to show failover under load" };
 killLeader.Validators.Add(result =>
 {
-    if (result.GetValueOrDefault<bool>() && result.GetResult(gmsReplicas)?.GetValueOrDefault<int>() is null or 0)
+    if (result.GetValueOrDefault<bool>() && (result.GetResult(gmsReplicas) is not { } replicasGiven || Given(replicasGiven) is null or 0))
     {
         result.AddError("--kill-gms-leader needs --gms-replicas 3 (or 5, 7): with the embedded GMS there is no other replica to take over.");
     }
@@ -75,5 +75,9 @@ root.SetAction(async parse =>
 });
 
 return await Cli.RunAsync(root, args);
+
+// The number an option was given, or null when it was not a number (its parser reports that).
+static int? Given(System.CommandLine.Parsing.OptionResult result)
+    => result.Tokens.Count > 0 && int.TryParse(result.Tokens[0].Value, NumberStyles.Integer, CultureInfo.InvariantCulture, out int value) ? value : null;
 
 static QuickSilver.Core.Io.NetAddress NetAddressDefault() => QuickSilver.Core.Io.NetAddress.Loopback(47001);

@@ -22,6 +22,8 @@ public sealed class BadOptionTests
         { "QuickStart", ["--receivers", "0"], "--receivers" },
         { "QuickStart", ["--size", "100000"], "--size" },
         { "QuickStart", ["--gms-replicas", "2"], "--gms-replicas" },
+        { "QuickStart", ["--receivers", "many"], "--receivers" }, // a non-number used to crash the program (exit 134)
+        { "QuickStart", ["--gms-replicas", "x"], "--gms-replicas" },
         { "QuickStart", ["--kill-gms-leader"], "--kill-gms-leader" },
     };
 
