@@ -33,8 +33,7 @@ root.SetAction(parse =>
         Log.Logger = new LoggerConfiguration().MinimumLevel.Information()
             .Enrich.With(new VirtualTimeEnricher()).WriteTo.Console(outputTemplate: "[{VirtualTime} {Level:u3}] {Message:lj}{NewLine}{Exception}", formatProvider: System.Globalization.CultureInfo.InvariantCulture).CreateLogger();
         using var logging = new Serilog.Extensions.Logging.SerilogLoggerFactory(Log.Logger);
-        NodeCluster.GmsLogger = logging.CreateLogger("GMS");
-        var result = SoakScenario.Run(replay);
+        var result = SoakScenario.Run(replay, logging.CreateLogger("GMS"));
         Console.WriteLine($"seed {replay}: {result.Faults}");
         Console.WriteLine(result.Passed
             ? $"delivery passed in {result.VirtualTime.TotalSeconds:F2} s of virtual time, {result.Datagrams:N0} datagrams"

@@ -3,6 +3,7 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
+using QuickSilver.Core.Wire;
 using Xunit.Abstractions;
 
 namespace QuickSilver.IntegrationTests;
@@ -20,7 +21,6 @@ public sealed class HostileHostTests(ITestOutputHelper output)
 {
     private const int Messages = 300_000;
     private const int Receivers = 2;
-    private const ushort Magic = 0x5351;
     private const byte RegionData = 5;
     private const byte Connect = 32;
     private static readonly TimeSpan Guard = TimeSpan.FromMinutes(10);
@@ -107,7 +107,7 @@ public sealed class HostileHostTests(ITestOutputHelper output)
         {
             var result = await socket.ReceiveFromAsync(buffer, SocketFlags.None, new IPEndPoint(IPAddress.Any, 0), cancel.Token);
             var packet = buffer.AsSpan(0, result.ReceivedBytes);
-            if (packet.Length >= 36 && BinaryPrimitives.ReadUInt16LittleEndian(packet) == Magic && packet[3] == RegionData && Seq(packet) > 100)
+            if (packet.Length >= 36 && BinaryPrimitives.ReadUInt16LittleEndian(packet) == PacketHeader.Magic && packet[3] == RegionData && Seq(packet) > 100)
             {
                 found.TryAdd(BinaryPrimitives.ReadUInt32LittleEndian(packet[12..]), (packet.ToArray(), (IPEndPoint)result.RemoteEndPoint));
             }
@@ -144,10 +144,7 @@ public sealed class HostileHostTests(ITestOutputHelper output)
             random.NextBytes(datagram.AsSpan(0, length));
             if (i % 2 == 0 && length >= 12)
             {
-                BinaryPrimitives.WriteUInt16LittleEndian(datagram, Magic);
-                datagram[2] = 1;
-                datagram[3] = (byte)random.Next(1, 40);
-                BinaryPrimitives.WriteUInt16LittleEndian(datagram.AsSpan(8), (ushort)length);
+                new PacketHeader((PacketType)random.Next(1, 40), (uint)random.Next(), (ushort)length, (ushort)random.Next(0x10000)).Write(datagram);
             }
 
             socket.SendTo(datagram.AsSpan(0, length), targets[i % targets.Length]);
@@ -161,10 +158,7 @@ public sealed class HostileHostTests(ITestOutputHelper output)
     private static int FakeContacts(IPEndPoint gms, int count)
     {
         var connect = new byte[36];
-        BinaryPrimitives.WriteUInt16LittleEndian(connect, Magic);
-        connect[2] = 1;
-        connect[3] = Connect;
-        BinaryPrimitives.WriteUInt16LittleEndian(connect.AsSpan(8), (ushort)connect.Length);
+        new PacketHeader((PacketType)Connect, 0, (ushort)connect.Length).Write(connect);
         for (int i = 0; i < count; i++)
         {
             using var socket = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);

@@ -3,6 +3,7 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
+using QuickSilver.Core.Wire;
 using Xunit.Abstractions;
 
 namespace QuickSilver.IntegrationTests;
@@ -105,11 +106,7 @@ public sealed class SpoofedResetTests(ITestOutputHelper output)
     private static byte[] Header(byte type, int length)
     {
         var bytes = new byte[length];
-        BinaryPrimitives.WriteUInt16LittleEndian(bytes, 0x5351);
-        bytes[2] = 1;
-        bytes[3] = type;
-        BinaryPrimitives.WriteUInt32LittleEndian(bytes.AsSpan(4), 4242);
-        BinaryPrimitives.WriteUInt16LittleEndian(bytes.AsSpan(8), (ushort)length);
+        new PacketHeader((PacketType)type, 4242, (ushort)length).Write(bytes);
         return bytes;
     }
 

@@ -62,9 +62,14 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     public void ResumeDelivery()
     {
         Member?.ResumeDelivery();
-        foreach (var sender in _senders.Values.Concat(_retired))
+        foreach (var sender in _senders.Values)
         {
             sender.OnLocalProgress();
+        }
+
+        foreach (var retired in _retired)
+        {
+            retired.OnLocalProgress();
         }
     }
 
@@ -97,9 +102,14 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     {
         _statusOutbox?.Stop();
         Member?.Stop(null);
-        foreach (var sender in _senders.Values.Concat(_retired))
+        foreach (var sender in _senders.Values)
         {
             sender.Stop();
+        }
+
+        foreach (var retired in _retired)
+        {
+            retired.Stop();
         }
     }
 

@@ -24,10 +24,6 @@ internal sealed class NodeCluster
     private readonly QuickSilverNodeOptions _options;
     private readonly Action<SimNode>? _configureNode;
 
-    /// <summary>Where the next cluster's GMS logs on this thread (a soak replay prints it); null: nowhere.</summary>
-    [ThreadStatic]
-    public static Microsoft.Extensions.Logging.ILogger? GmsLogger;
-
     /// <param name="configureNode">Applied to each node's simulated host (receive CPU cost, queue limit) as it is added.</param>
     /// <param name="maxDatagramSize">The nodes' endpoint datagram limit: 16 KiB (loopback-sized) by default; 1,472 for an
     /// Ethernet-MTU testbed.</param>
@@ -37,9 +33,10 @@ internal sealed class NodeCluster
     /// <param name="gmsReplicas">1: the single GMS. More: that many GMS replicas, each on its own simulated host, on
     /// <see cref="SimulatedConsensus"/> (the stand-in for the Raft engine); the first leads until
     /// <see cref="CrashGmsLeader"/> and <see cref="ElectGms"/> say otherwise, and every node lists them all.</param>
+    /// <param name="gmsLogger">Where the single GMS logs (registrations, removals); null: nowhere.</param>
     public NodeCluster(int seed, LinkOptions link, RegionOptions? region = null, bool multicast = true, Action<SimNode>? configureNode = null,
         RateControlOptions? rate = null, int maxDatagramSize = 16 * 1024, GmsOptions? gms = null, DatagramSecurityOptions? security = null,
-        int gmsReplicas = 1)
+        int gmsReplicas = 1, Microsoft.Extensions.Logging.ILogger? gmsLogger = null)
     {
         _configureNode = configureNode;
         Network = new SimNetwork(seed, link);
@@ -63,7 +60,7 @@ internal sealed class NodeCluster
         GmsEndpoint = gmsEndpoint.LocalAddress;
         gmsNode.TryPost(_ =>
         {
-            GmsStack = QsmStack.BuildGms(gmsEndpoint, gmsNode, 7, 7, GmsOptions, logger: GmsLogger, security: _options.Security);
+            GmsStack = QsmStack.BuildGms(gmsEndpoint, gmsNode, 7, 7, GmsOptions, logger: gmsLogger, security: _options.Security);
             _gms = GmsStack.Get<GmsServerLayer>().Server;
         }, null);
         Network.RunFor(TimeSpan.FromMilliseconds(1));

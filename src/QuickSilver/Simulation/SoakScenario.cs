@@ -72,8 +72,9 @@ internal static class SoakScenario
     [ThreadStatic]
     public static Func<TimeSpan>? VirtualNow;
 
-    /// <summary>Runs seed <paramref name="seed"/>; never throws for a protocol failure (it is the result).</summary>
-    public static SoakResult Run(int seed)
+    /// <summary>Runs seed <paramref name="seed"/>; never throws for a protocol failure (it is the result).
+    /// <paramref name="gmsLogger"/> receives the GMS's log lines (a replay prints them).</summary>
+    public static SoakResult Run(int seed, Microsoft.Extensions.Logging.ILogger? gmsLogger = null)
     {
         var faults = Draw(seed);
         var link = new LinkOptions
@@ -83,7 +84,7 @@ internal static class SoakScenario
             ReorderRate = faults.Reorder,
             DuplicateRate = faults.Duplicate,
         };
-        var cluster = new NodeCluster(seed, link);
+        var cluster = new NodeCluster(seed, link, gmsLogger: gmsLogger);
         VirtualNow = () => cluster.Network.Now;
         try
         {
