@@ -72,7 +72,7 @@ public sealed class RegionSenderTests
 
                 if (record)
                 {
-                    Sent.Add((to, BitConverter.ToUInt64(_slot, RegionWire.DataHeaderSize - 8), length));
+                    Sent.Add((to, BitConverter.ToUInt64(_slot, RegionWire.DataHeaderSize - 16), length));
                 }
 
                 taken++;

@@ -320,6 +320,13 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         var address = _transport.LocalAddress;
         sender.Sent += (seq, payload) => member.OnLocalSend(sender.Node, address, seq, payload);
         sender.LocalPosition = () => ReferenceEquals(Member, member) && member.Streams.TryGetValue(sender.Node, out var own) && own.Anchored ? own.FlowPosition : null;
+        sender.SettledAdvanced += settled =>
+        {
+            if (ReferenceEquals(Member, member) && member.Streams.TryGetValue(sender.Node, out var own) && own.Anchored)
+            {
+                own.Purge(settled); // as a member hearing it in the sender's next packet would
+            }
+        };
     }
 
     public void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram)

@@ -266,6 +266,11 @@ internal sealed class RegionMember
         }
 
         Accept(stream, header.Seq, payload);
+        if (header.Settled != 0 && !repair && stream.Anchored)
+        {
+            stream.Purge(header.Settled); // every member has taken these (docs/qsm.md, "Purging on the sender's word")
+        }
+
         if (gap)
         {
             _status?.OnGap(stream); // say so now: the sender resends it, instead of its window filling up behind it

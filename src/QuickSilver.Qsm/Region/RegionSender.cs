@@ -1,3 +1,4 @@
+using System.Buffers.Binary;
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Feeds;
@@ -256,7 +257,7 @@ internal sealed class RegionSender : IDatagramFeed
             }
 
             ulong next = ++LastSequence;
-            int length = RegionWire.WriteHeader(slot, new DataHeader(_node, _view.Region.Value, _view.ViewNumber, Math.Min(_viewStart, next), next), written);
+            int length = RegionWire.WriteHeader(slot, new DataHeader(_node, _view.Region.Value, _view.ViewNumber, Math.Min(_viewStart, next), next, Settled), written);
             ref var outgoing = ref _window[next % (ulong)_window.Length];
             if (outgoing.Datagram is null || outgoing.Datagram.Length < length)
             {
@@ -335,6 +336,7 @@ internal sealed class RegionSender : IDatagramFeed
     {
         ref var outgoing = ref _window[seq % (ulong)_window.Length];
         outgoing.Datagram.AsSpan(0, outgoing.Length).CopyTo(slot);
+        BinaryPrimitives.WriteUInt64LittleEndian(slot[RegionWire.SettledOffset..], Math.Min(Settled, seq - 1)); // what is settled now
         outgoing.SentAt = _scheduler.Now;
         Transmitted?.Invoke(seq);
         return outgoing.Length;
@@ -432,16 +434,7 @@ internal sealed class RegionSender : IDatagramFeed
     /// view than <paramref name="view"/> (the view whose members vouched for them).</summary>
     private void Release(ulong stable, uint view)
     {
-        stable = Math.Min(stable, LastSequence);
-        for (ulong seq = Acknowledged + 1; seq <= stable; seq++)
-        {
-            if (_window[seq % (ulong)_window.Length].View > view)
-            {
-                stable = seq - 1;
-                break;
-            }
-        }
-
+        stable = VouchedBy(stable, view);
         if (stable > Acknowledged)
         {
             ulong before = Acknowledged;
@@ -456,6 +449,34 @@ internal sealed class RegionSender : IDatagramFeed
             AcknowledgedAdvanced?.Invoke(before, stable);
         }
     }
+
+    /// <summary>The highest packet up to <paramref name="upTo"/> (at most <see cref="LastSequence"/>) below the first one
+    /// numbered in a later view than <paramref name="view"/>: what a round or a report of that view can vouch for.</summary>
+    private ulong VouchedBy(ulong upTo, uint view)
+    {
+        upTo = Math.Min(upTo, LastSequence);
+        for (ulong seq = Acknowledged + 1; seq <= upTo; seq++)
+        {
+            if (_window[seq % (ulong)_window.Length].View > view)
+            {
+                return seq - 1;
+            }
+        }
+
+        return upTo;
+    }
+
+    /// <summary>
+    /// The point up to which complete flow reports (every partition, every member of the view) say every member has
+    /// taken this stream (receiver window mode; 0 before the first). Stronger than <see cref="Acknowledged"/>, which a
+    /// token's ACK may move on the word that each packet is cached by its partition: no member will ask for a packet up
+    /// to here again, so each may drop its copy at once. Data packets carry it (<see cref="DataHeader.Settled"/>), and
+    /// <see cref="SettledAdvanced"/> tells this node's own member.
+    /// </summary>
+    public ulong Settled { get; private set; }
+
+    /// <summary><see cref="Settled"/> moved (the new value).</summary>
+    public event Action<ulong>? SettledAdvanced;
 
     /// <summary>Acknowledgements that came from the token (the rest came from complete flow status reports).</summary>
     public long AcknowledgedByToken { get; private set; }
@@ -535,6 +556,17 @@ internal sealed class RegionSender : IDatagramFeed
         if (complete && minimum > Acknowledged)
         {
             Release(minimum, status.View);
+        }
+
+        if (complete && minimum > Settled)
+        {
+            // Release vouched Acknowledged at least this far (the same clamp, from a point no higher).
+            ulong settled = Math.Min(VouchedBy(minimum, status.View), Acknowledged);
+            if (settled > Settled)
+            {
+                Settled = settled;
+                SettledAdvanced?.Invoke(settled);
+            }
         }
 
         UpdateByteLimit();

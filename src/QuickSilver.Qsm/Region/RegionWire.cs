@@ -16,7 +16,7 @@ internal enum RegionControl : byte
 
 /// <summary>
 /// QSM regional wire formats (docs/wire-format.md). Data and repairs are datagrams:
-/// <c>PacketHeader(QsmData, sender) | u32 region | u32 view | u64 viewStart | u64 seq | payload</c>. Control messages ride reliable unicast:
+/// <c>PacketHeader(QsmData, sender) | u32 region | u32 view | u64 viewStart | u64 seq | u64 settled | payload</c>. Control messages ride reliable unicast:
 /// <c>u8 kind | u32 region | ...</c>: Pull and Nak carry <c>u32 sender | u16 partition | u16 partitions | NakSet</c>
 /// (indices k of packets seq = k·partitions + partition); Ack carries <c>u32 sender | u64 stable | u64 maxSeen | f64 rate | f64 loss</c>.
 /// </summary>
@@ -28,8 +28,10 @@ internal readonly record struct RegionAck(uint Region, uint Sender, uint View, u
 internal readonly record struct FlowStatus(uint Reporter, uint Region, uint View, uint Sender, int Partition, bool Aggregate, bool Complete,
     ulong Position, uint WindowBytes, ulong Missing, ulong Highest);
 
-/// <summary>The fixed part of a QSM data packet.</summary>
-internal readonly record struct DataHeader(uint Sender, uint Region, uint View, ulong ViewStart, ulong Seq);
+/// <summary>The fixed part of a QSM data packet. <see cref="Settled"/> (0 when unknown, and in repairs) is the point up to
+/// which the sender's flow reports say every member of its view has taken its stream (docs/qsm.md, "Purging on the
+/// sender's word"): a member may drop its copies up to there at once, instead of at the next token round.</summary>
+internal readonly record struct DataHeader(uint Sender, uint Region, uint View, ulong ViewStart, ulong Seq, ulong Settled = 0);
 
 internal static class RegionWire
 {
@@ -39,7 +41,10 @@ internal static class RegionWire
     /// <summary>The reliable control channel of tokens, pulls, NAKs and ACKs.</summary>
     public const byte ControlChannel = 2;
 
-    public const int DataHeaderSize = PacketHeader.Size + 24;
+    public const int DataHeaderSize = PacketHeader.Size + 32;
+
+    /// <summary>Where a data packet's <c>settled</c> field is (a sender rewrites it when it resends a packet).</summary>
+    public const int SettledOffset = PacketHeader.Size + 24;
 
     /// <summary>The packet type of receivers' flow status reports (docs/wire-format.md, "Flow status").</summary>
     public const PacketType StatusType = (PacketType)34;
@@ -53,9 +58,10 @@ internal static class RegionWire
     /// view started, and its source is not the sender. Region views are numbered from 1.</summary>
     public const uint RepairView = 0;
 
-    /// <summary>A data packet: <c>PacketHeader(QsmData, sender) | u32 region | u32 view | u64 viewStart | u64 seq | payload</c>.
+    /// <summary>A data packet: <c>PacketHeader(QsmData, sender) | u32 region | u32 view | u64 viewStart | u64 seq | u64 settled | payload</c>.
     /// <c>view</c> is the region view the sender was using, <c>viewStart</c> the first seq it sent in that view: a member
-    /// that joined mid-stream starts there (docs/qsm.md, "Joining mid-stream").</summary>
+    /// that joined mid-stream starts there (docs/qsm.md, "Joining mid-stream"); <c>settled</c>, below <c>seq</c>, see
+    /// <see cref="DataHeader.Settled"/>.</summary>
     public static int WriteData(Span<byte> datagram, in DataHeader header, ReadOnlySpan<byte> payload)
     {
         payload.CopyTo(datagram[DataHeaderSize..]);
@@ -73,6 +79,7 @@ internal static class RegionWire
         BinaryPrimitives.WriteUInt32LittleEndian(body[4..], header.View);
         BinaryPrimitives.WriteUInt64LittleEndian(body[8..], header.ViewStart);
         BinaryPrimitives.WriteUInt64LittleEndian(body[16..], header.Seq);
+        BinaryPrimitives.WriteUInt64LittleEndian(body[24..], header.Settled);
         return length;
     }
 
@@ -91,9 +98,10 @@ internal static class RegionWire
             BinaryPrimitives.ReadUInt32LittleEndian(body),
             BinaryPrimitives.ReadUInt32LittleEndian(body[4..]),
             BinaryPrimitives.ReadUInt64LittleEndian(body[8..]),
-            BinaryPrimitives.ReadUInt64LittleEndian(body[16..]));
+            BinaryPrimitives.ReadUInt64LittleEndian(body[16..]),
+            BinaryPrimitives.ReadUInt64LittleEndian(body[24..]));
         payload = datagram[DataHeaderSize..];
-        return header.Seq > 0 && header.ViewStart > 0 && header.ViewStart <= header.Seq;
+        return header.Seq > 0 && header.ViewStart > 0 && header.ViewStart <= header.Seq && header.Settled < header.Seq;
     }
 
     /// <summary>Parses the common header too (tests and tools that see raw datagrams).</summary>

@@ -205,6 +205,49 @@ public sealed class FlowControlSimulationTests(ITestOutputHelper output)
     }
 
     /// <summary>Adds <paramref name="count"/> nodes, all in <see cref="Group"/>, and waits for the views.</summary>
+    /// <summary>Members drop their copies on the sender's word (docs/qsm.md, "Purging on the sender's word"): a stream
+    /// three times the members' hold window (<see cref="RegionOptions.MaxHeldPackets"/>, 16,384 packets, of which 12,288
+    /// can be vouched for) passes before the first 1-second token round ends, a member that joins mid-stream keeps up,
+    /// and no member holds more than a few receive windows of packets. When only the token purged, each member's ring
+    /// filled to 12,288 packets and the sender stopped until the round came back (300,000 messages took 2.1 s).</summary>
+    [Theory]
+    [InlineData(1251)]
+    [InlineData(1252)]
+    public void Members_purge_on_the_senders_word_without_waiting_for_the_token(int seed)
+    {
+        const int Messages = 600_000; // 1,000 B each: 37,500 packets of 16 KiB
+        var cluster = new NodeCluster(seed, new LinkOptions { BandwidthBitsPerSecond = 10_000_000_000 }, new RegionOptions
+        {
+            TokenInterval = TimeSpan.FromSeconds(1),
+        });
+        var all = Members(cluster, 3);
+        var sender = all[0];
+        var start = cluster.Network.Now;
+        sender.PublishNumbered(Group, Messages, size: 1_000);
+        cluster.Network.RunUntil(() => false, TimeSpan.FromMilliseconds(100));
+        var late = cluster.AddNodes(1);
+        cluster.Join(late, Group);
+        int mostHeld = 0;
+        bool done = false;
+        for (int tick = 0; tick < 100 && !done; tick++)
+        {
+            done = cluster.Network.RunUntil(() => all.All(n => n.Groups[Group].CountFrom(sender.Id) == Messages), TimeSpan.FromMilliseconds(10));
+            mostHeld = Math.Max(mostHeld, cluster.Nodes.Max(n => n.Region?.Member?.Streams.GetValueOrDefault(sender.Id)?.HeldCount ?? 0));
+        }
+
+        var elapsed = cluster.Network.Now - start;
+        var regionSender = sender.Region!.Senders.Values.Single();
+        output.WriteLine($"seed {seed}: done {done} in {elapsed}, packets {regionSender.LastSequence}, settled {regionSender.Settled}, most held {mostHeld}, " +
+                         $"token acks {regionSender.AcknowledgedByToken}, the joiner got {late[0].Groups[Group].CountFrom(sender.Id)}");
+        Assert.True(done, $"seed {seed}: {string.Join(", ", all.Select(n => n.Groups[Group].CountFrom(sender.Id)))} of {Messages} after {elapsed}");
+        Assert.True(elapsed < TimeSpan.FromSeconds(0.9), $"seed {seed}: took {elapsed}, past the first token round");
+        Assert.True(mostHeld < 1_024, $"seed {seed}: a member held {mostHeld} packets");
+        AssertEveryMessageInOrder(all, sender, Messages);
+        var joined = late[0].Groups[Group].Received[sender.Id];
+        Assert.True(joined.Count > Messages / 2, $"seed {seed}: the joiner got only {joined.Count}");
+        Assert.Equal(Enumerable.Range(Messages - joined.Count + 1, joined.Count), joined); // a contiguous suffix: nothing lost after its start
+    }
+
     private static List<NodeCluster.Node> Members(NodeCluster cluster, int count)
     {
         var all = cluster.AddNodes(count);
