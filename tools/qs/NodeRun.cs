@@ -53,6 +53,10 @@ internal static class NodeRun
         {
             await Task.Delay(TimeSpan.FromSeconds(1), stop.Token).ContinueWith(_ => { }, TaskScheduler.Default);
             Console.WriteLine(settings.Json ? CountsJson(clock.Elapsed, Interlocked.Read(ref sent), groups) : Counts(clock.Elapsed, Interlocked.Read(ref sent), groups, last));
+            if (settings.DescribeEvery > 0 && (long)clock.Elapsed.TotalSeconds % settings.DescribeEvery == 0)
+            {
+                await Console.Error.WriteLineAsync($"[{clock.Elapsed.TotalSeconds,6:F1}s] {await node.DescribeAsync()}");
+            }
             if (settings.Expect > 0 && mainCheck.Delivered >= settings.Expect)
             {
                 break;

@@ -11,6 +11,10 @@ internal sealed record NodeSettings(NetAddress Gms, IReadOnlyList<string> Groups
 {
     /// <summary>The replicas of a replicated GMS (--gms-replicas); empty: the single GMS at <see cref="Gms"/>.</summary>
     public IReadOnlyList<NetAddress> GmsReplicas { get; init; } = [];
+
+    /// <summary>Print the node's protocol state (<see cref="QuickSilverNode.DescribeAsync"/>) to stderr every this many
+    /// seconds (--describe-every); 0: never.</summary>
+    public int DescribeEvery { get; init; }
 }
 
 /// <summary><c>qs node</c>: option definitions and validation; the run itself is in <see cref="NodeRun"/>.</summary>
@@ -34,15 +38,16 @@ internal static class NodeVerb
         var expect = Cli.Int("--expect", "Exit once this many messages arrived in the first group; exit 1 unless exactly that many, in order", 0, 0, 100_000_000);
         var seconds = Cli.Int("--seconds", "Stop after this many seconds whatever happens", 60, 1, 30 * 86_400);
         var linger = Cli.Int("--linger", "After publishing, stay this many seconds to answer repairs", 5, 0, 86_400);
+        var describe = Cli.Int("--describe-every", "Print the node's protocol state (senders, streams, flow reports) to stderr every N seconds; 0: never", 0, 0, 86_400);
         var security = SecurityFlags.Create();
         var command = new Command("node", "Run a node: join groups, optionally publish, print delivered counts once a second.")
         {
-            gms, replicas, join, publish, size, waitRegions, expect, seconds, linger, security.SecretFile, security.Mode,
+            gms, replicas, join, publish, size, waitRegions, expect, seconds, linger, describe, security.SecretFile, security.Mode,
         };
         command.SetAction((parse, cancellationToken) => security.TryRead(parse, out var datagrams)
             ? NodeRun.RunAsync(new NodeSettings(
                 parse.GetValue(gms), parse.GetValue(join)!, parse.GetValue(publish), parse.GetValue(size), parse.GetValue(waitRegions),
-                parse.GetValue(expect), parse.GetValue(seconds), parse.GetValue(linger), datagrams, parse.GetValue(json)) { GmsReplicas = parse.GetValue(replicas) ?? [] }, cancellationToken)
+                parse.GetValue(expect), parse.GetValue(seconds), parse.GetValue(linger), datagrams, parse.GetValue(json)) { GmsReplicas = parse.GetValue(replicas) ?? [], DescribeEvery = parse.GetValue(describe) }, cancellationToken)
             : Task.FromResult(Cli.BadOptions));
         return command;
     }

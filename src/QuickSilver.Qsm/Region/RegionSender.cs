@@ -59,6 +59,7 @@ internal sealed class RegionSender : IDatagramFeed
     private bool _stopped;
     private readonly bool _receiverWindow;
     private PartitionReport[] _reports = [];
+    private bool _alone;        // every partition of the view is this node alone: no one reports (receiver window mode)
     private ulong _sentBytes;   // bytes of every packet numbered so far (the stream's byte position)
     private ulong _ackedBytes;  // the byte position of the last acknowledged packet
     private ulong _byteLimit;   // new packets go only while _sentBytes is below it (receiver window mode)
@@ -274,6 +275,11 @@ internal sealed class RegionSender : IDatagramFeed
             _sentBytes += (ulong)length;
             outgoing.EndBytes = _sentBytes;
             Sent?.Invoke(next, slot[RegionWire.DataHeaderSize..length]);
+            if (_alone)
+            {
+                SettleAlone();
+            }
+
             if (FirstDestination(next, out to))
             {
                 Transmitted?.Invoke(next);
@@ -682,6 +688,12 @@ internal sealed class RegionSender : IDatagramFeed
             }
         }
 
+        _alone = _receiverWindow && Array.TrueForAll(_reports, r => r.Position == ulong.MaxValue);
+        if (_alone)
+        {
+            SettleAlone();
+        }
+
         UpdateByteLimit();
     }
 
@@ -723,8 +735,35 @@ internal sealed class RegionSender : IDatagramFeed
     {
         if (_receiverWindow)
         {
+            if (_alone)
+            {
+                SettleAlone();
+            }
+
             UpdateByteLimit();
             Signal();
+        }
+    }
+
+    /// <summary>
+    /// A view of this node alone (receiver window mode): no member reports, so the local member's position (every
+    /// packet it has taken; all that were sent when it is not a member) acknowledges and settles at once. Before, such a
+    /// sender, a publisher alone in its region because no other node has its exact set of groups, waited for its own
+    /// token round (1 s) to acknowledge each window: 2 MiB a second, whatever the other regions took.
+    /// </summary>
+    private void SettleAlone()
+    {
+        ulong position = LocalPosition?.Invoke() ?? LastSequence;
+        if (position > Acknowledged)
+        {
+            Release(position, _view.ViewNumber);
+        }
+
+        ulong settled = Math.Min(position, Acknowledged);
+        if (settled > Settled)
+        {
+            Settled = settled;
+            SettledAdvanced?.Invoke(settled);
         }
     }
 

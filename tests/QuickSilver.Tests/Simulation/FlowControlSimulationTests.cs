@@ -248,6 +248,39 @@ public sealed class FlowControlSimulationTests(ITestOutputHelper output)
         Assert.Equal(Enumerable.Range(Messages - joined.Count + 1, joined.Count), joined); // a contiguous suffix: nothing lost after its start
     }
 
+    /// <summary>A publisher alone in its region (the receivers share another group it is not in, so each of its regions
+    /// is a different set of nodes): no member of its own region reports, and it used to acknowledge its own region's
+    /// packets only at that region's token round, one receive window (2 MiB) per round, whatever the other regions took:
+    /// 18,447 messages/s of 100 B between real processes. Now its local member's position acknowledges at once, and
+    /// with a 10-second token 1,000,000 messages arrive in well under a round.</summary>
+    [Theory]
+    [InlineData(1261)]
+    [InlineData(1262)]
+    public void A_publisher_alone_in_its_region_is_not_held_to_its_token(int seed)
+    {
+        const int Messages = 1_000_000; // 100 B each: about 7,000 packets, more than the 4,096-packet sender window
+        var cluster = new NodeCluster(seed, new LinkOptions { BandwidthBitsPerSecond = 10_000_000_000 }, new RegionOptions
+        {
+            TokenInterval = TimeSpan.FromSeconds(10),
+        });
+        var all = cluster.AddNodes(3);
+        var (sender, receivers) = (all[0], all.Skip(1).ToList());
+        cluster.Join([sender], Group);
+        cluster.Join(receivers, Group, "other");
+        cluster.SettleViews(Group, all);
+        Assert.Equal(1, sender.Region!.Member!.View!.Count); // alone in its region
+        var start = cluster.Network.Now;
+        sender.PublishNumbered(Group, Messages, size: 100);
+        bool done = RunUntilAllHave(cluster, all, sender, Messages, TimeSpan.FromSeconds(30));
+        var elapsed = cluster.Network.Now - start;
+        var own = sender.Region.Senders[sender.Region.Member.View.Region.Value];
+        output.WriteLine($"seed {seed}: done {done} in {elapsed}; own region: last {own.LastSequence}, acked {own.Acknowledged}, settled {own.Settled}, token acks {own.AcknowledgedByToken}");
+        Assert.True(done, $"seed {seed}: {string.Join(", ", all.Select(n => n.Groups[Group].CountFrom(sender.Id)))} of {Messages} after {elapsed}");
+        Assert.True(elapsed < TimeSpan.FromSeconds(2), $"seed {seed}: took {elapsed} with a 10 s token");
+        Assert.Equal(own.LastSequence, own.Settled); // its own member has taken everything: nothing held
+        AssertEveryMessageInOrder(all, sender, Messages);
+    }
+
     private static List<NodeCluster.Node> Members(NodeCluster cluster, int count)
     {
         var all = cluster.AddNodes(count);
