@@ -28,6 +28,7 @@ internal sealed class ReceiverStatus
     private readonly int _packetBytes;
     private readonly Dictionary<uint, PartitionFlow> _partition = new();
     private readonly Alarm _timer;
+    private readonly Alarm _gapTimer;
     private uint _window;     // this member's share of the receive window per sender (bytes)
     private ulong _threshold; // packets taken between two reports
     private bool _stopped;
@@ -40,6 +41,7 @@ internal sealed class ReceiverStatus
         _packetBytes = RegionWire.DataHeaderSize + RegionSender.PayloadCapacity(maxDatagramSize, _options);
         ShareWindow(1);
         _timer = new Alarm(_ => OnTimer());
+        _gapTimer = new Alarm(_ => OnGapTimer());
         member.Scheduler.ScheduleAfter(_timer, _options.StatusInterval);
     }
 
@@ -65,6 +67,7 @@ internal sealed class ReceiverStatus
     {
         _stopped = true;
         _member.Scheduler.Cancel(_timer);
+        _member.Scheduler.Cancel(_gapTimer);
     }
 
     /// <summary>A new view redraws the partitions: every report starts again.</summary>
@@ -95,6 +98,57 @@ internal sealed class ReceiverStatus
         if (!_stopped && _member.View is not null && stream.Sender != _member.Node)
         {
             Report(stream, stream.FlowPosition);
+            ArmGapTimer();
+        }
+    }
+
+    private void ArmGapTimer()
+    {
+        if (!_gapTimer.IsScheduled)
+        {
+            _member.Scheduler.ScheduleAfter(_gapTimer, _options.GapReportInterval);
+        }
+    }
+
+    /// <summary>Every <see cref="RegionOptions.GapReportInterval"/> while a gap is open: repeats the reports (a member's,
+    /// and a leader's aggregates) that name one, so a lost resend is asked for again in a few milliseconds, not at the
+    /// next <see cref="RegionOptions.StatusInterval"/> tick. Stops when no gap is left.</summary>
+    private void OnGapTimer()
+    {
+        if (_stopped || _member.View is null || _member.Index < 0)
+        {
+            return;
+        }
+
+        bool open = false;
+        foreach (var stream in _member.Streams.Values)
+        {
+            if (!stream.Anchored || stream.Sender == _member.Node)
+            {
+                continue;
+            }
+
+            ulong position = stream.FlowPosition;
+            if (stream.MissingAfter(position) != 0)
+            {
+                open = true;
+                Report(stream, position);
+            }
+        }
+
+        foreach (var (sender, flow) in _partition)
+        {
+            var summary = flow.Aggregate();
+            if (summary.Missing != 0)
+            {
+                open = true;
+                Forward(sender, flow, summary);
+            }
+        }
+
+        if (open)
+        {
+            ArmGapTimer();
         }
     }
 
@@ -189,6 +243,11 @@ internal sealed class ReceiverStatus
             || (summary.Missing != 0 && summary.Missing != flow.ForwardedMissing))
         {
             Forward(sender, flow, summary);
+        }
+
+        if (summary.Missing != 0)
+        {
+            ArmGapTimer(); // repeat it while it stays open
         }
     }
 

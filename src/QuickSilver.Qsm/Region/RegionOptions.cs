@@ -81,6 +81,13 @@ public sealed record RegionOptions
     /// sender waiting for the token's acknowledgement).</summary>
     public TimeSpan StatusInterval { get; init; } = TimeSpan.FromMilliseconds(20);
 
+    /// <summary>With <see cref="RegionFlowControl.ReceiverWindow"/>: how often a member repeats a flow status that names a
+    /// gap while the gap stays open (a new gap is reported at once), and a partition leader the aggregate that names one;
+    /// also the least time a sender waits before resending a packet again. A lost resend costs about this much: at
+    /// 20 ms (the <see cref="StatusInterval"/>) 5 % loss cut a simulated 10 Gbit/s stream to a thirtieth of its loss-free
+    /// rate, at 2 ms to a third, at 1 ms to 0.6 of it. At most <see cref="StatusInterval"/>; default 1 ms.</summary>
+    public TimeSpan GapReportInterval { get; init; } = TimeSpan.FromMilliseconds(1);
+
     public void Validate()
     {
         OptionChecks.InRange(ReplicationFactor, 1, 100, $"RegionOptions.{nameof(ReplicationFactor)}");
@@ -94,6 +101,12 @@ public sealed record RegionOptions
         OptionChecks.InRange(MaxHeldPackets, 16, 1 << 22, $"RegionOptions.{nameof(MaxHeldPackets)}");
         OptionChecks.InRange(ReceiveWindowBytes, 65_536, 1 << 30, $"RegionOptions.{nameof(ReceiveWindowBytes)}");
         OptionChecks.Positive(StatusInterval, $"RegionOptions.{nameof(StatusInterval)}");
+        OptionChecks.Positive(GapReportInterval, $"RegionOptions.{nameof(GapReportInterval)}");
+        if (GapReportInterval > StatusInterval)
+        {
+            throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(GapReportInterval)}", GapReportInterval,
+                $"RegionOptions.{nameof(GapReportInterval)} ({GapReportInterval}) must not exceed RegionOptions.{nameof(StatusInterval)} ({StatusInterval}).");
+        }
         if (!Enum.IsDefined(FlowControl))
         {
             throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(FlowControl)}", FlowControl,

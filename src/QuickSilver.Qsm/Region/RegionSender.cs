@@ -580,14 +580,14 @@ internal sealed class RegionSender : IDatagramFeed
     }
 
     /// <summary>Queues resends of the packets a status names as missing (bit i: position + 1 + i), each at most once per
-    /// <see cref="RegionOptions.StatusInterval"/> (a report may have left before the last resend arrived).</summary>
+    /// <see cref="RepairHoldoff"/> (a report may have left before the last resend arrived).</summary>
     private void RepairGaps(ulong position, ulong missing)
     {
         var now = _scheduler.Now;
         for (int i = 0; i < 64 && missing != 0; i++, missing >>= 1)
         {
             ulong seq = position + 1 + (ulong)i;
-            if ((missing & 1) != 0 && RepairDue(seq, now) && QueueRepair(seq))
+            if ((missing & 1) != 0 && RepairDue(seq, now, _options.GapReportInterval) && QueueRepair(seq))
             {
                 RetransmittedOnStatus++;
             }
@@ -595,14 +595,14 @@ internal sealed class RegionSender : IDatagramFeed
     }
 
     /// <summary>A partition's repeated report says a member has taken everything it got up to <paramref name="highest"/>
-    /// and nothing after it, though the sender's last packet left at least a <see cref="RepairHoldoff"/>
+    /// and nothing after it, though the sender's last packet left at least a <see cref="RepairHoldoff"/> (with the status interval's floor)
     /// ago: the tail was lost, and nothing later will show the member a gap, so it (at most 64 packets) is resent, each
     /// at most once per interval. A member still working through a backlog would have moved its position between the
     /// two reports.</summary>
     private void RepairTail(ulong highest)
     {
         var now = _scheduler.Now;
-        if (now - _window[LastSequence % (ulong)_window.Length].SentAt < RepairHoldoff)
+        if (now - _window[LastSequence % (ulong)_window.Length].SentAt < RepairHoldoff(_options.StatusInterval))
         {
             return; // still in flight, or the sender is still sending (a gap will show)
         }
@@ -610,7 +610,7 @@ internal sealed class RegionSender : IDatagramFeed
         ulong last = Math.Min(LastSequence, highest + 64);
         for (ulong seq = Math.Max(highest, Acknowledged) + 1; seq <= last; seq++)
         {
-            if (RepairDue(seq, now) && QueueRepair(seq))
+            if (RepairDue(seq, now, _options.StatusInterval) && QueueRepair(seq))
             {
                 RetransmittedOnStatus++;
             }
@@ -620,7 +620,7 @@ internal sealed class RegionSender : IDatagramFeed
     /// <summary>Whether a report may have a buffered packet resent now: at once the first time (a later packet arrived,
     /// so this one was lost), then at most once per <see cref="RepairHoldoff"/> (a report may have left
     /// before the last resend arrived).</summary>
-    private bool RepairDue(ulong seq, TimeSpan now)
+    private bool RepairDue(ulong seq, TimeSpan now, TimeSpan floor)
     {
         if (!IsBuffered(seq))
         {
@@ -628,7 +628,7 @@ internal sealed class RegionSender : IDatagramFeed
         }
 
         ref var outgoing = ref _window[seq % (ulong)_window.Length];
-        if (outgoing.ResentOnReport && now - outgoing.SentAt < RepairHoldoff)
+        if (outgoing.ResentOnReport && now - outgoing.SentAt < RepairHoldoff(floor))
         {
             return false;
         }
@@ -639,12 +639,16 @@ internal sealed class RegionSender : IDatagramFeed
 
     /// <summary>The smoothed time from a packet's first send to a report that it arrived (queueing included): reports
     /// take at least this long to reflect a resend, so a packet is not resent again, nor a tail presumed lost, sooner
-    /// than twice it (and never sooner than <see cref="RegionOptions.StatusInterval"/>). Without it, a link whose queue
+    /// than twice it (and never sooner than <see cref="RegionOptions.GapReportInterval"/>). Without it, a link whose queue
     /// held more than a status interval of traffic had every queued packet "lost" and resent again every interval,
     /// which filled the queue further (a collapse seen in simulation at 100 Mbit/s with four senders).</summary>
     public TimeSpan ReportDelay { get; private set; }
 
-    private TimeSpan RepairHoldoff => ReportDelay * 2 > _options.StatusInterval ? ReportDelay * 2 : _options.StatusInterval;
+    /// <summary>Twice <see cref="ReportDelay"/>, at least <paramref name="floor"/>: <see cref="RegionOptions.GapReportInterval"/>
+    /// for a gap a report names (a later packet arrived, so this one was lost: a lost resend is asked for again within a
+    /// gap interval), <see cref="RegionOptions.StatusInterval"/> for a tail presumed lost (nothing later shows it: with a
+    /// 1 ms floor a slow receiver's socket backlog looked lost and its resends overran it).</summary>
+    private TimeSpan RepairHoldoff(TimeSpan floor) => ReportDelay * 2 > floor ? ReportDelay * 2 : floor;
 
     private void SampleDelay(ulong highest)
     {
