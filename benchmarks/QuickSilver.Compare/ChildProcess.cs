@@ -105,6 +105,17 @@ internal sealed class ChildProcess : IDisposable
         return null;
     }
 
+    /// <summary>Sends the child SIGINT (<c>kill -INT</c>): tools that print their totals on Ctrl+C, such as sockperf's server.</summary>
+    public async Task InterruptAsync()
+    {
+        if (_process.HasExited)
+        {
+            return;
+        }
+
+        await RunToEndAsync("kill", ["-INT", _process.Id.ToString(System.Globalization.CultureInfo.InvariantCulture)], TimeSpan.FromSeconds(5));
+    }
+
     /// <summary>Closes the child's stdin: the QuickSilver receiver role takes it as "stop".</summary>
     public void CloseInput()
     {

@@ -14,7 +14,7 @@ internal static class Cli
         var output = new Option<string>("--output") { Description = "Folder of the CSVs, PNGs and summary.md.", DefaultValueFactory = _ => "docs/compare" };
         var systems = new Option<string[]>("--systems")
         {
-            Description = "Systems to measure: QuickSilver, JGroups, RawUDP.",
+            Description = "Systems to measure: QuickSilver, JGroups, RawUDP, sockperf (Debian's native raw-UDP tool, unlimited sender; installed by benchmarks/sockperf/install.sh).",
             DefaultValueFactory = _ => [.. Systems.All],
             AllowMultipleArgumentsPerToken = true,
         };

@@ -33,8 +33,9 @@ internal static class Systems
     public const string QuickSilver = "QuickSilver";
     public const string JGroups = "JGroups";
     public const string RawUdp = "RawUDP";
+    public const string Sockperf = "sockperf";
 
-    public static readonly IReadOnlyList<string> All = [QuickSilver, JGroups, RawUdp];
+    public static readonly IReadOnlyList<string> All = [QuickSilver, JGroups, RawUdp, Sockperf];
 
     /// <summary>QuickSilver with datagram security <paramref name="mode"/>: "QuickSilver" when off, else
     /// "QuickSilver+Authenticate" or "QuickSilver+Encrypt" (a series of its own in the CSV, plot and ratios).</summary>

@@ -33,6 +33,8 @@ internal static class Plan
         return list;
     }
 
-    /// <summary>JGroups and raw UDP run only without loss: injected loss is a QuickSilver transport option.</summary>
-    public static bool Runs(string system, ExperimentPoint point) => Systems.IsQuickSilver(system) || point.Loss == 0;
+    /// <summary>JGroups and raw UDP run only without loss: injected loss is a QuickSilver transport option; sockperf
+    /// also only with one group (it sends to one multicast address).</summary>
+    public static bool Runs(string system, ExperimentPoint point)
+        => Systems.IsQuickSilver(system) || (point.Loss == 0 && (system != Systems.Sockperf || point.Groups == 1));
 }

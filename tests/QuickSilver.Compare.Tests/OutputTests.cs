@@ -98,6 +98,6 @@ public sealed class OutputTests
         var experiment = new Experiment("loss", "loss", p => p.Loss * 100, [Point]);
         string table = Ratios.Markdown(experiment, Results());
 
-        Assert.Contains("| 1 | 2,000 | n/a | 3,960 | n/a | 0.51 |", table, StringComparison.Ordinal);
+        Assert.Contains("| 1 | 2,000 | n/a | 3,960 | n/a | n/a | 0.51 | n/a |", table, StringComparison.Ordinal);
     }
 }

@@ -13,15 +13,16 @@ internal static class Ratios
         bool secured = results.Any(r => Systems.IsQuickSilver(r.System) && r.System != Systems.QuickSilver);
         string series = secured ? " series |" : "";
         string versusOff = secured ? " vs security off |" : "";
-        text.Append(CultureInfo.InvariantCulture, $"| {experiment.XLabel} |{series} QuickSilver msg/s | JGroups msg/s | raw UDP msg/s | QS/JGroups | QS/raw UDP |{versusOff} notes |\n");
-        text.Append(secured ? "|---|---|---|---|---|---|---|---|---|\n" : "|---|---|---|---|---|---|---|\n");
+        text.Append(CultureInfo.InvariantCulture, $"| {experiment.XLabel} |{series} QuickSilver msg/s | JGroups msg/s | raw UDP msg/s | sockperf msg/s | QS/JGroups | QS/raw UDP | QS/sockperf |{versusOff} notes |\n");
+        text.Append(secured ? "|---|---|---|---|---|---|---|---|---|---|---|\n" : "|---|---|---|---|---|---|---|---|---|\n");
         foreach (var qs in results.Where(r => Systems.IsQuickSilver(r.System)))
         {
             var jg = Find(results, Systems.JGroups, qs.Point);
             var udp = Find(results, Systems.RawUdp, qs.Point);
+            var sockperf = Find(results, Systems.Sockperf, qs.Point);
             var off = results.FirstOrDefault(r => r.System == Systems.QuickSilver && r.Point == qs.Point);
-            var notes = new[] { qs, jg, udp }.OfType<PassResult>().Where(r => r.Note.Length > 0).Select(r => $"{r.System}: {r.Note}");
-            text.Append(CultureInfo.InvariantCulture, $"| {experiment.X(qs.Point):0.##} |{(secured ? $" {qs.System} |" : "")} {Rate(qs)} | {Rate(jg)} | {Rate(udp)} | {Ratio(qs, jg)} | {Ratio(qs, udp)} |");
+            var notes = new[] { qs, jg, udp, sockperf }.OfType<PassResult>().Where(r => r.Note.Length > 0).Select(r => $"{r.System}: {r.Note}");
+            text.Append(CultureInfo.InvariantCulture, $"| {experiment.X(qs.Point):0.##} |{(secured ? $" {qs.System} |" : "")} {Rate(qs)} | {Rate(jg)} | {Rate(udp)} | {Rate(sockperf)} | {Ratio(qs, jg)} | {Ratio(qs, udp)} | {Ratio(qs, sockperf)} |");
             text.Append(secured ? $" {Ratio(qs, off)} |" : "");
             text.Append(CultureInfo.InvariantCulture, $" {string.Join("; ", notes)} |\n");
         }

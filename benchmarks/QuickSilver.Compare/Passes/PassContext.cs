@@ -3,8 +3,9 @@ namespace QuickSilver.Compare.Passes;
 /// <summary>What every pass gets: the point to measure and how long any one process may run.</summary>
 /// <param name="QsMinRate">Overrides QuickSilver's RateControlOptions.MinRate (packets/s) at the sender; null keeps the default.</param>
 /// <param name="QsSecurity">QuickSilver's datagram security in this pass (every process, under a secret made for the pass).</param>
+/// <param name="SockperfSeconds">How long sockperf's unlimited sender runs at each point.</param>
 internal sealed record PassContext(ExperimentPoint Point, TimeSpan Timeout, double? QsMinRate = null,
-    QuickSilver.Core.Security.DatagramSecurity QsSecurity = QuickSilver.Core.Security.DatagramSecurity.Off)
+    QuickSilver.Core.Security.DatagramSecurity QsSecurity = QuickSilver.Core.Security.DatagramSecurity.Off, int SockperfSeconds = 5)
 {
     /// <summary>Children get <see cref="Timeout"/>; the runner waits this much longer before it gives up on them.</summary>
     public TimeSpan Grace => Timeout + TimeSpan.FromSeconds(15);
