@@ -194,4 +194,26 @@ public sealed class RegionSenderTests
         Assert.Equal(10_000UL, sender.LastSequence - first);
         Assert.True(allocated == 0, $"{allocated} bytes allocated sending 10,000 packets");
     }
+
+    /// <summary>A sender alone in its region's view (no member reports; its own member reads its stream in place): its
+    /// local member's position acknowledges, settles and moves the byte window on every send, so with no ACK or report
+    /// ever it sends far beyond one receive window (2 MiB) and holds nothing. (Before the fix the window moved only on a
+    /// report, an ACK, a view or a resume, none of which come here: between real processes a publisher stopped for good
+    /// after a GMS failover.)</summary>
+    [Fact]
+    public void A_sender_alone_in_its_view_is_acknowledged_by_its_own_member_and_never_blocks()
+    {
+        var view = new RegionView(new RegionId(1), 1, [new ViewMember(new NodeId(1), NetAddress.Loopback(4000))], Group);
+        var transport = new PulledTransport();
+        var sender = new RegionSender(1, view, transport, new VirtualScheduler(), new RegionOptions { SenderWindow = 4096 },
+            new RateControl.RateControlOptions());
+        sender.LocalPosition = () => sender.LastSequence; // its own member takes each packet as it is sent
+        sender.Source = new RecordSource(100);
+        sender.InstallView(view with { ViewNumber = 2 });
+        int packets = (4 << 20) / 1500; // twice the receive window, in 1,500-byte datagrams
+        Assert.Equal(packets, transport.Pull(room: packets, record: false));
+        Assert.Equal((ulong)packets, sender.Acknowledged);
+        Assert.Equal((ulong)packets, sender.Settled);
+        Assert.Equal(0, sender.WindowBlocked);
+    }
 }

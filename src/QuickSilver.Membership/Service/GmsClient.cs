@@ -12,6 +12,11 @@ internal sealed record GmsClientOptions
     /// <summary>How often an unanswered Hello is repeated (at start, and after losing the GMS).</summary>
     public TimeSpan RetryInterval { get; init; } = TimeSpan.FromSeconds(1);
 
+    /// <summary>With several replicas, how often a node not yet registered repeats its Hello, to every replica at once
+    /// (the leader welcomes it, followers redirect it): a fresh node must not wait a whole <see cref="RetryInterval"/>
+    /// per dead or leaderless replica while an election finishes. Default 250 ms.</summary>
+    public TimeSpan FirstContactInterval { get; init; } = TimeSpan.FromMilliseconds(250);
+
     public int MaxMessageBytes { get; init; } = 16 << 20;
 
     /// <summary>Every replica of a replicated GMS (their GMS addresses); empty: the one GMS the client is given. The
@@ -23,6 +28,7 @@ internal sealed record GmsClientOptions
         ArgumentNullException.ThrowIfNull(Replicas, "GmsClientOptions.Replicas");
         GmsOptions.ValidateReplicas(Replicas, "GmsClientOptions.Replicas");
         OptionChecks.Positive(RetryInterval, $"GmsClientOptions.{nameof(RetryInterval)}");
+        OptionChecks.Positive(FirstContactInterval, $"GmsClientOptions.{nameof(FirstContactInterval)}");
         OptionChecks.InRange(MaxMessageBytes, 256, 256 << 20, $"GmsClientOptions.{nameof(MaxMessageBytes)}");
     }
 }
@@ -157,15 +163,32 @@ internal sealed class GmsClient
 
     private void SendHello()
     {
-        Send(new GmsMessage { Kind = GmsMessageKind.Hello, Number = _incarnation });
+        var hello = new GmsMessage { Kind = GmsMessageKind.Hello, Number = _incarnation };
         _heardSinceHello = false;
+        if (SeekingLeader)
+        {
+            // Not registered yet: ask every replica at once; the leader's Welcome (or a follower's Redirect) decides.
+            var bytes = GmsCodec.Encode(hello);
+            foreach (var replica in _replicas)
+            {
+                _channel.Send(replica, bytes);
+            }
+
+            _scheduler.ScheduleAfter(_helloAlarm, _options.FirstContactInterval);
+            return;
+        }
+
+        Send(hello);
         _scheduler.ScheduleAfter(_helloAlarm, _options.RetryInterval);
     }
+
+    /// <summary>A node not yet registered with a replicated GMS: its Hellos go to every replica.</summary>
+    private bool SeekingLeader => !IsRegistered && _replicas.Length > 1;
 
     /// <summary>The Hello alarm: a replica that said nothing since the last Hello may be down; try the next one.</summary>
     private void RetryHello()
     {
-        if (!_heardSinceHello && _replicas.Length > 1)
+        if (!_heardSinceHello && _replicas.Length > 1 && !SeekingLeader)
         {
             MoveTo(_replicas[(Array.IndexOf(_replicas, _gms) + 1) % _replicas.Length], hello: false, forget: true);
         }
@@ -240,7 +263,7 @@ internal sealed class GmsClient
                 // next Hello retry.
                 if (LeaderAddress.Unpack(message.Number) is { } leader && Array.IndexOf(_replicas, leader) >= 0 && leader != from)
                 {
-                    MoveTo(leader, hello: true, forget: false);
+                    MoveTo(leader, hello: !SeekingLeader, forget: false); // seeking: the leader has this round's Hello already
                 }
                 else if (from == _gms)
                 {

@@ -769,6 +769,8 @@ internal sealed class RegionSender : IDatagramFeed
             Settled = settled;
             SettledAdvanced?.Invoke(settled);
         }
+
+        UpdateByteLimit(); // nothing else moves it here: no reports come, and the token's ACKs find nothing left to release
     }
 
     /// <summary>

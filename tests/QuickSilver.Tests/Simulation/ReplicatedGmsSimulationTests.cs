@@ -63,6 +63,34 @@ public sealed class ReplicatedGmsSimulationTests
         Assert.Equal(1, cluster.Gms.FailuresDetected);
     }
 
+    /// <summary>Issue 13's "a new node can join within 2 s of the kill": a node that starts just as the leading replica
+    /// (the first in its list) crashes asks every replica at once while it is not registered, every 250 ms
+    /// (<c>GmsClientOptions.FirstContactInterval</c>), so it registers within a quarter second of the election, here
+    /// won by the last replica after 400 ms. When it asked one replica at a time, a second apart, it was still waiting
+    /// on the dead one then, and registered a second or more after the crash.</summary>
+    [Theory]
+    [InlineData(911)]
+    [InlineData(912)]
+    public void A_node_that_starts_as_the_leader_crashes_registers_soon_after_the_election(int seed)
+    {
+        var cluster = new NodeCluster(seed, LinkOptions.LossyLan, gmsReplicas: 3);
+        var all = cluster.AddNodes(3);
+        cluster.Join(all, "prices");
+        cluster.SettleViews("prices", all);
+        Assert.Equal(0, cluster.CrashGmsLeader());
+        var crashedAt = cluster.Network.Now;
+        var fresh = cluster.AddNodesUnregistered(1)[0];
+        cluster.Network.RunFor(TimeSpan.FromMilliseconds(400)); // the election timeout
+        cluster.ElectGms(2);
+        bool registered = cluster.Network.RunUntil(() => fresh.Registered, TimeSpan.FromSeconds(10));
+        var after = cluster.Network.Now - crashedAt;
+        Assert.True(registered, $"seed {seed}: the fresh node never registered");
+        Assert.True(after < TimeSpan.FromMilliseconds(750), $"seed {seed}: registered {after.TotalMilliseconds:F0} ms after the crash");
+        Assert.Equal(cluster.Consensus![2].Address, fresh.Gms!.CurrentGms);
+        cluster.Join([fresh], "prices");
+        cluster.SettleViews("prices", [.. all, fresh]);
+    }
+
     private static string? Check(IEnumerable<NodeCluster.Node> nodes, NodeCluster.Node sender, int count)
     {
         foreach (var node in nodes)
