@@ -126,6 +126,10 @@ public sealed class SecureTransport : IDatagramTransport, IDatagramHandler, IDis
 
     public DatagramSecurityCounters Counters { get; } = new();
 
+    /// <summary>Control messages of scoped channels (<see cref="ScopedControlChannel"/>: a region's tokens, pulls, NAKs,
+    /// ACKs and stream-start hints) sealed, opened and dropped under region keys.</summary>
+    public DatagramSecurityCounters MessageCounters { get; } = new();
+
     /// <summary>The endpoint this decorates.</summary>
     public IDatagramTransport Inner => _inner;
 

@@ -104,6 +104,11 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         }
 
         _control = context.OpenControlChannel(RegionWire.ControlChannel);
+        if (_transport is SecureTransport sealing)
+        {
+            _control = new ScopedControlChannel(_control, sealing, scopeOffset: 1); // u8 kind | u32 region | …: under the region's key
+        }
+
         _control.SetReceiver(OnControl, static _ => { });
     }
 

@@ -160,6 +160,10 @@ public sealed class RegionKeySimulationTests(ITestOutputHelper output)
         {
             Assert.Equal(0, node.Stack!.Security!.Counters[DatagramRejection.BadTag] + node.Stack.Security.Counters[DatagramRejection.WrongKey]);
             Assert.Equal(after.Key.Id, node.Stack.Security.ScopedKeys.IdsOf(after.Region.Value)[^1]);
+
+            // Tokens, NAKs and ACKs went under the region's keys too, and none was refused.
+            Assert.True(node.Stack.Security.MessageCounters.Opened > 10, $"{node.Label}: {node.Stack.Security.MessageCounters}");
+            Assert.Equal(0, node.Stack.Security.MessageCounters.Rejected);
         }
 
         output.WriteLine($"seed {Seed}: joiner from {joined[0]}; keys {before.Key.Id} -> {after.Key.Id}; unknown-key drops {string.Join(", ", all.Select(n => n.Stack!.Security!.Counters[DatagramRejection.UnknownKey]))}");
