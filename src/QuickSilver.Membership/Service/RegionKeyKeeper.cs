@@ -35,6 +35,9 @@ internal sealed class RegionKeyKeeper
     /// <summary>Keys installed so far.</summary>
     public long Installed { get; private set; }
 
+    /// <summary>Keys not installed because the table held <see cref="ScopedKeyTable.MaxScopes"/> regions already.</summary>
+    public long Refused { get; private set; }
+
     /// <summary>Keys retired after their delay (a newer key of their region had come).</summary>
     public long Retired { get; private set; }
 
@@ -63,6 +66,12 @@ internal sealed class RegionKeyKeeper
 
             uint scope = view.Region.Value;
             bool hadKeys = keys.HasScope(scope);
+            if (!hadKeys && keys.Scopes.Count >= ScopedKeyTable.MaxScopes)
+            {
+                Refused++; // the table's bound: this region's datagrams stay under the cluster key here
+                continue;
+            }
+
             if (!keys.Install(scope, key.Id, key.Material.AsSpan()))
             {
                 continue;
