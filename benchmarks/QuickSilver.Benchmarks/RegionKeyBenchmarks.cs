@@ -40,12 +40,13 @@ public class RegionKeyBenchmarks
         var options = new DatagramSecurityOptions { Mode = Mode, ClusterSecret = DatagramSecurityOptions.GenerateSecret(), ReplayWindow = 0 };
         _sender = new SecureTransport(_senderWire, options);
         _receiver = new SecureTransport(_receiverWire, options);
+        var keys = Enumerable.Range(0, Regions).Select(_ => DatagramSecurityOptions.GenerateSecret()).ToArray();
         foreach (var side in new[] { _sender, _receiver })
         {
             side.ScopeByField(Scoped, PacketHeader.Size);
             for (uint region = 1; region <= Regions; region++)
             {
-                side.ScopedKeys.Install(region, region * 10, DatagramSecurityOptions.GenerateSecret());
+                side.ScopedKeys.Install(region, region * 10, keys[region - 1]);
             }
         }
 
