@@ -23,6 +23,10 @@ internal enum GmsOpKind : byte
 
     /// <summary>Node <see cref="GmsOp.Node"/> is gone (failed, silent, or said goodbye).</summary>
     Down = 5,
+
+    /// <summary>Node <see cref="GmsOp.Node"/> asks for a new key for region <see cref="GmsOp.Number"/> (it sealed its
+    /// limit of datagrams under the current one): the region gets a new view, same members, new key.</summary>
+    Rekey = 6,
 }
 
 /// <summary>One operation of a <see cref="GmsCommand"/>. Fields that its kind does not use are zero or null.</summary>
@@ -46,13 +50,16 @@ internal sealed record GmsOp
     public static GmsOp Leave(NodeId node, string group) => new() { Kind = GmsOpKind.Leave, Node = node.Value, Text = group };
 
     public static GmsOp Down(NodeId node) => new() { Kind = GmsOpKind.Down, Node = node.Value };
+
+    public static GmsOp Rekey(NodeId node, RegionId region) => new() { Kind = GmsOpKind.Rekey, Node = node.Value, Number = region.Value };
 }
 
 /// <summary>
 /// One entry of the replicated GMS log: the operations of one batch, applied together by
 /// <see cref="GmsStateMachine.Apply"/> (registrations first, in order, then the joins, leaves and failures as one
-/// <see cref="MembershipState.Apply"/> batch). MessagePack: <c>[version, [op…]]</c>, each op
-/// <c>[kind, node, ip, port, number, text]</c>.
+/// <see cref="MembershipState.Apply"/> batch). MessagePack: <c>[version, [op…], keySeed]</c>, each op
+/// <c>[kind, node, ip, port, number, text]</c>; <c>keySeed</c> is 32 random bytes the leader drew for the batch when
+/// datagram security is on (every new region view's key is derived from it), nil otherwise.
 /// </summary>
 [MessagePackObject]
 internal sealed class GmsCommand
@@ -61,6 +68,9 @@ internal sealed class GmsCommand
 
     [Key(0)] public byte Version { get; set; } = CurrentVersion;
     [Key(1)] public GmsOp[] Ops { get; set; } = [];
+
+    /// <summary>The batch's key seed (<see cref="MembershipState.KeySeedBytes"/> random bytes), or null: no keys.</summary>
+    [Key(2)] public byte[]? KeySeed { get; set; }
 }
 
 /// <summary>A replica's snapshot: the epoch, each registered node's incarnation (node id, incarnation pairs) and the

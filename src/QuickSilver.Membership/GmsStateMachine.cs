@@ -94,6 +94,9 @@ internal sealed class GmsStateMachine
                 case GmsOpKind.Leave when !string.IsNullOrEmpty(op.Text) && _byNode.ContainsKey(new NodeId(op.Node)):
                     requests.Add(new LeaveRequest(new NodeId(op.Node), op.Text));
                     break;
+                case GmsOpKind.Rekey when op.Number is > 0 and <= uint.MaxValue && _byNode.ContainsKey(new NodeId(op.Node)):
+                    requests.Add(new RekeyRequest(new NodeId(op.Node), new RegionId((uint)op.Number)));
+                    break;
                 case GmsOpKind.Down when _byNode.TryGetValue(new NodeId(op.Node), out var down):
                     Unregister(down);
                     removed.Add(down);
@@ -105,7 +108,9 @@ internal sealed class GmsStateMachine
         }
 
         CommandsApplied++;
-        return new GmsApplied(State.Apply(requests), registered, removed, starts);
+        // A seed of the wrong length is ignored (no keys), alike on every replica.
+        var seed = command.KeySeed is { Length: MembershipState.KeySeedBytes } keySeed ? keySeed : null;
+        return new GmsApplied(State.Apply(requests, seed), registered, removed, starts);
     }
 
     /// <summary>The whole state, for a snapshot: equal states give equal bytes.</summary>

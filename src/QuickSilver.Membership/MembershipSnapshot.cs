@@ -15,6 +15,9 @@ internal sealed class MembershipSnapshot
     [Key(3)] public SnapshotNode[] Nodes { get; set; } = [];
     [Key(4)] public SnapshotGroup[] Groups { get; set; } = [];
     [Key(5)] public SnapshotRegion[] Regions { get; set; } = [];
+
+    /// <summary>The id the next region key gets (0 in snapshots taken before keys existed: read as 1).</summary>
+    [Key(6)] public uint NextKeyId { get; set; } = 1;
 }
 
 [MessagePackObject]
@@ -45,4 +48,8 @@ internal sealed class SnapshotRegion
     [Key(1)] public uint ViewNumber { get; set; }
     [Key(2)] public uint MulticastIp { get; set; }
     [Key(3)] public ushort MulticastPort { get; set; }
+
+    /// <summary>The current view's key id and key (null: no key). Keys are on the replicas' disks (docs/security.md).</summary>
+    [Key(4)] public uint KeyId { get; set; }
+    [Key(5)] public byte[]? Key { get; set; }
 }

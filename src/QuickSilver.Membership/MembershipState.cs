@@ -23,6 +23,7 @@ internal sealed class MembershipState
     private uint _nextNode = 1;
     private uint _nextGroup = 1;
     private uint _nextRegion = 1;
+    private uint _nextKeyId = 1;
 
     /// <param name="pool">Multicast addresses for regions.</param>
     /// <param name="pinRegion">Designer override (QSM §1.3): returns a region name for a node to place it in that region
@@ -79,15 +80,24 @@ internal sealed class MembershipState
 
     public IReadOnlyCollection<GroupId> GroupsOf(NodeId node) => _nodes[node].Groups;
 
-    /// <summary>Applies one batch of requests. Requests naming unknown (or already removed) nodes are ignored.</summary>
-    public MembershipChange Apply(IReadOnlyList<MembershipRequest> batch)
+    /// <summary>Applies one batch of requests. Requests naming unknown (or already removed) nodes are ignored. With
+    /// <paramref name="keySeed"/> (32 random bytes the GMS leader drew for this batch, carried in its log command) every
+    /// new region view gets a key derived from it (<see cref="DeriveRegionKey"/>), numbered by a counter of this state,
+    /// so every replica that applies the same command derives the same keys; without it, views carry no key.</summary>
+    public MembershipChange Apply(IReadOnlyList<MembershipRequest> batch, ReadOnlySpan<byte> keySeed = default)
     {
         ArgumentNullException.ThrowIfNull(batch);
+        if (!keySeed.IsEmpty && keySeed.Length < KeySeedBytes)
+        {
+            throw new ArgumentException($"A key seed is at least {KeySeedBytes} bytes, got {keySeed.Length}.", nameof(keySeed));
+        }
+
         var touchedNodes = new HashSet<NodeState>();
         var changedGroups = new HashSet<GroupState>();
         var changedRegions = new HashSet<RegionState>();
         var leftGroups = new Dictionary<NodeId, List<GroupId>>();
         var downNodes = new List<NodeState>();
+        var rekeyed = new List<RegionState>();
 
         // 1. Group membership, and each touched node's old region remembered before any move.
         var oldRegion = new Dictionary<NodeState, RegionState?>();
@@ -95,6 +105,16 @@ internal sealed class MembershipState
         {
             if (!_nodes.TryGetValue(request.Node, out var node))
             {
+                continue;
+            }
+
+            if (request is RekeyRequest rekey)
+            {
+                if (_regions.TryGetValue(rekey.Region, out var keyed) && (node.Region == keyed || node.Groups.Any(g => keyed.GroupCounts.ContainsKey(g))))
+                {
+                    rekeyed.Add(keyed);
+                }
+
                 continue;
             }
 
@@ -184,10 +204,19 @@ internal sealed class MembershipState
             node.RegionGroups = [.. node.Groups];
         }
 
-        // 3. New region views; empty regions end and free their multicast address.
+        // 3. New region views; empty regions end and free their multicast address. In region-id order: keys are numbered
+        // in this loop, and every replica must number them alike.
+        foreach (var region in rekeyed)
+        {
+            if (_regions.ContainsKey(region.Id))
+            {
+                changedRegions.Add(region);
+            }
+        }
+
         var newRegionViews = ImmutableArray.CreateBuilder<RegionView>();
         var endedRegions = ImmutableArray.CreateBuilder<RegionId>();
-        foreach (var region in changedRegions)
+        foreach (var region in changedRegions.OrderBy(r => r.Id.Value))
         {
             if (region.Members.Count == 0)
             {
@@ -196,8 +225,12 @@ internal sealed class MembershipState
                 continue;
             }
 
-            region.View = new RegionView(region.Id, (region.View?.ViewNumber ?? 0) + 1,
-                [.. region.Members.Select(n => new ViewMember(n.Id, n.Address))], region.MulticastAddress);
+            uint viewNumber = (region.View?.ViewNumber ?? 0) + 1;
+            region.View = new RegionView(region.Id, viewNumber,
+                [.. region.Members.Select(n => new ViewMember(n.Id, n.Address))], region.MulticastAddress)
+            {
+                Key = keySeed.IsEmpty ? null : DeriveRegionKey(keySeed, NextKeyId(), region.Id, viewNumber),
+            };
             newRegionViews.Add(region.View);
 
             // Every group mapping to a changed region gets a new view (its region view reference changed).
@@ -307,6 +340,35 @@ internal sealed class MembershipState
         return builder.ToImmutable();
     }
 
+    /// <summary>Bytes of the random seed a batch's keys are derived from.</summary>
+    public const int KeySeedBytes = 32;
+
+    /// <summary>A region view's key: HKDF-SHA256 (RFC 5869) of the batch's seed with the key id, region and view number
+    /// in the info, so each key of a batch is independent of the others and of the seed (a node is sent only its keys).</summary>
+    public static RegionViewKey DeriveRegionKey(ReadOnlySpan<byte> seed, uint keyId, RegionId region, uint viewNumber)
+    {
+        Span<byte> info = stackalloc byte[24 + 12];
+        "QuickSilver region key 1"u8.CopyTo(info);
+        System.Buffers.Binary.BinaryPrimitives.WriteUInt32LittleEndian(info[24..], keyId);
+        System.Buffers.Binary.BinaryPrimitives.WriteUInt32LittleEndian(info[28..], region.Value);
+        System.Buffers.Binary.BinaryPrimitives.WriteUInt32LittleEndian(info[32..], viewNumber);
+        var key = new byte[32];
+        System.Security.Cryptography.HKDF.DeriveKey(System.Security.Cryptography.HashAlgorithmName.SHA256, seed, key, ReadOnlySpan<byte>.Empty, info);
+        return new RegionViewKey(keyId, ImmutableArray.Create(key));
+    }
+
+    /// <summary>The next key id: never 0 (the cluster key's), wrapping after 2^32 - 1.</summary>
+    private uint NextKeyId()
+    {
+        uint id = _nextKeyId++;
+        if (_nextKeyId == 0)
+        {
+            _nextKeyId = 1;
+        }
+
+        return id;
+    }
+
     private static RegionKey RegionKeyFor(NodeState node)
         => node.Pinned is { } pinned ? RegionKey.ForPinned(pinned) : RegionKey.ForGroups(node.Groups);
 
@@ -320,6 +382,7 @@ internal sealed class MembershipState
         NextNode = _nextNode,
         NextGroup = _nextGroup,
         NextRegion = _nextRegion,
+        NextKeyId = _nextKeyId,
         Nodes = [.. _nodes.Values.OrderBy(n => n.Id.Value).Select(n => new SnapshotNode
         {
             Id = n.Id.Value,
@@ -336,6 +399,8 @@ internal sealed class MembershipState
             ViewNumber = r.View!.ViewNumber,
             MulticastIp = r.MulticastAddress?.Ip ?? 0,
             MulticastPort = r.MulticastAddress?.Port ?? 0,
+            KeyId = r.View.Key?.Id ?? 0,
+            Key = r.View.Key is { } key ? [.. key.Material] : null,
         })],
     };
 
@@ -352,6 +417,7 @@ internal sealed class MembershipState
         _nextNode = snapshot.NextNode;
         _nextGroup = snapshot.NextGroup;
         _nextRegion = snapshot.NextRegion;
+        _nextKeyId = Math.Max(1, snapshot.NextKeyId);
         foreach (var g in snapshot.Groups ?? [])
         {
             var group = new GroupState(new GroupId(g.Id), g.Name ?? throw new InvalidDataException("A snapshot group has no name."));
@@ -407,8 +473,17 @@ internal sealed class MembershipState
 
         foreach (var region in _regions.Values)
         {
-            region.View = new RegionView(region.Id, regionNumbers[region.Id].ViewNumber,
-                [.. region.Members.Select(n => new ViewMember(n.Id, n.Address))], region.MulticastAddress);
+            var r = regionNumbers[region.Id];
+            if (r.Key is { } material && (material.Length != 32 || r.KeyId == 0))
+            {
+                throw new InvalidDataException($"Snapshot region {region.Id} has a malformed key.");
+            }
+
+            region.View = new RegionView(region.Id, r.ViewNumber,
+                [.. region.Members.Select(n => new ViewMember(n.Id, n.Address))], region.MulticastAddress)
+            {
+                Key = r.Key is { } bytes ? new RegionViewKey(r.KeyId, ImmutableArray.Create(bytes)) : null,
+            };
         }
 
         foreach (var g in snapshot.Groups ?? [])

@@ -6,6 +6,18 @@ namespace QuickSilver.Membership;
 /// <summary>A member of a region view: the node and the unicast address its core listens on.</summary>
 public readonly record struct ViewMember(NodeId Node, NetAddress Address);
 
+/// <summary>The key a region's datagrams are sealed under in one view (docs/security.md, "Keys per region and view"):
+/// its 32-bit id, unique among the keys one GMS epoch hands out, and 32 bytes of AES-256 key.</summary>
+public sealed record RegionViewKey(uint Id, ImmutableArray<byte> Material)
+{
+    public bool Equals(RegionViewKey? other) => other is not null && Id == other.Id && Material.AsSpan().SequenceEqual(other.Material.AsSpan());
+
+    public override int GetHashCode() => (int)Id;
+
+    /// <summary>Never the key itself (views are logged).</summary>
+    public override string ToString() => $"key {Id}";
+}
+
 /// <summary>
 /// One immutable view of a region (QSM §2.1): its members in a fixed order (ascending node address, so "the node with
 /// the smallest address" is index 0 of its partition), its IP multicast address (null when the pool ran out: the region then uses unicast fan-out), and a view number that grows by one
@@ -14,6 +26,9 @@ public readonly record struct ViewMember(NodeId Node, NetAddress Address);
 public sealed record RegionView(RegionId Region, uint ViewNumber, ImmutableArray<ViewMember> Members, NetAddress? MulticastAddress)
 {
     public int Count => Members.Length;
+
+    /// <summary>The region's key in this view, drawn by the GMS when datagram security is on; null otherwise.</summary>
+    public RegionViewKey? Key { get; init; }
 
     /// <summary>Number of partitions for replication factor <paramref name="replication"/>.</summary>
     public int PartitionCount(int replication) => Math.Max(1, Members.Length / Math.Max(1, replication));
@@ -27,7 +42,7 @@ public sealed record RegionView(RegionId Region, uint ViewNumber, ImmutableArray
     /// <summary>Views compare by value, members included (ImmutableArray alone would compare by reference).</summary>
     public bool Equals(RegionView? other)
         => other is not null && Region == other.Region && ViewNumber == other.ViewNumber
-           && MulticastAddress == other.MulticastAddress && Members.AsSpan().SequenceEqual(other.Members.AsSpan());
+           && MulticastAddress == other.MulticastAddress && Members.AsSpan().SequenceEqual(other.Members.AsSpan()) && Equals(Key, other.Key);
 
     public override int GetHashCode() => HashCode.Combine(Region, ViewNumber, Members.Length);
 

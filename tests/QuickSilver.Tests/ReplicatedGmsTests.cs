@@ -1,6 +1,7 @@
 using System.Net;
 using System.Net.Sockets;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
 using QuickSilver.Membership.Raft;
 using QuickSilver.Membership.Service;
 
@@ -11,13 +12,16 @@ namespace QuickSilver.Tests;
 /// stopped; the nodes move to the new leader keeping their ids and views, a new node joins through it, and the
 /// survivors hold the same state. Then every replica restarts from its directory and the state is still there.
 /// A snapshot is written every 4 commands, so the restart loads a snapshot and replays the log after it. Assertions
-/// are on outcomes only, with generous limits (no timing is asserted).
+/// are on outcomes only, with generous limits (no timing is asserted). With datagram security on, the nodes also keep
+/// the region key they were handed (docs/security.md, "Keys per region and view"): the new leader, and the restarted
+/// replicas, derive and hand out the same one from the log and snapshots.
 /// </summary>
 public sealed class ReplicatedGmsTests : IAsyncLifetime
 {
     private static readonly TimeSpan Limit = TimeSpan.FromSeconds(60);
     private readonly string _root = Path.Combine(Path.GetTempPath(), $"qs-raftgms-{Guid.NewGuid():N}");
     private readonly List<IAsyncDisposable> _owned = new();
+    private DatagramSecurityOptions? _security;
 
     public Task InitializeAsync() => Task.CompletedTask;
 
@@ -45,7 +49,7 @@ public sealed class ReplicatedGmsTests : IAsyncLifetime
 
     private async Task<ReplicatedGms> StartReplica(NetAddress[] peers, int id)
     {
-        var replica = await ReplicatedGms.StartAsync(new RaftGmsOptions { Id = id, Peers = peers, DataDirectory = Path.Combine(_root, $"r{id}"), SnapshotEvery = 4 }, Gms);
+        var replica = await ReplicatedGms.StartAsync(new RaftGmsOptions { Id = id, Peers = peers, DataDirectory = Path.Combine(_root, $"r{id}"), SnapshotEvery = 4 }, Gms, _security);
         _owned.Add(replica);
         return replica;
     }
@@ -56,6 +60,7 @@ public sealed class ReplicatedGmsTests : IAsyncLifetime
         {
             GmsReplicas = replicas,
             Region = new() { TokenInterval = TimeSpan.FromMilliseconds(100) },
+            Security = _security ?? new DatagramSecurityOptions(),
         });
         _owned.Add(node);
         return node;
@@ -107,9 +112,20 @@ public sealed class ReplicatedGmsTests : IAsyncLifetime
         return client.FindGroup(group)?.Regions.Sum(r => client.FindRegion(r.Region)?.Count ?? 0) ?? 0;
     });
 
-    [Fact]
-    public async Task Nodes_keep_ids_and_views_across_a_leader_stop_a_new_node_joins_via_the_new_leader_and_a_full_restart_keeps_the_state()
+    /// <summary>The id of the key <paramref name="node"/> seals <paramref name="group"/>'s region under (0: none).</summary>
+    private static Task<uint> RegionKey(QuickSilverNode node, string group) => node.Core.InvokeAsync(() =>
     {
+        var client = node.Stack.Get<MembershipLayer>().Client;
+        return client.FindGroup(group) is { } view && node.Stack.Security is { } security
+               && security.ScopedKeys.TryCurrent(view.Regions[0].Region.Value, out var key) ? key.Id : 0u;
+    });
+
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task Nodes_keep_ids_and_views_across_a_leader_stop_a_new_node_joins_via_the_new_leader_and_a_full_restart_keeps_the_state(bool secure)
+    {
+        _security = secure ? new DatagramSecurityOptions { Mode = DatagramSecurity.Authenticate, ClusterSecret = DatagramSecurityOptions.GenerateSecret() } : null;
         var peers = ReplicatedGms.FreeLoopbackAddresses(3);
         var replicas = new List<ReplicatedGms>();
         for (int id = 1; id <= 3; id++)
@@ -129,6 +145,8 @@ public sealed class ReplicatedGmsTests : IAsyncLifetime
         Assert.Equal(views.Item1, views.Item2);
         ulong epoch = (await leader.GetStatusAsync()).Epoch;
         Assert.NotEqual(0ul, epoch);
+        uint key = await Eventually(() => RegionKey(a, "g"), k => secure ? k != 0 : k == 0, "a holds g's region key (if secure)");
+        Assert.Equal(key, await Eventually(() => RegionKey(b, "g"), k => k == key, "b holds the same key"));
 
         // Stop the leader; another replica takes over and the nodes move to it.
         await leader.DisposeAsync();
@@ -137,6 +155,7 @@ public sealed class ReplicatedGmsTests : IAsyncLifetime
         Assert.NotEqual(leader.Address, next.Address);
         await Eventually(() => CurrentGms(a), g => g == next.Address, "a talks to the new leader");
         await Eventually(() => CurrentGms(b), g => g == next.Address, "b talks to the new leader");
+        Assert.Equal((key, key), (await RegionKey(a, "g"), await RegionKey(b, "g"))); // re-sent by the new leader, unchanged
 
         // A new node registers and joins through the new leader: the next id, and one new view of g that every member sees.
         var c = await StartNode(peers);
@@ -147,6 +166,8 @@ public sealed class ReplicatedGmsTests : IAsyncLifetime
         Assert.Equal(Math.Max(a.Id, b.Id) + 1, c.Id);
         Assert.Equal(views.Item1 + 1, await ViewNumber(a, "g"));
         Assert.Equal(views.Item1 + 1, await ViewNumber(c, "g"));
+        uint joined = await Eventually(() => RegionKey(c, "g"), k => secure ? k != key && k != 0 : k == 0, "c holds the key of the view it joined");
+        Assert.Equal(joined, await Eventually(() => RegionKey(a, "g"), k => k == joined, "a moved to the same new key"));
         var status = await next.GetStatusAsync();
         Assert.Equal((epoch, 3, 0L), (status.Epoch, status.Nodes, status.FailuresDetected));
 
@@ -174,5 +195,6 @@ public sealed class ReplicatedGmsTests : IAsyncLifetime
         Assert.Equal(3, (await restarted.GetSnapshotAsync()).GroupsByName["g"].Members);
         await Eventually(() => CurrentGms(a), g => g == restarted.Address, "a talks to the restarted leader");
         Assert.Equal(ids, (a.Id, b.Id));
+        Assert.Equal(joined, await RegionKey(a, "g")); // the restarted replicas hand out the key they had on disk
     }
 }

@@ -11,7 +11,7 @@ public enum DatagramRejection
     /// <summary>Shorter than the trailer plus a common header.</summary>
     Truncated,
 
-    /// <summary>Sealed under a key id this endpoint does not hold.</summary>
+    /// <summary>Sealed under a key id this endpoint does not hold (never handed out, or retired).</summary>
     UnknownKey,
 
     /// <summary>The tag does not verify: forged, modified, truncated, or sealed under another secret or mode.</summary>
@@ -19,6 +19,10 @@ public enum DatagramRejection
 
     /// <summary>Verified, but its counter is more than the replay window behind the highest seen from its sender.</summary>
     Replayed,
+
+    /// <summary>Verified under a key that does not cover it: a region's datagram under the cluster key or another region's
+    /// key while this endpoint holds keys for that region, or a region key on a datagram of another region or type.</summary>
+    WrongKey,
 }
 
 /// <summary>
@@ -81,12 +85,18 @@ public sealed class DatagramSealer
     /// sealed length.</summary>
     public int Seal(Span<byte> buffer, int length)
     {
+        var aes = _keys.Current(out uint keyId);
+        return Seal(buffer, length, aes, keyId);
+    }
+
+    /// <summary>Seals under <paramref name="aes"/>, named <paramref name="keyId"/> in the trailer (a region's key).</summary>
+    internal int Seal(Span<byte> buffer, int length, AesGcm aes, uint keyId)
+    {
         if ((uint)length > (uint)(buffer.Length - Overhead))
         {
             throw new ArgumentOutOfRangeException(nameof(length), length, $"A sealed datagram needs {Overhead} bytes after its {length}; the buffer has {buffer.Length}.");
         }
 
-        var aes = _keys.Current(out uint keyId);
         var trailer = buffer.Slice(length, Overhead);
         BinaryPrimitives.WriteUInt32LittleEndian(trailer, keyId);
         BinaryPrimitives.WriteUInt32LittleEndian(trailer[KeyIdBytes..], _salt);
@@ -112,17 +122,30 @@ public sealed class DatagramSealer
     /// long as the datagram), and <paramref name="salt"/> and <paramref name="counter"/> are the sender's. Never throws
     /// on input.</summary>
     public DatagramRejection Open(ReadOnlySpan<byte> datagram, Span<byte> plaintext, out int length, out uint salt, out ulong counter)
+        => Open(datagram, plaintext, null, out length, out salt, out counter, out _);
+
+    /// <summary>As <see cref="Open(ReadOnlySpan{byte}, Span{byte}, out int, out uint, out ulong)"/>, looking the key id up
+    /// in <paramref name="scoped"/> first (the keys the GMS handed out), then in the ring; <paramref name="key"/> is the
+    /// scoped key it verified under (null: a key of the ring, i.e. the cluster key).</summary>
+    internal DatagramRejection Open(ReadOnlySpan<byte> datagram, Span<byte> plaintext, ScopedKeyTable? scoped, out int length, out uint salt, out ulong counter, out ScopedKey? key)
     {
         length = datagram.Length - Overhead;
         salt = 0;
         counter = 0;
+        key = null;
         if (length < Wire.PacketHeader.Size)
         {
             return DatagramRejection.Truncated;
         }
 
         var trailer = datagram.Slice(length, Overhead);
-        if (!_keys.TryGet(BinaryPrimitives.ReadUInt32LittleEndian(trailer), out var aes))
+        uint keyId = BinaryPrimitives.ReadUInt32LittleEndian(trailer);
+        AesGcm? aes;
+        if (scoped is not null && scoped.TryGet(keyId, out key))
+        {
+            aes = key.Aes;
+        }
+        else if (!_keys.TryGet(keyId, out aes))
         {
             return DatagramRejection.UnknownKey;
         }

@@ -37,5 +37,5 @@ public sealed class DatagramSecurityCounters
 
     public override string ToString() =>
         $"sealed {Sealed}, opened {Opened}, rejected {Rejected} (bad tag {this[DatagramRejection.BadTag]}, unknown key {this[DatagramRejection.UnknownKey]}, " +
-        $"truncated {this[DatagramRejection.Truncated]}, replayed {this[DatagramRejection.Replayed]}), replay sources forgotten {ReplaySourcesForgotten}";
+        $"truncated {this[DatagramRejection.Truncated]}, replayed {this[DatagramRejection.Replayed]}, wrong key {this[DatagramRejection.WrongKey]}), replay sources forgotten {ReplaySourcesForgotten}";
 }

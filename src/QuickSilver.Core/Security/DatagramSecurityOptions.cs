@@ -30,6 +30,21 @@ public sealed record DatagramSecurityOptions
     /// oldest-inserted one is forgotten (a replay of its datagrams is then accepted by this check). Default 4,096.</summary>
     public int MaxReplaySources { get; init; } = 4096;
 
+    /// <summary>Datagrams this node seals under one region key before it asks the GMS for a new one (AES-GCM's limit on
+    /// invocations per key: NIST SP 800-38D §8.3 caps a key at 2^32 when the nonce is not a pure counter, as ours, salted
+    /// at random per endpoint, is not). The count is per sealing node, so with m senders in a region a key may see up to m
+    /// times this before it is replaced. Default 2^30; between <see cref="MinDatagramsPerKey"/> and 2^32. The cluster key
+    /// (GMS and reliable-unicast traffic) is derived from the secret and not rotated.</summary>
+    public long MaxDatagramsPerKey { get; init; } = 1L << 30;
+
+    /// <summary>The smallest accepted <see cref="MaxDatagramsPerKey"/>.</summary>
+    public const long MinDatagramsPerKey = 1_000;
+
+    /// <summary>How long a region's previous keys stay accepted after a newer one is installed, so datagrams sealed
+    /// under them (by senders that had not yet had the new view, or already queued) drain. A node removed from the
+    /// region can inject under the old key for this long. Default 2 s; at most 1 minute.</summary>
+    public TimeSpan KeyRetireDelay { get; init; } = TimeSpan.FromSeconds(2);
+
     /// <summary>Whether datagrams are sealed at all.</summary>
     public bool Enabled => Mode != DatagramSecurity.Off;
 
@@ -83,6 +98,15 @@ public sealed record DatagramSecurityOptions
         }
 
         OptionChecks.InRange(MaxReplaySources, 16, 1 << 20, $"{prefix}.{nameof(MaxReplaySources)}");
+        if (MaxDatagramsPerKey < MinDatagramsPerKey || MaxDatagramsPerKey > 1L << 32)
+        {
+            throw new ArgumentOutOfRangeException($"{prefix}.{nameof(MaxDatagramsPerKey)}", MaxDatagramsPerKey, $"{prefix}.{nameof(MaxDatagramsPerKey)} must be between {MinDatagramsPerKey:N0} and 2^32, got {MaxDatagramsPerKey}.");
+        }
+
+        if (KeyRetireDelay <= TimeSpan.Zero || KeyRetireDelay > TimeSpan.FromMinutes(1))
+        {
+            throw new ArgumentOutOfRangeException($"{prefix}.{nameof(KeyRetireDelay)}", KeyRetireDelay, $"{prefix}.{nameof(KeyRetireDelay)} must be above zero and at most 1 minute, got {KeyRetireDelay}.");
+        }
         if (!AesGcm.IsSupported)
         {
             throw new PlatformNotSupportedException($"{prefix}.{nameof(Mode)} {Mode} needs AES-GCM, which this platform's cryptography library does not offer.");

@@ -31,6 +31,10 @@ public sealed class SecureTransport : IDatagramTransport, IDatagramHandler, IDis
     private readonly byte[]? _plaintext;
     private readonly RateLimitedLog? _log;
     private IDatagramHandler? _handler;
+    private readonly long _maxDatagramsPerKey;
+
+    /// <summary>Per packet type, the offset of the u32 scope (region id) in its datagrams, or -1: not scoped.</summary>
+    private readonly short[] _scopeOffset = CreateScopeOffsets();
 
     public SecureTransport(IDatagramTransport inner, DatagramSecurityOptions options, RateLimitedLog? log = null)
     {
@@ -58,6 +62,61 @@ public sealed class SecureTransport : IDatagramTransport, IDatagramHandler, IDis
         }
 
         _plaintext = options.Mode == DatagramSecurity.Encrypt ? new byte[inner.MaxDatagramSize] : null;
+        _maxDatagramsPerKey = options.MaxDatagramsPerKey;
+        KeyWrap = new RegionKeyWrap(options.ClusterSecret);
+        KeyRetireDelay = options.KeyRetireDelay;
+    }
+
+    /// <summary>The keys the GMS handed out per region (docs/security.md, "Keys per region and view"): a datagram of a
+    /// scoped type (<see cref="ScopeByField"/>) is sealed under its region's current key when this endpoint holds one,
+    /// and accepted only under a key of that region once it does.</summary>
+    public ScopedKeyTable ScopedKeys { get; } = new();
+
+    /// <summary>Wraps region keys for the GMS's hand-out and unwraps them at a node (key derived from the cluster secret).</summary>
+    public RegionKeyWrap KeyWrap { get; }
+
+    /// <summary><see cref="DatagramSecurityOptions.KeyRetireDelay"/>, for the layer that installs and retires keys.</summary>
+    public TimeSpan KeyRetireDelay { get; }
+
+    /// <summary>Raised (scope, key id) when this endpoint has sealed <see cref="DatagramSecurityOptions.MaxDatagramsPerKey"/>
+    /// datagrams under a region key, and again after each further eighth of it while the key stays current: time to ask
+    /// for a new one. Sealing goes on under the worn key meanwhile.</summary>
+    public event Action<uint, uint>? KeyWornOut;
+
+    /// <summary>Datagrams of <paramref name="type"/> carry their scope (a region id) as a u32 at
+    /// <paramref name="offset"/>: they are sealed under that scope's key and accepted only under it
+    /// (<see cref="ScopedKeys"/>). Called by the layer that owns the type when it attaches.</summary>
+    public void ScopeByField(Wire.PacketType type, int offset)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThan(offset, Wire.PacketHeader.Size);
+        ArgumentOutOfRangeException.ThrowIfGreaterThan(offset, 1024);
+        _scopeOffset[(byte)type] = (short)offset;
+    }
+
+    private static short[] CreateScopeOffsets()
+    {
+        var offsets = new short[256];
+        Array.Fill(offsets, (short)-1);
+        return offsets;
+    }
+
+    /// <summary>The scope a layer's datagram names, if its type is scoped and it is long enough to name one.</summary>
+    private bool TryScope(ReadOnlySpan<byte> datagram, out uint scope)
+    {
+        scope = 0;
+        if (datagram.Length < Wire.PacketHeader.Size)
+        {
+            return false;
+        }
+
+        int offset = _scopeOffset[datagram[3]]; // the common header's type byte
+        if (offset < 0 || datagram.Length < offset + 4)
+        {
+            return false;
+        }
+
+        scope = System.Buffers.Binary.BinaryPrimitives.ReadUInt32LittleEndian(datagram[offset..]);
+        return true;
     }
 
     public DatagramSecurity Mode => _sealer.Mode;
@@ -66,6 +125,10 @@ public sealed class SecureTransport : IDatagramTransport, IDatagramHandler, IDis
     public DatagramKeyRing Keys { get; }
 
     public DatagramSecurityCounters Counters { get; } = new();
+
+    /// <summary>Control messages of scoped channels (<see cref="ScopedControlChannel"/>: a region's tokens, pulls, NAKs,
+    /// ACKs and stream-start hints) sealed, opened and dropped under region keys.</summary>
+    public DatagramSecurityCounters MessageCounters { get; } = new();
 
     /// <summary>The endpoint this decorates.</summary>
     public IDatagramTransport Inner => _inner;
@@ -133,6 +196,17 @@ public sealed class SecureTransport : IDatagramTransport, IDatagramHandler, IDis
     internal int Seal(Span<byte> slot, int length)
     {
         Counters.CountSealed();
+        if (ScopedKeys.Count > 0 && TryScope(slot[..length], out uint scope) && ScopedKeys.TryCurrent(scope, out var key))
+        {
+            if (++key.Sealed >= _maxDatagramsPerKey && key.Sealed >= key.NextWearReport)
+            {
+                key.NextWearReport = key.Sealed + Math.Max(1, _maxDatagramsPerKey / 8);
+                KeyWornOut?.Invoke(scope, key.Id);
+            }
+
+            return _sealer.Seal(slot, length, key.Aes, key.Id);
+        }
+
         return _sealer.Seal(slot, length);
     }
 
@@ -141,7 +215,12 @@ public sealed class SecureTransport : IDatagramTransport, IDatagramHandler, IDis
 
     void IDatagramHandler.OnDatagram(NetAddress from, ReadOnlySpan<byte> datagram)
     {
-        var rejection = _sealer.Open(datagram, _plaintext, out int length, out uint salt, out ulong counter);
+        var rejection = _sealer.Open(datagram, _plaintext, ScopedKeys, out int length, out uint salt, out ulong counter, out var key);
+        if (rejection == DatagramRejection.None && !Covers(key, _plaintext is null ? datagram[..length] : _plaintext.AsSpan(0, length)))
+        {
+            rejection = DatagramRejection.WrongKey;
+        }
+
         if (rejection == DatagramRejection.None && _replays is not null && !_replays.Accept(from, salt, counter))
         {
             rejection = DatagramRejection.Replayed;
@@ -164,8 +243,21 @@ public sealed class SecureTransport : IDatagramTransport, IDatagramHandler, IDis
         _handler.OnDatagram(from, inner);
     }
 
+    /// <summary>Whether the key a datagram verified under may seal it: a region key only its own region's datagrams; the
+    /// cluster key (<paramref name="key"/> null) anything but the datagrams of a region this endpoint holds keys for.</summary>
+    private bool Covers(ScopedKey? key, ReadOnlySpan<byte> datagram)
+    {
+        bool scoped = TryScope(datagram, out uint scope);
+        return key is null ? !scoped || !ScopedKeys.HasScope(scope) : scoped && scope == key.Scope;
+    }
+
     /// <summary>Log keys of rejections, clear of the dispatcher's (which uses the <see cref="Wire.WireError"/> values).</summary>
     private const int RejectionLogKey = 1000;
 
-    public void Dispose() => Keys.Dispose();
+    public void Dispose()
+    {
+        Keys.Dispose();
+        ScopedKeys.Dispose();
+        KeyWrap.Dispose();
+    }
 }

@@ -84,6 +84,6 @@ public sealed class ProtocolStack
     /// <summary>The stack as one list, bottom first, each layer with its state.</summary>
     public string Describe() =>
         $"transport {Transport.LocalAddress} (dispatcher drops {Drops.Total}" +
-        (Security is { } security ? $"; {security.Mode}: {security.Counters})" : "; security off)") +
+        (Security is { } security ? $"; {security.Mode}: {security.Counters}; region control messages {security.MessageCounters})" : "; security off)") +
         string.Concat(_layers.Select(l => $" | {l.Name}: {l.Describe()}"));
 }

@@ -2,6 +2,7 @@ using QuickSilver.Core;
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
 using QuickSilver.Core.Stack;
 
 namespace QuickSilver.Membership.Service;
@@ -116,6 +117,20 @@ internal sealed class GmsClient
     public GmsRefusedException? RegistrationRefusal { get; private set; }
 
     public IEnumerable<GroupView> Groups => _groups.Values;
+
+    /// <summary>Unwraps the region keys the GMS hands out with region views (set when the node's stack seals datagrams;
+    /// null: keys are ignored).</summary>
+    public RegionKeyWrap? KeyWrap { get; set; }
+
+    /// <summary>Asks the GMS for a new key for <paramref name="region"/> (this node sealed its limit of datagrams under
+    /// the current one); the region's next view brings it. Nothing while unregistered (the key is asked for again).</summary>
+    public void RequestRekey(RegionId region)
+    {
+        if (IsRegistered)
+        {
+            Request(new GmsMessage { Kind = GmsMessageKind.Rekey, Number = region.Value });
+        }
+    }
 
     public GroupView? FindGroup(string name) => _groupsByName.GetValueOrDefault(name);
 
@@ -314,7 +329,7 @@ internal sealed class GmsClient
 
                 break;
             case GmsMessageKind.Update when IsRegistered:
-                var update = GmsCodec.FromWire(Node!.Value, message.Update);
+                var update = GmsCodec.FromWire(Node!.Value, message.Update, KeyWrap);
                 if (update is null)
                 {
                     Drops.Increment(DropReason.Malformed);

@@ -1,6 +1,7 @@
 using System.Collections.Immutable;
 using MessagePack;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
 
 namespace QuickSilver.Membership.Service;
 
@@ -33,19 +34,21 @@ internal static class GmsCodec
         }
     }
 
-    public static WireUpdate ToWire(NodeUpdate update)
+    /// <summary>The update as sent; each region key wrapped under <paramref name="wrap"/> (null: keys are not sent).</summary>
+    public static WireUpdate ToWire(NodeUpdate update, RegionKeyWrap? wrap = null)
     {
         ArgumentNullException.ThrowIfNull(update);
         return new WireUpdate
         {
             Groups = [.. update.GroupViews.Select(ToWire)],
-            Regions = [.. update.RegionViews.Select(ToWire)],
+            Regions = [.. update.RegionViews.Select(r => ToWire(r, wrap))],
             LeftGroups = [.. update.LeftGroups.Select(g => g.Value)],
         };
     }
 
-    /// <summary>Validates and converts a received update; null when any part is malformed.</summary>
-    public static NodeUpdate? FromWire(NodeId node, WireUpdate? wire)
+    /// <summary>Validates and converts a received update; null when any part is malformed, or a region key does not
+    /// unwrap under <paramref name="wrap"/> (null: keys are ignored).</summary>
+    public static NodeUpdate? FromWire(NodeId node, WireUpdate? wire, RegionKeyWrap? wrap = null)
     {
         if (wire?.Groups is null || wire.Regions is null || wire.LeftGroups is null)
         {
@@ -94,7 +97,19 @@ internal static class GmsCodec
                 return null;
             }
 
-            regions.Add(new RegionView(new RegionId(r.Region), r.ViewNumber, members.MoveToImmutable(), multicast));
+            RegionViewKey? key = null;
+            if (r.Key is { } wrapped && wrap is not null)
+            {
+                var material = new byte[DatagramKeyRing.KeyBytes];
+                if (r.KeyId == 0 || !wrap.TryUnwrap(r.KeyId, r.Region, r.ViewNumber, wrapped, material))
+                {
+                    return null;
+                }
+
+                key = new RegionViewKey(r.KeyId, ImmutableArray.Create(material));
+            }
+
+            regions.Add(new RegionView(new RegionId(r.Region), r.ViewNumber, members.MoveToImmutable(), multicast) { Key = key });
         }
 
         return new NodeUpdate(node, groups.MoveToImmutable(), regions.MoveToImmutable(),
@@ -109,12 +124,14 @@ internal static class GmsCodec
         Regions = [.. view.Regions.SelectMany(r => new[] { r.Region.Value, r.ViewNumber })],
     };
 
-    private static WireRegionView ToWire(RegionView view) => new()
+    private static WireRegionView ToWire(RegionView view, RegionKeyWrap? wrap) => new()
     {
         Region = view.Region.Value,
         ViewNumber = view.ViewNumber,
         Members = [.. view.Members.SelectMany(m => new[] { m.Node.Value, m.Address.Ip, (uint)m.Address.Port })],
         MulticastIp = view.MulticastAddress?.Ip ?? 0,
         MulticastPort = view.MulticastAddress?.Port ?? 0,
+        KeyId = wrap is not null ? view.Key?.Id ?? 0 : 0,
+        Key = view.Key is { } key && wrap is not null ? wrap.Wrap(key.Id, view.Region.Value, view.ViewNumber, key.Material.AsSpan()) : null,
     };
 }

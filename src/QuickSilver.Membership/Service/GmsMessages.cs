@@ -17,6 +17,10 @@ internal enum GmsMessageKind : byte
     Update = 6,
     Bye = 7,
 
+    /// <summary>Node to GMS: a new key for region <see cref="GmsMessage.Number"/>, please (this node sealed
+    /// <c>MaxDatagramsPerKey</c> datagrams under the current one). Answered by the region's next view.</summary>
+    Rekey = 10,
+
     /// <summary>GMS to node: a request was refused (a limit of <see cref="GmsOptions"/>); nothing of it was applied.</summary>
     Refused = 8,
 
@@ -81,4 +85,9 @@ internal sealed class WireRegionView
     /// <summary>Multicast IPv4 address and port; 0 and 0 when the region uses unicast fan-out.</summary>
     [Key(3)] public uint MulticastIp { get; set; }
     [Key(4)] public ushort MulticastPort { get; set; }
+
+    /// <summary>The region's key in this view (docs/wire-format.md, "Region key hand-out"): its id and 32 bytes, or 0 and
+    /// nil when datagram security is off. Travels inside the GMS's sealed reliable-unicast segments.</summary>
+    [Key(5)] public uint KeyId { get; set; }
+    [Key(6)] public byte[]? Key { get; set; }
 }

@@ -1,6 +1,7 @@
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
 using QuickSilver.Core.Stack;
 using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Logging.Abstractions;
@@ -106,6 +107,13 @@ internal sealed class GmsServer
 
     /// <summary>Requests refused because of <paramref name="reason"/>'s limit.</summary>
     public long Refusals(GmsRefusal reason) => Volatile.Read(ref _refusals[(int)reason]);
+
+    /// <summary>Set when the GMS's stack seals datagrams: every batch then carries a fresh random key seed, each new region
+    /// view gets a key (docs/security.md, "Keys per region and view"), and keys travel wrapped under this.</summary>
+    public RegionKeyWrap? KeyWrap { get; set; }
+
+    /// <summary>Key rotations asked for by nodes (their limit of datagrams per key) and put into a batch.</summary>
+    public long RekeysRequested { get; private set; }
 
     /// <summary>Hellos of registered nodes dropped by the request rate limit (a node that keeps saying Hello).</summary>
     public long HellosRateLimited { get; private set; }
@@ -326,6 +334,16 @@ internal sealed class GmsServer
                 break;
             case GmsMessageKind.Heartbeat:
                 break;
+            case GmsMessageKind.Rekey when KeyWrap is not null && message.Number is > 0 and <= uint.MaxValue:
+                // Coalesced per region while waiting; limited like a join. MembershipState takes it only from a node
+                // that sends into or belongs to the region.
+                if (!_pending.Any(o => o.Kind == GmsOpKind.Rekey && o.Number == message.Number) && session.TakeRequest(_scheduler.Now, _options))
+                {
+                    RekeysRequested++;
+                    Enqueue(GmsOp.Rekey(node, new RegionId((uint)message.Number)));
+                }
+
+                break;
             case GmsMessageKind.Bye:
                 Remove(from, session, "left");
                 break;
@@ -415,7 +433,7 @@ internal sealed class GmsServer
             // again would get its old registration back, and the Down committed next would remove it from the registry
             // and every group while the node believes it is registered (soak seeds 734, 782, 784).
             _inFlight = ++_sequence;
-            _inFlightCommand = new GmsCommand { Ops = [register] };
+            _inFlightCommand = new GmsCommand { Ops = [register], KeySeed = DrawKeySeed() };
             _gmsLog.Propose(_inFlightCommand, _inFlight);
         }
         else
@@ -524,12 +542,16 @@ internal sealed class GmsServer
             return;
         }
 
-        var command = new GmsCommand { Ops = [.. _pending] };
+        var command = new GmsCommand { Ops = [.. _pending], KeySeed = DrawKeySeed() };
         _pending.Clear();
         _inFlight = ++_sequence;
         _inFlightCommand = command;
         _gmsLog.Propose(command, _inFlight);
     }
+
+    /// <summary>The leader draws the keys of a batch's new region views as one random seed, carried in the command, so every
+    /// replica derives the same keys (<see cref="MembershipState.Apply"/>); null when security is off.</summary>
+    private byte[]? DrawKeySeed() => KeyWrap is null ? null : System.Security.Cryptography.RandomNumberGenerator.GetBytes(MembershipState.KeySeedBytes);
 
     /// <summary>
     /// Sends an update in as many messages as the control channel needs: an update larger than one message is halved,
@@ -538,7 +560,7 @@ internal sealed class GmsServer
     /// </summary>
     private void SendUpdate(NetAddress to, NodeUpdate update)
     {
-        var bytes = GmsCodec.Encode(new GmsMessage { Kind = GmsMessageKind.Update, Update = GmsCodec.ToWire(update) });
+        var bytes = GmsCodec.Encode(new GmsMessage { Kind = GmsMessageKind.Update, Update = GmsCodec.ToWire(update, KeyWrap) });
         int items = update.RegionViews.Length + update.GroupViews.Length;
         if (bytes.Length <= _channel.MaxMessageBytes || items <= 1)
         {

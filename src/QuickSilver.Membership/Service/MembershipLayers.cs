@@ -1,4 +1,5 @@
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
 using QuickSilver.Core.Stack;
 using Microsoft.Extensions.Logging;
 
@@ -22,6 +23,9 @@ internal sealed class MembershipLayer(NetAddress gms, ulong incarnation, GmsClie
 
     public string Name => "membership";
 
+    /// <summary>Installs and retires the per-region keys the GMS hands out (null when the stack does not seal datagrams).</summary>
+    public RegionKeyKeeper? Keys { get; private set; }
+
     /// <summary>The GMS client (after the stack is built).</summary>
     public GmsClient Client => _client ?? throw new InvalidOperationException("The membership layer is not attached to a stack yet.");
 
@@ -29,6 +33,11 @@ internal sealed class MembershipLayer(NetAddress gms, ulong incarnation, GmsClie
     {
         ArgumentNullException.ThrowIfNull(context);
         _client = new GmsClient(context.Scheduler, context.OpenControlChannel(MembershipChannels.Gms), gms, incarnation, options);
+        if (context.Transport is SecureTransport secure)
+        {
+            Keys = new RegionKeyKeeper(secure, _client, context.Scheduler);
+        }
+
         _client.Start();
     }
 
@@ -50,7 +59,10 @@ internal sealed class GmsServerLayer(ulong epoch, GmsOptions? options = null, IL
     public void Attach(LayerContext context)
     {
         ArgumentNullException.ThrowIfNull(context);
-        _server = new GmsServer(context.Scheduler, context.OpenControlChannel(MembershipChannels.Gms), epoch, options, logger);
+        _server = new GmsServer(context.Scheduler, context.OpenControlChannel(MembershipChannels.Gms), epoch, options, logger)
+        {
+            KeyWrap = (context.Transport as SecureTransport)?.KeyWrap,
+        };
     }
 
     public void Stop()

@@ -2,6 +2,7 @@ using System.Buffers.Binary;
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Security;
 using QuickSilver.Core.Stack;
 using QuickSilver.Core.Wire;
 using QuickSilver.Membership;
@@ -88,6 +89,14 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         _transport = context.Transport;
         _scheduler = context.Scheduler;
         context.RegisterPacketType(RegionWire.DataType, this);
+        if (_transport is SecureTransport secure)
+        {
+            // Data, repairs and flow status name their region at the same offset: sealed under that region's key
+            // (docs/security.md, "Keys per region and view").
+            secure.ScopeByField(RegionWire.DataType, PacketHeader.Size);
+            secure.ScopeByField(RegionWire.StatusType, PacketHeader.Size);
+        }
+
         if (_options.FlowControl == RegionFlowControl.ReceiverWindow)
         {
             context.RegisterPacketType(RegionWire.StatusType, this);
@@ -95,6 +104,11 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         }
 
         _control = context.OpenControlChannel(RegionWire.ControlChannel);
+        if (_transport is SecureTransport sealing)
+        {
+            _control = new ScopedControlChannel(_control, sealing, scopeOffset: 1); // u8 kind | u32 region | …: under the region's key
+        }
+
         _control.SetReceiver(OnControl, static _ => { });
     }
 

@@ -94,10 +94,18 @@ public sealed class DatagramSecuritySimulationTests(ITestOutputHelper output)
         rogue.PublishNumbered("prices", 200, perSecond: 2_000);
         cluster.Require(() => receivers.All(n => n.Groups["prices"].CountFrom(rogue.Id) == 200), TimeSpan.FromSeconds(30), "the rogue's first messages");
 
-        // Now it seals under a key derived from another secret (same key id): it keeps publishing, the others keep theirs.
+        // Now it seals under keys derived from another secret (same key ids): it keeps publishing, the others keep theirs.
         Span<byte> other = stackalloc byte[DatagramKeyRing.KeyBytes];
         DatagramKeyRing.DeriveClusterKey(DatagramSecurityOptions.GenerateSecret(), DatagramSecurity.Authenticate, other);
         rogue.Stack!.Security!.Keys.Add(DatagramKeyRing.ClusterKeyId, other);
+        var regionKeys = rogue.Stack.Security.ScopedKeys; // its region's key from the GMS too (same ids)
+        foreach (uint scope in regionKeys.Scopes.ToList())
+        {
+            uint current = regionKeys.IdsOf(scope)[^1];
+            regionKeys.RemoveScope(scope);
+            regionKeys.Install(scope, current, other);
+        }
+
         rogue.PublishNumbered("prices", Messages, perSecond: 2_000);
         honest.PublishNumbered("prices", Messages, perSecond: 2_000);
 

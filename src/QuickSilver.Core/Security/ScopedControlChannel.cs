@@ -1,0 +1,155 @@
+using System.Buffers.Binary;
+using System.Security.Cryptography;
+using QuickSilver.Core.Io;
+using QuickSilver.Core.Stack;
+
+namespace QuickSilver.Core.Security;
+
+/// <summary>
+/// A reliable control channel whose messages name a scope (a region id, as a u32 at <c>scopeOffset</c>) and are
+/// authenticated under that scope's key (<see cref="SecureTransport.ScopedKeys"/>), on top of the cluster key that seals
+/// the reliable-unicast segments carrying them: tokens, pulls, NAKs, ACKs and stream-start hints of a region then come
+/// only from holders of the region's key (docs/security.md, "Keys per region and view"). Each message travels as
+/// <code>u8 sealed | message | (sealed = 1:) u32 keyId | u32 salt | u64 counter | u8[16] tag</code>
+/// the tag being AES-GCM's GMAC over everything before it (the message stays readable to whoever can open the segment:
+/// encryption, if any, is the datagram's). A message is sealed when this node holds a key for its scope; an unsealed one
+/// is accepted only for a scope this node holds no key for (a region simulation without a GMS). A message that fails is
+/// dropped and counted in <see cref="SecureTransport.MessageCounters"/>, never thrown on. One buffer, grown to the largest
+/// message; nothing allocated per message. Core thread only.
+/// </summary>
+public sealed class ScopedControlChannel : IControlChannel
+{
+    private const int TrailerBytes = DatagramSealer.Overhead;
+    private const int TagOffset = DatagramSealer.KeyIdBytes + DatagramSealer.NonceBytes;
+    private readonly IControlChannel _inner;
+    private readonly SecureTransport _transport;
+    private readonly int _scopeOffset;
+    private readonly uint _salt;
+    private ulong _counter;
+    private byte[] _buffer = new byte[256];
+
+    public ScopedControlChannel(IControlChannel inner, SecureTransport transport, int scopeOffset)
+    {
+        _inner = inner ?? throw new ArgumentNullException(nameof(inner));
+        _transport = transport ?? throw new ArgumentNullException(nameof(transport));
+        ArgumentOutOfRangeException.ThrowIfNegative(scopeOffset);
+        _scopeOffset = scopeOffset;
+        Span<byte> random = stackalloc byte[12];
+        RandomNumberGenerator.Fill(random);
+        _salt = BinaryPrimitives.ReadUInt32LittleEndian(random);
+        _counter = BinaryPrimitives.ReadUInt64LittleEndian(random[4..]) >> 2;
+    }
+
+    public int MaxMessageBytes => _inner.MaxMessageBytes - 1 - TrailerBytes;
+
+    public bool Send(NetAddress peer, ReadOnlySpan<byte> message)
+    {
+        if (message.Length > MaxMessageBytes)
+        {
+            throw new ArgumentException($"A message of {message.Length} bytes exceeds MaxMessageBytes ({MaxMessageBytes}).", nameof(message));
+        }
+
+        int length = 1 + message.Length;
+        if (_buffer.Length < length + TrailerBytes)
+        {
+            _buffer = new byte[Math.Max(length + TrailerBytes, _buffer.Length * 2)];
+        }
+
+        var buffer = _buffer.AsSpan();
+        message.CopyTo(buffer[1..]);
+        if (TryScope(message, out uint scope) && _transport.ScopedKeys.TryCurrent(scope, out var key))
+        {
+            buffer[0] = 1;
+            var trailer = buffer.Slice(length, TrailerBytes);
+            BinaryPrimitives.WriteUInt32LittleEndian(trailer, key.Id);
+            BinaryPrimitives.WriteUInt32LittleEndian(trailer[4..], _salt);
+            BinaryPrimitives.WriteUInt64LittleEndian(trailer[8..], ++_counter);
+            key.Aes.Encrypt(trailer.Slice(4, DatagramSealer.NonceBytes), ReadOnlySpan<byte>.Empty, Span<byte>.Empty, trailer[TagOffset..], buffer[..(length + TagOffset)]);
+            length += TrailerBytes;
+            _transport.MessageCounters.CountSealed();
+        }
+        else
+        {
+            buffer[0] = 0;
+        }
+
+        return _inner.Send(peer, buffer[..length]);
+    }
+
+    public void SetReceiver(Action<NetAddress, ReadOnlySpan<byte>> onMessage, Action<NetAddress> onPeerFailed)
+    {
+        ArgumentNullException.ThrowIfNull(onMessage);
+        _inner.SetReceiver((from, message) =>
+        {
+            if (Open(message, out var inner))
+            {
+                onMessage(from, inner);
+            }
+        }, onPeerFailed);
+    }
+
+    public void Forget(NetAddress peer) => _inner.Forget(peer);
+
+    /// <summary>Verifies a received message; the layer's message is <paramref name="inner"/>.</summary>
+    private bool Open(ReadOnlySpan<byte> message, out ReadOnlySpan<byte> inner)
+    {
+        inner = default;
+        var rejection = DatagramRejection.None;
+        if (message.IsEmpty || message[0] > 1 || (message[0] == 1 && message.Length < 1 + TrailerBytes))
+        {
+            rejection = DatagramRejection.Truncated;
+        }
+        else if (message[0] == 0)
+        {
+            inner = message[1..];
+            if (TryScope(inner, out uint scope) && _transport.ScopedKeys.HasScope(scope))
+            {
+                rejection = DatagramRejection.WrongKey; // this node holds the region's key: everything of it must be sealed
+            }
+        }
+        else
+        {
+            int length = message.Length - TrailerBytes;
+            var trailer = message[length..];
+            inner = message[1..length];
+            if (!_transport.ScopedKeys.TryGet(BinaryPrimitives.ReadUInt32LittleEndian(trailer), out var key))
+            {
+                rejection = DatagramRejection.UnknownKey;
+            }
+            else
+            {
+                Span<byte> expected = stackalloc byte[DatagramSealer.TagBytes];
+                key.Aes.Encrypt(trailer.Slice(4, DatagramSealer.NonceBytes), ReadOnlySpan<byte>.Empty, Span<byte>.Empty, expected, message[..(length + TagOffset)]);
+                if (!CryptographicOperations.FixedTimeEquals(expected, trailer[TagOffset..]))
+                {
+                    rejection = DatagramRejection.BadTag;
+                }
+                else if (!TryScope(inner, out uint scope) || scope != key.Scope)
+                {
+                    rejection = DatagramRejection.WrongKey;
+                }
+            }
+        }
+
+        if (rejection != DatagramRejection.None)
+        {
+            _transport.MessageCounters.CountRejected(rejection);
+            return false;
+        }
+
+        _transport.MessageCounters.CountOpened();
+        return true;
+    }
+
+    private bool TryScope(ReadOnlySpan<byte> message, out uint scope)
+    {
+        scope = 0;
+        if (message.Length < _scopeOffset + 4)
+        {
+            return false;
+        }
+
+        scope = BinaryPrimitives.ReadUInt32LittleEndian(message[_scopeOffset..]);
+        return true;
+    }
+}
