@@ -117,9 +117,10 @@ internal static class GatewayVerbs
         var joinHold = Cli.Int("--join-hold-seconds", "Drop tree state not refreshed for this long", 95, 2, 86_400);
         var noTransit = new Option<bool>("--no-transit") { Description = "Advertise only this island's gateways to external peers (a policy filter)" };
         var seconds = Cli.Int("--seconds", "Stop after this many seconds (0: until Ctrl-C)", 0, 0, 30 * 86_400);
+        var fanout = Endpoint("--fanout", "Make the island a TCP fan-out island (no multicast): members connect here", multicast: false, loopbackOnly: true);
         var command = new Command("gateway", "Run a federation gateway: an IP-multicast island on loopback, TCP peering links, an admin endpoint.")
         {
-            id, island, listen, peers, admin, mediator, poolBase, poolSize, portBase, keepAlive, hold, refresh, joinHold, noTransit, seconds,
+            id, island, listen, peers, admin, mediator, poolBase, poolSize, portBase, keepAlive, hold, refresh, joinHold, noTransit, seconds, fanout,
         };
         command.SetAction(async (parse, cancellationToken) =>
         {
@@ -159,7 +160,22 @@ internal static class GatewayVerbs
                 return Cli.BadOptions;
             }
 
-            using var native = new MulticastNativeNet(nativeOptions);
+            using var multicast = parse.GetValue(fanout) is null ? new MulticastNativeNet(nativeOptions) : null;
+            TcpFanoutNativeNet? hub = null;
+            if (parse.GetValue(fanout) is { } hubAddress)
+            {
+                try
+                {
+                    hub = new TcpFanoutNativeNet(hubAddress, parse.GetValue(poolSize));
+                }
+                catch (SocketException e)
+                {
+                    await Console.Error.WriteLineAsync($"--fanout: cannot listen on {hubAddress}: {e.Message}");
+                    return Cli.BadOptions;
+                }
+            }
+
+            QuickSilver.Federation.NativeNet.INativeNet native = (QuickSilver.Federation.NativeNet.INativeNet?)multicast ?? hub!;
             GatewayRuntime runtime;
             try
             {
@@ -178,11 +194,12 @@ internal static class GatewayVerbs
 
             await using (runtime)
             {
-                native.Bind(runtime.Gateway, runtime.TryPost);
+                multicast?.Bind(runtime.Gateway, runtime.TryPost);
+                hub?.Bind(runtime.Gateway, runtime.TryPost);
                 runtime.Start();
                 AdminEndpoint? adminEndpoint = parse.GetValue(admin) is { } a ? new AdminEndpoint(runtime, a) : null;
                 adminEndpoint?.Start();
-                Console.WriteLine($"gateway {options.Gateway} of island {options.Island} listening on {runtime.ListenEndpoint}" + (adminEndpoint is null ? "" : $", admin {adminEndpoint.Endpoint}"));
+                Console.WriteLine($"gateway {options.Gateway} of island {options.Island} listening on {runtime.ListenEndpoint}" + (adminEndpoint is null ? "" : $", admin {adminEndpoint.Endpoint}") + (hub is null ? ", island medium: IP multicast" : $", island medium: TCP fan-out hub {hub.Endpoint}"));
                 try
                 {
                     int limit = parse.GetValue(seconds);
@@ -196,6 +213,11 @@ internal static class GatewayVerbs
                 {
                     await adminEndpoint.DisposeAsync();
                 }
+            }
+
+            if (hub is not null)
+            {
+                await hub.DisposeAsync();
             }
 
             return 0;
