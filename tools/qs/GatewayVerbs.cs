@@ -31,6 +31,7 @@ internal static class GatewayVerbs
         yield return IslandSend();
         yield return IslandRecv();
         yield return GatewayBench.Create(json);
+        yield return CoreCastTransitVerb.Create(json);
     }
 
     internal static Option<IPEndPoint> Endpoint(string name, string description, bool multicast, bool loopbackOnly = false)
