@@ -119,9 +119,11 @@ internal static class GatewayVerbs
         var noTransit = new Option<bool>("--no-transit") { Description = "Advertise only this island's gateways to external peers (a policy filter)" };
         var seconds = Cli.Int("--seconds", "Stop after this many seconds (0: until Ctrl-C)", 0, 0, 30 * 86_400);
         var fanout = Endpoint("--fanout", "Make the island a TCP fan-out island (no multicast): members connect here", multicast: false, loopbackOnly: true);
+        var qsmGms = Cli.Address("--qsm-gms", "Make the island a set of QuickSilver groups: the gateway's node uses the GMS at this address", loopbackOnly: false);
+        var qsmEmbedded = new Option<bool>("--qsm-embedded-gms") { Description = "With --qsm-gms: run that GMS inside the gateway's node" };
         var command = new Command("gateway", "Run a federation gateway: an IP-multicast island on loopback, TCP peering links, an admin endpoint.")
         {
-            id, island, listen, peers, admin, mediator, poolBase, poolSize, portBase, keepAlive, hold, refresh, joinHold, noTransit, seconds, fanout,
+            id, island, listen, peers, admin, mediator, poolBase, poolSize, portBase, keepAlive, hold, refresh, joinHold, noTransit, seconds, fanout, qsmGms, qsmEmbedded,
         };
         command.SetAction(async (parse, cancellationToken) =>
         {
@@ -161,7 +163,22 @@ internal static class GatewayVerbs
                 return Cli.BadOptions;
             }
 
-            using var multicast = parse.GetValue(fanout) is null ? new MulticastNativeNet(nativeOptions) : null;
+            if (parse.GetValue(fanout) is not null && parse.GetResult(qsmGms) is not null)
+            {
+                await Console.Error.WriteLineAsync("--qsm-gms: an island has one medium; give --fanout or --qsm-gms, not both.");
+                return Cli.BadOptions;
+            }
+
+            QuickSilverNode? qsmNode = null;
+            QsmNativeNet? qsm = null;
+            if (parse.GetResult(qsmGms) is not null)
+            {
+                qsmNode = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions { Gms = parse.GetValue(qsmGms), EmbeddedGms = parse.GetValue(qsmEmbedded) }, cancellationToken);
+                qsm = new QsmNativeNet(qsmNode);
+            }
+
+            await using var qsmNodeOwner = qsmNode;
+            using var multicast = parse.GetValue(fanout) is null && qsm is null ? new MulticastNativeNet(nativeOptions) : null;
             TcpFanoutNativeNet? hub = null;
             if (parse.GetValue(fanout) is { } hubAddress)
             {
@@ -176,7 +193,7 @@ internal static class GatewayVerbs
                 }
             }
 
-            QuickSilver.Federation.NativeNet.INativeNet native = (QuickSilver.Federation.NativeNet.INativeNet?)multicast ?? hub!;
+            QuickSilver.Federation.NativeNet.INativeNet native = (QuickSilver.Federation.NativeNet.INativeNet?)multicast ?? (QuickSilver.Federation.NativeNet.INativeNet?)hub ?? qsm!;
             GatewayRuntime runtime;
             try
             {
@@ -197,10 +214,11 @@ internal static class GatewayVerbs
             {
                 multicast?.Bind(runtime.Gateway, runtime.TryPost);
                 hub?.Bind(runtime.Gateway, runtime.TryPost);
+                qsm?.Bind(runtime.Gateway, runtime.TryPost);
                 runtime.Start();
                 AdminEndpoint? adminEndpoint = parse.GetValue(admin) is { } a ? new AdminEndpoint(runtime, a) : null;
                 adminEndpoint?.Start();
-                Console.WriteLine($"gateway {options.Gateway} of island {options.Island} listening on {runtime.ListenEndpoint}" + (adminEndpoint is null ? "" : $", admin {adminEndpoint.Endpoint}") + (hub is null ? ", island medium: IP multicast" : $", island medium: TCP fan-out hub {hub.Endpoint}"));
+                Console.WriteLine($"gateway {options.Gateway} of island {options.Island} listening on {runtime.ListenEndpoint}" + (adminEndpoint is null ? "" : $", admin {adminEndpoint.Endpoint}") + (hub is not null ? $", island medium: TCP fan-out hub {hub.Endpoint}" : qsm is not null ? $", island medium: QuickSilver groups (node {qsmNode!.Address})" : ", island medium: IP multicast"));
                 try
                 {
                     int limit = parse.GetValue(seconds);
