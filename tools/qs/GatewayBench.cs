@@ -32,7 +32,8 @@ internal static class GatewayBench
         var sizes = new Option<int[]>("--sizes") { Description = "Message sizes in bytes", DefaultValueFactory = _ => [100, 1000], AllowMultipleArgumentsPerToken = true };
         var rate = Cli.Int("--rate", "Messages per second offered by the source (0: as fast as it can)", 0, 0, 10_000_000);
         var basePort = Cli.Int("--port-base", "First UDP port used (20 ports)", 45_500, 1024, 65_000);
-        var command = new Command("gateway-bench", "Measure cross-island msgs/s through two gateways on loopback against the island-local rate.") { count, sizes, rate, basePort };
+        var realTime = new Option<bool>("--real-time") { Description = "Make the session content=real-time: data crosses between the gateways as UDP datagrams instead of inside the TCP link" };
+        var command = new Command("gateway-bench", "Measure cross-island msgs/s through two gateways on loopback against the island-local rate.") { count, sizes, rate, basePort, realTime };
         command.SetAction(async (parse, cancellationToken) =>
         {
             if (parse.GetValue(sizes)!.Any(s => s < 4 || s > 60_000))
@@ -63,7 +64,7 @@ internal static class GatewayBench
                 {
                     var native = new IPEndPoint(IPAddress.Parse("239.255.83.1"), ports + 10 + (results.Count % 5));
                     var local = Run(native, native, size, parse.GetValue(count), parse.GetValue(rate));
-                    var session = SessionName.Parse($"bfed://1/{native.Address}/{native.Port}");
+                    var session = SessionName.Parse($"bfed://1/{native.Address}/{native.Port}" + (parse.GetValue(realTime) ? "/?content=real-time" : ""));
                     var answer = new TaskCompletionSource<QuickSilver.Federation.NativeNet.MediatorReply>();
                     g2.Post(() => g2.Gateway.RecvdJoinRequest(new QuickSilver.Federation.NativeNet.JoinRequest(session, r => answer.TrySetResult(r))));
                     var translation = await answer.Task.WaitAsync(TimeSpan.FromSeconds(10), cancellationToken);

@@ -115,13 +115,13 @@ public sealed partial class BroadcastGateway
             }
 
             (header with { Label = tree.Labels[flow] }).Write(frame);
-            SendData(peer, frame);
+            SendData(peer, frame, tree.Name.RealTime);
         }
 
         if (tree.Name.MultiSource && tree.Upstream is { } upstream && upstream != from && tree.UpstreamLabels is { } labels)
         {
             (header with { Label = labels[flow] }).Write(frame);
-            SendData(upstream, frame);
+            SendData(upstream, frame, tree.Name.RealTime);
         }
 
         if (deliverLocally && tree.LocalChannels is { } channels)
@@ -150,11 +150,16 @@ public sealed partial class BroadcastGateway
         }
     }
 
-    private void SendData(GatewayId peer, ReadOnlySpan<byte> frame)
+    private void SendData(GatewayId peer, ReadOnlySpan<byte> frame, bool realTime)
     {
-        if (_host.Send(peer, frame))
+        if (realTime ? _host.SendDatagram(peer, frame) : _host.Send(peer, frame))
         {
             Counters.DataForwarded++;
+            if (realTime)
+            {
+                Counters.DataDatagrams++;
+            }
+
             if (_peers.TryGetValue(peer, out var link))
             {
                 link.LastSent = _now;

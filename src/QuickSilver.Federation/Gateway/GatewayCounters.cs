@@ -9,6 +9,7 @@ public sealed class GatewayCounters
     public long ControlFrames;
     public long DataReceived;
     public long DataForwarded;
+    public long DataDatagrams;
     public long DataDelivered;
     public long DataFromIsland;
     public long DuplicatesDropped;

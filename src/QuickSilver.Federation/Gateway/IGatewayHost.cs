@@ -10,6 +10,10 @@ public interface IGatewayHost
     /// or its bounded queue is full.</summary>
     bool Send(GatewayId peer, ReadOnlySpan<byte> frame);
 
+    /// <summary>Sends a DATA frame of a real-time flow as one UDP datagram to <paramref name="peer"/> (the seed's "UDP
+    /// for real-time"): no queue, no retransmission. A host without a datagram path sends it on the link instead.</summary>
+    bool SendDatagram(GatewayId peer, ReadOnlySpan<byte> frame);
+
     /// <summary>Closes the link to <paramref name="peer"/> (the gateway already forgot it).</summary>
     void Disconnect(GatewayId peer);
 }

@@ -52,6 +52,7 @@ public sealed class SessionName : IEquatable<SessionName>
             }
         }
 
+        RealTime = parameters.Any(p => p.Key == "content" && p.Value is "real-time" or "RTP");
         MultiSource = parameters.Any(p => (p.Key == "multi-source" && p.Value == "true") || (p.Key == "single-source" && p.Value == "false"));
     }
 
@@ -70,6 +71,10 @@ public sealed class SessionName : IEquatable<SessionName>
     public bool MultiSource { get; }
 
     public string Text { get; }
+
+    /// <summary>True with <c>content=real-time</c> (or the seed's <c>content=RTP</c>): data crosses peering links as UDP
+    /// datagrams instead of inside the TCP link (seed §5.3: "UDP for sessions with real-time or best-effort requirements").</summary>
+    public bool RealTime { get; }
 
     public static SessionName Parse(string text)
         => TryParse(text, out var name, out var error) ? name : throw new FormatException(error);

@@ -21,8 +21,8 @@ public static class PeerCodec
 
     public const int MaxEntries = 1024;
 
-    public static byte[] Hello(GatewayId gateway, IslandId island)
-        => Start(FrameType.Hello).U32(gateway.Value).U32(island.Value).Written.ToArray();
+    public static byte[] Hello(GatewayId gateway, IslandId island, ushort udpPort = 0)
+        => Start(FrameType.Hello).U32(gateway.Value).U32(island.Value).U16(udpPort).Written.ToArray();
 
     public static byte[] KeepAlive() => Start(FrameType.KeepAlive).Written.ToArray();
 
@@ -156,7 +156,7 @@ public static class PeerCodec
     private static FrameError DecodeHello(ref SpanReader r, out PeerMessage? message)
     {
         message = null;
-        if (!r.U32(out uint g) || !r.U32(out uint i))
+        if (!r.U32(out uint g) || !r.U32(out uint i) || !r.U16(out ushort udp))
         {
             return FrameError.Truncated;
         }
@@ -166,7 +166,7 @@ public static class PeerCodec
             return FrameError.BadValue;
         }
 
-        message = new HelloMessage(new GatewayId(g), new IslandId(i));
+        message = new HelloMessage(new GatewayId(g), new IslandId(i), udp);
         return FrameError.None;
     }
 

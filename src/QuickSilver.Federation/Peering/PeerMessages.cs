@@ -6,8 +6,9 @@ namespace QuickSilver.Federation.Peering;
 /// <summary>A decoded control frame. Data frames are not decoded into objects (see <see cref="Forwarding.DataHeader"/>).</summary>
 public abstract record PeerMessage;
 
-/// <summary>First frame on a link, both ways: who I am and which island I belong to.</summary>
-public sealed record HelloMessage(GatewayId Gateway, IslandId Island) : PeerMessage;
+/// <summary>First frame on a link, both ways: who I am, which island I belong to, and the UDP port (on the link's
+/// address) that takes my real-time DATA datagrams (0: none, send them on the link).</summary>
+public sealed record HelloMessage(GatewayId Gateway, IslandId Island, ushort UdpPort = 0) : PeerMessage;
 
 public sealed record KeepAliveMessage : PeerMessage
 {

@@ -27,6 +27,10 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
 
     private readonly Channel<Action> _events = Channel.CreateBounded<Action>(new BoundedChannelOptions(QueueCapacity) { SingleReader = true, FullMode = BoundedChannelFullMode.Wait });
     private readonly Dictionary<GatewayId, FramedConnection> _links = []; // loop thread only
+    private readonly Dictionary<GatewayId, IPEndPoint> _datagramPeers = []; // loop thread only
+    private readonly Dictionary<IPEndPoint, GatewayId> _datagramSources = []; // loop thread only
+    private readonly Socket _udp;
+    private long _datagramsRefused;
     private readonly Dictionary<GatewayId, PeerConfig> _peers;
     private readonly CancellationTokenSource _stop = new();
     private readonly Stopwatch _clock = Stopwatch.StartNew();
@@ -53,6 +57,11 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
         _listener.Bind(listen);
         _listener.Listen(options.MaxPeers);
         ListenEndpoint = (IPEndPoint)_listener.LocalEndPoint!;
+        // Real-time DATA travels as UDP datagrams to and from the same address and port as the TCP listener.
+        _udp = new Socket(ListenEndpoint.AddressFamily, SocketType.Dgram, ProtocolType.Udp);
+        _udp.Bind(ListenEndpoint);
+        _udp.ReceiveBufferSize = 4 << 20;
+        _udp.SendBufferSize = 4 << 20;
         _loop = new Thread(RunLoop) { IsBackground = true, Name = $"gateway {options.Gateway}" };
     }
 
@@ -66,10 +75,14 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
 
     public long EventsDropped => Interlocked.Read(ref _eventsDropped);
 
+    /// <summary>UDP datagrams refused: not from a connected peer's announced address, or dropped for a full queue.</summary>
+    public long DatagramsRefused => Interlocked.Read(ref _datagramsRefused);
+
     public void Start()
     {
         _loop.Start();
         _tasks.Add(Task.Run(AcceptLoopAsync));
+        _tasks.Add(Task.Run(DatagramLoopAsync));
         foreach (var peer in _peers.Values.Where(p => p.Gateway.Value > Gateway.Id.Value))
         {
             _tasks.Add(Task.Run(() => DialLoopAsync(peer)));
@@ -136,11 +149,78 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
     bool IGatewayHost.Send(GatewayId peer, ReadOnlySpan<byte> frame)
         => _links.TryGetValue(peer, out var link) && link.TrySend(frame, dropWhenFull: frame.Length > 1 && frame[1] == (byte)FrameType.Data);
 
+    bool IGatewayHost.SendDatagram(GatewayId peer, ReadOnlySpan<byte> frame)
+    {
+        if (!_datagramPeers.TryGetValue(peer, out var endpoint))
+        {
+            return ((IGatewayHost)this).Send(peer, frame);
+        }
+
+        try
+        {
+            return _udp.SendTo(frame, SocketFlags.None, endpoint) == frame.Length;
+        }
+        catch (SocketException)
+        {
+            return false;
+        }
+    }
+
     void IGatewayHost.Disconnect(GatewayId peer)
     {
         if (_links.Remove(peer, out var link))
         {
             link.Close();
+        }
+
+        ForgetDatagrams(peer);
+    }
+
+    private void ForgetDatagrams(GatewayId peer)
+    {
+        if (_datagramPeers.Remove(peer, out var endpoint))
+        {
+            _datagramSources.Remove(endpoint);
+        }
+    }
+
+    private async Task DatagramLoopAsync()
+    {
+        var buffer = new byte[65_536];
+        EndPoint any = new IPEndPoint(IPAddress.Any, 0);
+        while (!_stop.IsCancellationRequested)
+        {
+            SocketReceiveFromResult result;
+            try
+            {
+                result = await _udp.ReceiveFromAsync(buffer, SocketFlags.None, any, _stop.Token).ConfigureAwait(false);
+            }
+            catch (Exception e) when (e is OperationCanceledException or ObjectDisposedException)
+            {
+                return;
+            }
+            catch (SocketException)
+            {
+                continue;
+            }
+
+            var from = (IPEndPoint)result.RemoteEndPoint;
+            var frame = buffer.AsSpan(0, result.ReceivedBytes).ToArray();
+            if (!TryPost(() =>
+            {
+                // Well-formed is not trusted: only a connected peer's announced address may send datagrams.
+                if (_datagramSources.TryGetValue(from, out var peer) && _links.ContainsKey(peer))
+                {
+                    Gateway.OnFrame(peer, frame, Now);
+                }
+                else
+                {
+                    Interlocked.Increment(ref _datagramsRefused);
+                }
+            }))
+            {
+                Interlocked.Increment(ref _datagramsRefused);
+            }
         }
     }
 
@@ -261,7 +341,8 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
         {
             GatewayId? peer = null;
             bool refused = false;
-            link.TrySend(PeerCodec.Hello(Gateway.Id, Gateway.Island));
+            var remote = (socket.RemoteEndPoint as IPEndPoint)?.Address;
+            link.TrySend(PeerCodec.Hello(Gateway.Id, Gateway.Island, (ushort)ListenEndpoint.Port));
             using var helloTimer = new CancellationTokenSource(HelloTimeout);
             using var registration = helloTimer.Token.Register(() =>
             {
@@ -309,6 +390,12 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
                         _links.Remove(hello.Gateway);
                         link.Close();
                     }
+                    else if (hello.UdpPort != 0 && remote is not null)
+                    {
+                        var endpoint = new IPEndPoint(remote, hello.UdpPort);
+                        _datagramPeers[hello.Gateway] = endpoint;
+                        _datagramSources[endpoint] = hello.Gateway;
+                    }
                 });
             }, _stop.Token).ConfigureAwait(false);
 
@@ -319,6 +406,7 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
                     if (_links.TryGetValue(gone, out var current) && current == link)
                     {
                         _links.Remove(gone);
+                        ForgetDatagrams(gone);
                         Gateway.PeerDisconnected(gone, Now);
                     }
                 });
@@ -347,6 +435,7 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
         await Task.WhenAny(closed.Task, Task.Delay(TimeSpan.FromSeconds(2))).ConfigureAwait(false);
         await _stop.CancelAsync().ConfigureAwait(false);
         _listener.Dispose();
+        _udp.Dispose();
         _events.Writer.TryComplete();
         if (_loop.IsAlive)
         {

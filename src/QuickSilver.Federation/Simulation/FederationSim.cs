@@ -201,6 +201,9 @@ public sealed class FederationSim
 
         public bool Send(GatewayId peer, ReadOnlySpan<byte> frame) => sim.Send(Id, peer, frame);
 
+        // The simulated links carry datagrams like frames (in order, no loss of their own).
+        public bool SendDatagram(GatewayId peer, ReadOnlySpan<byte> frame) => sim.Send(Id, peer, frame);
+
         public void Disconnect(GatewayId peer)
         {
             sim._links.Remove((Id, peer));

@@ -14,7 +14,7 @@ public class PeerCodecTests
         var update = new RouteUpdate();
         update.Withdrawals.Add(new RouteWithdrawal(RouteMetric.Latency, new GatewayId(9)));
         update.Adverts.Add(new RouteAdvert(RouteMetric.Hops, new GatewayId(5), new IslandId(2), 3, [new GatewayId(4), new GatewayId(5)]));
-        yield return PeerCodec.Hello(new GatewayId(1), new IslandId(2));
+        yield return PeerCodec.Hello(new GatewayId(1), new IslandId(2), 47001);
         yield return PeerCodec.KeepAlive();
         yield return PeerCodec.Routes(update);
         yield return PeerCodec.SrouteRequest(new SrouteRequestMessage(7, Session, new GatewayId(5), [new GatewayId(5), new GatewayId(6)], [new GatewayId(1)]));
@@ -34,7 +34,7 @@ public class PeerCodecTests
             Assert.NotNull(message);
             byte[] again = message switch
             {
-                HelloMessage m => PeerCodec.Hello(m.Gateway, m.Island),
+                HelloMessage m => PeerCodec.Hello(m.Gateway, m.Island, m.UdpPort),
                 KeepAliveMessage => PeerCodec.KeepAlive(),
                 RouteUpdateMessage m => PeerCodec.Routes(m.Update),
                 SrouteRequestMessage m => PeerCodec.SrouteRequest(m),

@@ -37,10 +37,13 @@ public class LoopbackGatewayTests
         return (g1, g2, n1, n2);
     }
 
-    [Fact]
-    public async Task PublishInOneIslandReceiveInTheOtherThroughTwoGateways()
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task PublishInOneIslandReceiveInTheOtherThroughTwoGateways(bool realTime)
     {
-        var (g1, g2, n1, n2) = await StartPairAsync(0);
+        int o = realTime ? 0 : 24;
+        var (g1, g2, n1, n2) = await StartPairAsync(o);
         await using (g1)
         await using (g2)
         using (n1)
@@ -50,8 +53,8 @@ public class LoopbackGatewayTests
             Assert.Single(s2.Peers);
             Assert.Contains(s2.Routes, r => r.Destination == 1 && r.Metric == "Hops");
 
-            var session = SessionName.Parse($"bfed://1/239.255.73.1/{Ports + 10}");
-            string? answer = await MediatorClient.RequestAsync(IPEndPoint.Parse($"239.255.70.2:{Ports + 9}"), "JOIN", session, TimeSpan.FromSeconds(5));
+            var session = SessionName.Parse($"bfed://1/239.255.73.1/{Ports + o + 10}" + (realTime ? "/?content=real-time" : ""));
+            string? answer = await MediatorClient.RequestAsync(IPEndPoint.Parse($"239.255.70.2:{Ports + o + 9}"), "JOIN", session, TimeSpan.FromSeconds(5));
             Assert.NotNull(answer);
             Assert.StartsWith("TRANSLATION 239.255.72.0:", answer, StringComparison.Ordinal);
             var translated = IPEndPoint.Parse(answer.Split(' ')[1]);
@@ -69,7 +72,7 @@ public class LoopbackGatewayTests
 
             using var source = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
             source.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastInterface, IPAddress.Loopback.GetAddressBytes());
-            var native = IPEndPoint.Parse($"239.255.73.1:{Ports + 10}");
+            var native = IPEndPoint.Parse($"239.255.73.1:{Ports + o + 10}");
             var got = new HashSet<int>();
             var buffer = new byte[2048];
             for (int i = 0; i < 200; i++)
@@ -101,6 +104,22 @@ public class LoopbackGatewayTests
             var s1 = await g1.SnapshotAsync();
             Assert.True(s1.Sessions.Single().Root);
             Assert.Equal([2u], s1.Sessions.Single().Downstream);
+            // A real-time session crosses the peering link as UDP datagrams (seed §5.3), a bulk one inside the TCP link.
+            Assert.Equal(realTime ? 200 : 0, s1.Counters["DataDatagrams"]);
+
+            // A datagram from anywhere but g1's announced address is refused and counted, never forwarded.
+            long delivered = (await g2.SnapshotAsync()).Counters["DataDelivered"];
+            using var stranger = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
+            var fake = new byte[116];
+            new QuickSilver.Federation.Forwarding.DataHeader(0, 32, new FlowLabel(1), new GatewayId(1), 999_999).Write(fake);
+            stranger.SendTo(fake, g2.ListenEndpoint);
+            for (int i = 0; i < 100 && g2.DatagramsRefused == 0; i++)
+            {
+                await Task.Delay(20);
+            }
+
+            Assert.Equal(1, g2.DatagramsRefused);
+            Assert.Equal(delivered, (await g2.SnapshotAsync()).Counters["DataDelivered"]);
         }
     }
 
