@@ -25,7 +25,7 @@ try
     };
     var json = new Option<bool>("--json") { Description = "Write the output as JSON (one object per line for gms and node)", Recursive = true };
     var root = new RootCommand("qs: the QuickSilver command-line tool.") { GmsVerb.Create(json), NodeVerb.Create(json), StatsVerb.Create(json), FilesVerb.Create(json), CoreCastModelVerb.Create(json), logLevel, json };
-    foreach (var verb in AerVerbs.Create())
+    foreach (var verb in AerVerbs.Create().Concat(GatewayVerbs.Create(json)))
     {
         root.Subcommands.Add(verb);
     }

@@ -3,6 +3,7 @@ using System.Net.Sockets;
 using QuickSilver.Core;
 using QuickSilver.Core.Io;
 using QuickSilver.Dissemination.Protocol;
+using QuickSilver.Transport.Framing;
 
 namespace QuickSilver.Dissemination.Hosting;
 
@@ -53,7 +54,7 @@ public sealed class FileClientHost : IAsyncDisposable
         }
 
         var core = QuickSilverCore.Start(new CoreOptions { Name = "qs-files-client" });
-        var connection = new FramedConnection(socket);
+        var connection = new FramedConnection(socket, Wire.MaxFrameBytes);
         var host = new FileClientHost(core, connection, store);
         var udp = core.OpenUdp(new UdpEndpointOptions { MulticastInterface = multicastInterface });
         await core.InvokeAsync(() =>

@@ -4,6 +4,7 @@ using System.Net.Sockets;
 using QuickSilver.Core;
 using QuickSilver.Core.Io;
 using QuickSilver.Dissemination.Protocol;
+using QuickSilver.Transport.Framing;
 
 namespace QuickSilver.Dissemination.Hosting;
 
@@ -88,7 +89,7 @@ public sealed class FileServerHost : IAsyncDisposable
             {
                 var socket = await _listener.AcceptSocketAsync(_stop.Token).ConfigureAwait(false);
                 int id = Interlocked.Increment(ref _nextId);
-                var connection = new FramedConnection(socket);
+                var connection = new FramedConnection(socket, Wire.MaxFrameBytes);
                 _connections[id] = connection;
                 _core.TryPost(s => _server.OnConnected((int)s!), id);
                 lock (_tasks)

@@ -3,15 +3,15 @@ using System.Buffers.Binary;
 using System.IO.Pipelines;
 using System.Net.Sockets;
 using System.Threading.Channels;
-using QuickSilver.Dissemination.Protocol;
 
-namespace QuickSilver.Dissemination.Hosting;
+namespace QuickSilver.Transport.Framing;
 
 /// <summary>
-/// A request channel over TCP: each frame is a u32 little-endian length then the frame, read and written with
-/// System.IO.Pipelines. A length of 0 or above <see cref="Wire.MaxFrameBytes"/> ends the connection. Outgoing frames
-/// wait in a bounded queue; when it is full the connection is closed (a client that does not read cannot make the
-/// server grow).
+/// A framed TCP connection: each frame is a u32 little-endian length then the frame, read and written with
+/// System.IO.Pipelines. A length of 0 or above the connection's maximum frame size ends the connection. Outgoing frames
+/// wait in a bounded queue; when it is full the connection is closed (a peer that does not read cannot make us grow),
+/// or, for frames sent with <c>dropWhenFull</c>, the frame is dropped and counted. Shared by the dissemination request
+/// channel and the federation's peering links (moved here from QuickSilver.Dissemination/Hosting).
 /// </summary>
 public sealed class FramedConnection : IAsyncDisposable
 {
@@ -26,8 +26,12 @@ public sealed class FramedConnection : IAsyncDisposable
     private readonly CancellationTokenSource _closed = new();
     private Task? _writeLoop;
 
-    public FramedConnection(Socket socket)
+    private readonly int _maxFrameBytes;
+
+    public FramedConnection(Socket socket, int maxFrameBytes)
     {
+        ArgumentOutOfRangeException.ThrowIfLessThan(maxFrameBytes, 1);
+        _maxFrameBytes = maxFrameBytes;
         _socket = socket ?? throw new ArgumentNullException(nameof(socket));
         _socket.NoDelay = true;
         _stream = new NetworkStream(socket, ownsSocket: true);
@@ -38,12 +42,24 @@ public sealed class FramedConnection : IAsyncDisposable
     /// <summary>Frames refused because the length prefix was 0 or too large (the connection then ends).</summary>
     public long OversizedFrames { get; private set; }
 
-    /// <summary>Queues a frame; false (and the connection closes) when the queue is full or closed.</summary>
-    public bool TrySend(ReadOnlySpan<byte> frame)
+    /// <summary>Frames dropped because the outgoing queue was full (sent with <c>dropWhenFull</c>).</summary>
+    public long DroppedFrames => Interlocked.Read(ref _dropped);
+
+    private long _dropped;
+
+    /// <summary>Queues a frame; false when the queue is full or closed. A full queue closes the connection unless
+    /// <paramref name="dropWhenFull"/>, which drops the frame instead (best-effort data).</summary>
+    public bool TrySend(ReadOnlySpan<byte> frame, bool dropWhenFull = false)
     {
         if (_outgoing.Writer.TryWrite(frame.ToArray()))
         {
             return true;
+        }
+
+        if (dropWhenFull && !_closed.IsCancellationRequested)
+        {
+            Interlocked.Increment(ref _dropped);
+            return false;
         }
 
         Close();
@@ -130,7 +146,7 @@ public sealed class FramedConnection : IAsyncDisposable
         Span<byte> prefix = stackalloc byte[4];
         buffer.Slice(0, 4).CopyTo(prefix);
         uint length = BinaryPrimitives.ReadUInt32LittleEndian(prefix);
-        if (length == 0 || length > Wire.MaxFrameBytes)
+        if (length == 0 || length > _maxFrameBytes)
         {
             OversizedFrames++;
             BadFrame = true;

@@ -1,0 +1,255 @@
+using QuickSilver.Federation.Forwarding;
+using QuickSilver.Federation.Naming;
+using QuickSilver.Federation.NativeNet;
+using QuickSilver.Federation.Peering;
+using QuickSilver.Federation.Routing;
+using QuickSilver.Federation.Trees;
+
+namespace QuickSilver.Federation.Gateway;
+
+/// <summary>
+/// One broadcast gateway (seed §4–5) as a state machine without I/O: routing (<see cref="PathVectorRouter"/>), tree
+/// building (JOIN / TRANSLATION / LEAVE / NO_ROUTE, SROUTE discovery, soft state) and data forwarding along the trees,
+/// over an island's <see cref="INativeNet"/> plug-in. Events: <see cref="PeerConnected"/>, <see cref="PeerDisconnected"/>,
+/// <see cref="OnFrame"/>, <see cref="Tick"/> and the NativeNet upcalls; time comes in as an argument, never from a clock
+/// of its own; actions go out through <see cref="IGatewayHost"/> and the plug-in. One thread calls it (the runtime's
+/// loop or the simulator). Every table is bounded by <see cref="GatewayOptions"/>.
+/// </summary>
+public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
+{
+    private readonly GatewayOptions _options;
+    private readonly IGatewayHost _host;
+    private readonly INativeNet _native;
+    private readonly Dictionary<GatewayId, PeeringLink> _peers = [];
+    private readonly Dictionary<SessionName, SessionTree> _sessions = [];
+    private readonly Dictionary<FlowLabel, (SessionTree Tree, int Flow)> _myLabels = [];
+    private readonly Dictionary<(GatewayId, FlowLabel), (SessionTree Tree, int Flow)> _upstreamLabels = [];
+    private readonly Dictionary<uint, PendingSroute> _sroutes = [];
+    private readonly DuplicateFilter _duplicates;
+    private readonly byte[] _scratch;
+    private uint _nextLabel;
+    private uint _nextSequence;
+    private uint _nextRequest;
+    private TimeSpan _now;
+
+    public BroadcastGateway(GatewayOptions options, IGatewayHost host, INativeNet native)
+    {
+        options.Validate();
+        _options = options;
+        _host = host;
+        _native = native;
+        Router = new PathVectorRouter(options.Gateway, options.Island, this, options.Policy, options.Router);
+        _duplicates = new DuplicateFilter(options.MaxOrigins);
+        _scratch = new byte[DataHeader.Size + options.MaxPayloadBytes];
+    }
+
+    public GatewayId Id => _options.Gateway;
+
+    public IslandId Island => _options.Island;
+
+    public PathVectorRouter Router { get; }
+
+    public GatewayCounters Counters { get; } = new();
+
+    public IReadOnlyDictionary<SessionName, SessionTree> Sessions => _sessions;
+
+    public IEnumerable<PeeringLink> Peers => _peers.Values;
+
+    public int PendingSroutes => _sroutes.Count;
+
+    public int DuplicateOrigins => _duplicates.Origins;
+
+    /// <summary>A link finished its HELLO exchange. False (and the host should close it) when refused: ourselves, a
+    /// duplicate, or the peer bound reached.</summary>
+    public bool PeerConnected(GatewayId peer, IslandId island, LinkCosts costs, TimeSpan now)
+    {
+        _now = now;
+        if (peer == Id || peer.Value == 0 || island.Value == 0 || _peers.ContainsKey(peer) || _peers.Count >= _options.MaxPeers)
+        {
+            Counters.PeersRefused++;
+            return false;
+        }
+
+        var kind = island == Island ? PeerKind.Internal : PeerKind.External;
+        var link = new PeeringLink(new PeerInfo(peer, island, kind), costs) { LastHeard = now, LastSent = now };
+        _peers[peer] = link;
+        Router.PeerUp(link.Info, costs);
+        return true;
+    }
+
+    /// <summary>The link closed. Its routes are withdrawn and the trees through it move to the next best route.</summary>
+    public void PeerDisconnected(GatewayId peer, TimeSpan now)
+    {
+        _now = now;
+        if (!_peers.Remove(peer))
+        {
+            return;
+        }
+
+        Router.PeerDown(peer);
+        foreach (var key in _upstreamLabels.Keys.Where(k => k.Item1 == peer).ToList())
+        {
+            _upstreamLabels.Remove(key);
+        }
+
+        foreach (var tree in _sessions.Values.ToList())
+        {
+            tree.Downstream.Remove(peer);
+            if (tree.Upstream == peer)
+            {
+                tree.Upstream = null;
+                tree.UpstreamLabels = null;
+            }
+        }
+
+        Maintain(forceJoin: false);
+    }
+
+    /// <summary>One frame from <paramref name="peer"/>. Never throws on bad input: a malformed frame is counted and dropped.</summary>
+    public void OnFrame(GatewayId peer, ReadOnlySpan<byte> frame, TimeSpan now)
+    {
+        _now = now;
+        Counters.FramesReceived++;
+        if (!_peers.TryGetValue(peer, out var link))
+        {
+            Counters.FramesFromUnknownPeer++;
+            return;
+        }
+
+        var error = PeerCodec.PeekType(frame, out var type);
+        if (error != FrameError.None)
+        {
+            Counters.Malformed[(int)error]++;
+            return;
+        }
+
+        if (type == FrameType.Data)
+        {
+            link.LastHeard = now;
+            OnData(link, frame);
+            return;
+        }
+
+        error = PeerCodec.Decode(frame, out var message);
+        if (error != FrameError.None)
+        {
+            Counters.Malformed[(int)error]++;
+            return;
+        }
+
+        link.LastHeard = now;
+        Counters.ControlFrames++;
+        switch (message)
+        {
+            case KeepAliveMessage:
+                break;
+            case RouteUpdateMessage m:
+                Router.OnUpdate(peer, m.Update);
+                Maintain(forceJoin: false);
+                break;
+            case JoinMessage m:
+                OnJoin(link, m);
+                break;
+            case TranslationMessage m:
+                OnTranslation(peer, m);
+                break;
+            case LeaveMessage m:
+                OnLeave(peer, m.Session);
+                break;
+            case NoRouteMessage m:
+                OnNoRoute(peer, m.Session);
+                break;
+            case SrouteRequestMessage m:
+                OnSrouteRequest(m);
+                break;
+            case SrouteResponseMessage m:
+                OnSrouteResponse(m);
+                break;
+            default:
+                Counters.Malformed[(int)FrameError.UnknownType]++; // a second HELLO
+                break;
+        }
+    }
+
+    /// <summary>The one timer: keep-alives, dead peers, soft-state expiry, JOIN refresh, re-routing, SROUTE timeouts.
+    /// Call it at least every second or so (the runtime does every 100 ms).</summary>
+    public void Tick(TimeSpan now)
+    {
+        _now = now;
+        foreach (var link in _peers.Values.ToList())
+        {
+            if (now - link.LastHeard > _options.HoldTime)
+            {
+                Counters.PeersTimedOut++;
+                PeerDisconnected(link.Info.Gateway, now);
+                _host.Disconnect(link.Info.Gateway);
+            }
+            else if (now - link.LastSent >= _options.KeepAliveInterval)
+            {
+                SendControl(link.Info.Gateway, PeerCodec.KeepAlive());
+            }
+        }
+
+        foreach (var (id, pending) in _sroutes.ToList())
+        {
+            if (now >= pending.Deadline)
+            {
+                Counters.SrouteTimeouts++;
+                _sroutes.Remove(id);
+                Decide(pending.Request, srouteCosts: null);
+            }
+        }
+
+        foreach (var tree in _sessions.Values.ToList())
+        {
+            foreach (var (peer, until) in tree.Downstream.ToList())
+            {
+                if (now > until)
+                {
+                    Counters.ExpiredDownstream++;
+                    tree.Downstream.Remove(peer);
+                }
+            }
+
+            if (tree.LocalUntil is { } local && now > local)
+            {
+                Counters.ExpiredLocal++;
+                DropLocal(tree);
+            }
+        }
+
+        Maintain(forceJoin: false);
+    }
+
+    private void SendControl(GatewayId peer, byte[] frame)
+    {
+        if (!_peers.TryGetValue(peer, out var link))
+        {
+            return;
+        }
+
+        if (_host.Send(peer, frame))
+        {
+            link.LastSent = _now;
+        }
+        else
+        {
+            Counters.PeerSendFailed++;
+        }
+    }
+
+    void IRouterOutput.SendRouteUpdate(GatewayId peer, RouteUpdate update) => SendControl(peer, PeerCodec.Routes(update));
+
+}
+
+/// <summary>A peering link as the gateway sees it: who, which island, its costs, when it last heard and sent.</summary>
+public sealed class PeeringLink(PeerInfo info, LinkCosts costs)
+{
+    public PeerInfo Info { get; } = info;
+
+    public LinkCosts Costs { get; } = costs;
+
+    public TimeSpan LastHeard { get; set; }
+
+    public TimeSpan LastSent { get; set; }
+}

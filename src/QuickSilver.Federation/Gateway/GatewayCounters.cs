@@ -1,0 +1,46 @@
+using QuickSilver.Federation.Peering;
+
+namespace QuickSilver.Federation.Gateway;
+
+/// <summary>What a gateway counts. Every refused frame or packet lands in exactly one counter.</summary>
+public sealed class GatewayCounters
+{
+    public long FramesReceived;
+    public long ControlFrames;
+    public long DataReceived;
+    public long DataForwarded;
+    public long DataDatagrams;
+    public long DataDelivered;
+    public long DataFromIsland;
+    public long DuplicatesDropped;
+    public long TtlExpired;
+    public long RpfDropped;
+    public long UnknownLabel;
+    public long OversizedPayload;
+    public long NativeSendFailed;
+    public long PeerSendFailed;
+    public long FramesFromUnknownPeer;
+    public long PeersRefused;
+    public long PeersTimedOut;
+    public long JoinsReceived;
+    public long JoinLoops;
+    public long LeavesReceived;
+    public long TranslationsStale;
+    public long NoRoutesSent;
+    public long NoRoutesReceived;
+    public long SessionsRefused;
+    public long SrouteRequestsSent;
+    public long SrouteTimeouts;
+    public long SrouteDropped;
+    public long Reroutes;
+    public long ExpiredDownstream;
+    public long ExpiredLocal;
+    public long ClientJoins;
+    public long ClientNoRoute;
+    public long ClientRedirects;
+
+    /// <summary>Malformed frames, by reason (<see cref="FrameError"/>).</summary>
+    public readonly long[] Malformed = new long[Enum.GetValues<FrameError>().Length];
+
+    public long MalformedTotal => Malformed.Sum();
+}

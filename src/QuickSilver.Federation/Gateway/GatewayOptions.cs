@@ -1,0 +1,92 @@
+using QuickSilver.Federation.Naming;
+using QuickSilver.Federation.Routing;
+
+namespace QuickSilver.Federation.Gateway;
+
+/// <summary>A gateway's options. The seed gives only the 30 s refresh of its example; the other values are ours
+/// (docs/federation.md, "Options"). <see cref="Validate"/> names the option that is wrong.</summary>
+public sealed record GatewayOptions
+{
+    public required GatewayId Gateway { get; init; }
+
+    public required IslandId Island { get; init; }
+
+    /// <summary>A KEEPALIVE goes out on a link that has sent nothing for this long.</summary>
+    public TimeSpan KeepAliveInterval { get; init; } = TimeSpan.FromSeconds(10);
+
+    /// <summary>A peer heard from for none of this long is declared dead: its routes are withdrawn (seed §5.1).</summary>
+    public TimeSpan HoldTime { get; init; } = TimeSpan.FromSeconds(30);
+
+    /// <summary>Period of refresh JOINs upstream (the seed's example uses 30 s).</summary>
+    public TimeSpan JoinRefreshInterval { get; init; } = TimeSpan.FromSeconds(30);
+
+    /// <summary>Tree state (a downstream peer, or local clients) not refreshed for this long is removed.</summary>
+    public TimeSpan JoinHoldTime { get; init; } = TimeSpan.FromSeconds(95);
+
+    /// <summary>How long a JOIN waits for SROUTE_RESPONSE before choosing on routing costs alone.</summary>
+    public TimeSpan SrouteTimeout { get; init; } = TimeSpan.FromSeconds(2);
+
+    public int MaxPeers { get; init; } = 64;
+
+    public int MaxSessions { get; init; } = 4096;
+
+    public int MaxPendingSroutes { get; init; } = 256;
+
+    /// <summary>Origins the duplicate filter remembers.</summary>
+    public int MaxOrigins { get; init; } = 1024;
+
+    /// <summary>Largest native payload forwarded (the peering frame adds a 16-byte header).</summary>
+    public int MaxPayloadBytes { get; init; } = 65_000;
+
+    public IRoutePolicy Policy { get; init; } = OpenPolicy.Instance;
+
+    public RouterOptions Router { get; init; } = new();
+
+    public void Validate()
+    {
+        if (Gateway.Value == 0)
+        {
+            throw new ArgumentOutOfRangeException(nameof(Gateway), "gateway number must be 1 or more");
+        }
+
+        if (Island.Value == 0)
+        {
+            throw new ArgumentOutOfRangeException(nameof(Island), "island number must be 1 or more");
+        }
+
+        Positive(KeepAliveInterval, nameof(KeepAliveInterval));
+        Positive(JoinRefreshInterval, nameof(JoinRefreshInterval));
+        Positive(SrouteTimeout, nameof(SrouteTimeout));
+        if (HoldTime <= KeepAliveInterval)
+        {
+            throw new ArgumentOutOfRangeException(nameof(HoldTime), $"hold time ({HoldTime.TotalSeconds} s) must exceed the keep-alive interval ({KeepAliveInterval.TotalSeconds} s)");
+        }
+
+        if (JoinHoldTime <= JoinRefreshInterval)
+        {
+            throw new ArgumentOutOfRangeException(nameof(JoinHoldTime), $"join hold time ({JoinHoldTime.TotalSeconds} s) must exceed the refresh interval ({JoinRefreshInterval.TotalSeconds} s)");
+        }
+
+        Range(MaxPeers, 1, 1024, nameof(MaxPeers));
+        Range(MaxSessions, 1, 1_000_000, nameof(MaxSessions));
+        Range(MaxPendingSroutes, 1, 100_000, nameof(MaxPendingSroutes));
+        Range(MaxOrigins, 1, 1_000_000, nameof(MaxOrigins));
+        Range(MaxPayloadBytes, 1, Peering.PeerCodec.MaxFrameBytes - Forwarding.DataHeader.Size, nameof(MaxPayloadBytes));
+    }
+
+    private static void Positive(TimeSpan value, string name)
+    {
+        if (value <= TimeSpan.Zero)
+        {
+            throw new ArgumentOutOfRangeException(name, $"{name} must be positive");
+        }
+    }
+
+    private static void Range(int value, int min, int max, string name)
+    {
+        if (value < min || value > max)
+        {
+            throw new ArgumentOutOfRangeException(name, $"{name} must be between {min} and {max}; got {value}");
+        }
+    }
+}

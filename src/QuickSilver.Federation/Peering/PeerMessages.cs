@@ -1,0 +1,43 @@
+using QuickSilver.Federation.Naming;
+using QuickSilver.Federation.Routing;
+
+namespace QuickSilver.Federation.Peering;
+
+/// <summary>A decoded control frame. Data frames are not decoded into objects (see <see cref="Forwarding.DataHeader"/>).</summary>
+public abstract record PeerMessage;
+
+/// <summary>First frame on a link, both ways: who I am, which island I belong to, and the UDP port (on the link's
+/// address) that takes my real-time DATA datagrams (0: none, send them on the link).</summary>
+public sealed record HelloMessage(GatewayId Gateway, IslandId Island, ushort UdpPort = 0) : PeerMessage;
+
+public sealed record KeepAliveMessage : PeerMessage
+{
+    public static readonly KeepAliveMessage Instance = new();
+}
+
+public sealed record RouteUpdateMessage(RouteUpdate Update) : PeerMessage;
+
+/// <summary>SROUTE_REQUEST (seed §5.2.2): sent toward <see cref="Target"/>, an owner-island gateway, listing every
+/// owner-island gateway the requester knows. <see cref="Trail"/> starts with the requester and grows by one per hop;
+/// the response walks it back.</summary>
+public sealed record SrouteRequestMessage(uint RequestId, SessionName Session, GatewayId Target, GatewayId[] OwnerGateways, GatewayId[] Trail) : PeerMessage;
+
+/// <summary>One SROUTE cost: how far the root of the owner island's native tree is from <see cref="Gateway"/>.</summary>
+public readonly record struct SrouteCost(GatewayId Gateway, uint Cost);
+
+/// <summary>SROUTE_RESPONSE: the owner gateway's costs (empty = the island exposes nothing, the seed's "null response"),
+/// sent back along <see cref="Trail"/>.</summary>
+public sealed record SrouteResponseMessage(uint RequestId, SessionName Session, SrouteCost[] Costs, GatewayId[] Trail) : PeerMessage;
+
+/// <summary>JOIN (seed §5.2.3): subscribe the sender to the session's tree. <see cref="TargetOwner"/> is the owner-island
+/// gateway SROUTE chose (0: any). <see cref="Trail"/> lists the gateways the JOIN has crossed; a gateway finding itself
+/// there answers NO_ROUTE instead of forwarding (a JOIN never loops). Periodic JOINs refresh the soft state.</summary>
+public sealed record JoinMessage(SessionName Session, GatewayId TargetOwner, GatewayId[] Trail) : PeerMessage;
+
+/// <summary>TRANSLATION across a peering link: the upstream's flow label for each flow of the session, in flow order.</summary>
+public sealed record TranslationMessage(SessionName Session, FlowLabel[] Labels) : PeerMessage;
+
+public sealed record LeaveMessage(SessionName Session) : PeerMessage;
+
+/// <summary>NO_ROUTE: the upstream cannot reach the owner island (or the JOIN would loop); the tree state is dropped.</summary>
+public sealed record NoRouteMessage(SessionName Session) : PeerMessage;

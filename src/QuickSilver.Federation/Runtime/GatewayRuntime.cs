@@ -1,0 +1,455 @@
+using System.Diagnostics;
+using System.Net;
+using System.Net.Sockets;
+using System.Threading.Channels;
+using QuickSilver.Federation.Gateway;
+using QuickSilver.Federation.Naming;
+using QuickSilver.Federation.NativeNet;
+using QuickSilver.Federation.Peering;
+using QuickSilver.Transport.Framing;
+
+namespace QuickSilver.Federation.Runtime;
+
+/// <summary>
+/// Runs one <see cref="BroadcastGateway"/> for real: one loop thread owns the gateway and its plug-in (every event is
+/// posted to a bounded queue and run there, and <see cref="BroadcastGateway.Tick"/> runs every 100 ms on a monotonic
+/// stopwatch); peering links are TCP connections framed by <see cref="FramedConnection"/> (u32 length + frame,
+/// System.IO.Pipelines), at most <see cref="PeerCodec.MaxFrameBytes"/> a frame. A link starts with HELLO both ways;
+/// the first frame must be a HELLO from a configured peer within 5 s, else the connection is closed and counted.
+/// Data frames are dropped (counted) when a link's send queue is full; control frames close the link instead.
+/// </summary>
+public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
+{
+    public const int QueueCapacity = 65_536;
+
+    private static readonly TimeSpan TickEvery = TimeSpan.FromMilliseconds(100);
+    private static readonly TimeSpan HelloTimeout = TimeSpan.FromSeconds(5);
+
+    private readonly Channel<Action> _events = Channel.CreateBounded<Action>(new BoundedChannelOptions(QueueCapacity) { SingleReader = true, FullMode = BoundedChannelFullMode.Wait });
+    private readonly Dictionary<GatewayId, FramedConnection> _links = []; // loop thread only
+    private readonly Dictionary<GatewayId, IPEndPoint> _datagramPeers = []; // loop thread only
+    private readonly Dictionary<IPEndPoint, GatewayId> _datagramSources = []; // loop thread only
+    private readonly Socket _udp;
+    private long _datagramsRefused;
+    private readonly Dictionary<GatewayId, PeerConfig> _peers;
+    private readonly CancellationTokenSource _stop = new();
+    private readonly Stopwatch _clock = Stopwatch.StartNew();
+    private readonly Socket _listener;
+    private readonly Thread _loop;
+    private readonly List<Task> _tasks = [];
+    private int _pendingConnections;
+    private long _helloRefused;
+    private long _eventsDropped;
+
+    public GatewayRuntime(GatewayOptions options, INativeNet native, IPEndPoint listen, IReadOnlyList<PeerConfig> peers)
+    {
+        ArgumentNullException.ThrowIfNull(options);
+        ArgumentNullException.ThrowIfNull(peers);
+        options.Validate();
+        _peers = peers.ToDictionary(p => p.Gateway);
+        if (_peers.ContainsKey(options.Gateway))
+        {
+            throw new ArgumentException($"gateway {options.Gateway} lists itself as a peer", nameof(peers));
+        }
+
+        Gateway = new BroadcastGateway(options, this, native);
+        _listener = new Socket(listen.AddressFamily, SocketType.Stream, ProtocolType.Tcp);
+        _listener.Bind(listen);
+        _listener.Listen(options.MaxPeers);
+        ListenEndpoint = (IPEndPoint)_listener.LocalEndPoint!;
+        // Real-time DATA travels as UDP datagrams to and from the same address and port as the TCP listener.
+        _udp = new Socket(ListenEndpoint.AddressFamily, SocketType.Dgram, ProtocolType.Udp);
+        _udp.Bind(ListenEndpoint);
+        _udp.ReceiveBufferSize = 4 << 20;
+        _udp.SendBufferSize = 4 << 20;
+        _loop = new Thread(RunLoop) { IsBackground = true, Name = $"gateway {options.Gateway}" };
+    }
+
+    public BroadcastGateway Gateway { get; }
+
+    public IPEndPoint ListenEndpoint { get; }
+
+    public TimeSpan Now => _clock.Elapsed;
+
+    public long HelloRefused => Interlocked.Read(ref _helloRefused);
+
+    public long EventsDropped => Interlocked.Read(ref _eventsDropped);
+
+    /// <summary>UDP datagrams refused: not from a connected peer's announced address, or dropped for a full queue.</summary>
+    public long DatagramsRefused => Interlocked.Read(ref _datagramsRefused);
+
+    public void Start()
+    {
+        _loop.Start();
+        _tasks.Add(Task.Run(AcceptLoopAsync));
+        _tasks.Add(Task.Run(DatagramLoopAsync));
+        foreach (var peer in _peers.Values.Where(p => p.Gateway.Value > Gateway.Id.Value))
+        {
+            _tasks.Add(Task.Run(() => DialLoopAsync(peer)));
+        }
+    }
+
+    /// <summary>Runs <paramref name="action"/> on the loop thread, waiting for room in the queue (back-pressure).</summary>
+    public void Post(Action action)
+    {
+        if (_stop.IsCancellationRequested)
+        {
+            return;
+        }
+
+        if (!_events.Writer.TryWrite(action))
+        {
+            try
+            {
+                _events.Writer.WriteAsync(action, _stop.Token).AsTask().GetAwaiter().GetResult();
+            }
+            catch (OperationCanceledException)
+            {
+            }
+            catch (ChannelClosedException)
+            {
+            }
+        }
+    }
+
+    /// <summary>Runs <paramref name="action"/> on the loop thread unless the queue is full (then dropped and counted):
+    /// for native data, which must never block a receive loop.</summary>
+    public bool TryPost(Action action)
+    {
+        if (_events.Writer.TryWrite(action))
+        {
+            return true;
+        }
+
+        Interlocked.Increment(ref _eventsDropped);
+        return false;
+    }
+
+    /// <summary>Runs <paramref name="func"/> on the loop thread and returns its result.</summary>
+    public Task<T> InvokeAsync<T>(Func<BroadcastGateway, T> func)
+    {
+        var done = new TaskCompletionSource<T>(TaskCreationOptions.RunContinuationsAsynchronously);
+        Post(() =>
+        {
+            try
+            {
+                done.SetResult(func(Gateway));
+            }
+            catch (Exception e) when (e is InvalidOperationException or ArgumentException or FormatException)
+            {
+                done.SetException(e);
+            }
+        });
+        return done.Task;
+    }
+
+    /// <summary>A snapshot of the gateway for <c>qs sessions</c>.</summary>
+    public Task<GatewaySnapshot> SnapshotAsync() => InvokeAsync(g => GatewaySnapshot.Of(g, Now));
+
+    bool IGatewayHost.Send(GatewayId peer, ReadOnlySpan<byte> frame)
+        => _links.TryGetValue(peer, out var link) && link.TrySend(frame, dropWhenFull: frame.Length > 1 && frame[1] == (byte)FrameType.Data);
+
+    bool IGatewayHost.SendDatagram(GatewayId peer, ReadOnlySpan<byte> frame)
+    {
+        if (!_datagramPeers.TryGetValue(peer, out var endpoint))
+        {
+            return ((IGatewayHost)this).Send(peer, frame);
+        }
+
+        try
+        {
+            return _udp.SendTo(frame, SocketFlags.None, endpoint) == frame.Length;
+        }
+        catch (SocketException)
+        {
+            return false;
+        }
+    }
+
+    void IGatewayHost.Disconnect(GatewayId peer)
+    {
+        if (_links.Remove(peer, out var link))
+        {
+            link.Close();
+        }
+
+        ForgetDatagrams(peer);
+    }
+
+    private void ForgetDatagrams(GatewayId peer)
+    {
+        if (_datagramPeers.Remove(peer, out var endpoint))
+        {
+            _datagramSources.Remove(endpoint);
+        }
+    }
+
+    private async Task DatagramLoopAsync()
+    {
+        var buffer = new byte[65_536];
+        EndPoint any = new IPEndPoint(IPAddress.Any, 0);
+        while (!_stop.IsCancellationRequested)
+        {
+            SocketReceiveFromResult result;
+            try
+            {
+                result = await _udp.ReceiveFromAsync(buffer, SocketFlags.None, any, _stop.Token).ConfigureAwait(false);
+            }
+            catch (Exception e) when (e is OperationCanceledException or ObjectDisposedException)
+            {
+                return;
+            }
+            catch (SocketException)
+            {
+                continue;
+            }
+
+            var from = (IPEndPoint)result.RemoteEndPoint;
+            var frame = buffer.AsSpan(0, result.ReceivedBytes).ToArray();
+            if (!TryPost(() =>
+            {
+                // Well-formed is not trusted: only a connected peer's announced address may send datagrams.
+                if (_datagramSources.TryGetValue(from, out var peer) && _links.ContainsKey(peer))
+                {
+                    Gateway.OnFrame(peer, frame, Now);
+                }
+                else
+                {
+                    Interlocked.Increment(ref _datagramsRefused);
+                }
+            }))
+            {
+                Interlocked.Increment(ref _datagramsRefused);
+            }
+        }
+    }
+
+    private void RunLoop()
+    {
+        var reader = _events.Reader;
+        var nextTick = Now + TickEvery;
+        while (!_stop.IsCancellationRequested)
+        {
+            int batch = 0;
+            while (batch < 4096 && reader.TryRead(out var action))
+            {
+                action();
+                batch++;
+            }
+
+            var now = Now;
+            if (now >= nextTick)
+            {
+                Gateway.Tick(now);
+                nextTick = now + TickEvery;
+            }
+
+            if (batch == 0)
+            {
+                try
+                {
+                    var wait = reader.WaitToReadAsync(_stop.Token).AsTask();
+                    wait.Wait(nextTick - now > TimeSpan.Zero ? nextTick - now : TimeSpan.Zero);
+                }
+                catch (AggregateException)
+                {
+                    break;
+                }
+            }
+        }
+    }
+
+    private async Task AcceptLoopAsync()
+    {
+        while (!_stop.IsCancellationRequested)
+        {
+            Socket socket;
+            try
+            {
+                socket = await _listener.AcceptAsync(_stop.Token).ConfigureAwait(false);
+            }
+            catch (OperationCanceledException)
+            {
+                return;
+            }
+            catch (SocketException)
+            {
+                continue;
+            }
+            catch (ObjectDisposedException)
+            {
+                return;
+            }
+
+            if (Interlocked.Increment(ref _pendingConnections) > 2 * _peers.Count + 2)
+            {
+                Interlocked.Decrement(ref _pendingConnections);
+                Interlocked.Increment(ref _helloRefused);
+                socket.Dispose();
+                continue;
+            }
+
+            _ = Task.Run(async () =>
+            {
+                try
+                {
+                    await RunLinkAsync(socket, expected: null).ConfigureAwait(false);
+                }
+                finally
+                {
+                    Interlocked.Decrement(ref _pendingConnections);
+                }
+            });
+        }
+    }
+
+    private async Task DialLoopAsync(PeerConfig peer)
+    {
+        while (!_stop.IsCancellationRequested)
+        {
+            var socket = new Socket(peer.Address.AddressFamily, SocketType.Stream, ProtocolType.Tcp);
+            try
+            {
+                await socket.ConnectAsync(peer.Address, _stop.Token).ConfigureAwait(false);
+                await RunLinkAsync(socket, peer.Gateway).ConfigureAwait(false);
+            }
+            catch (OperationCanceledException)
+            {
+                socket.Dispose();
+                return;
+            }
+            catch (SocketException)
+            {
+                socket.Dispose();
+            }
+
+            try
+            {
+                await Task.Delay(TimeSpan.FromSeconds(1), _stop.Token).ConfigureAwait(false);
+            }
+            catch (OperationCanceledException)
+            {
+                return;
+            }
+        }
+    }
+
+    private async Task RunLinkAsync(Socket socket, GatewayId? expected)
+    {
+        var link = new FramedConnection(socket, PeerCodec.MaxFrameBytes);
+        await using (link.ConfigureAwait(false))
+        {
+            GatewayId? peer = null;
+            bool refused = false;
+            var remote = (socket.RemoteEndPoint as IPEndPoint)?.Address;
+            link.TrySend(PeerCodec.Hello(Gateway.Id, Gateway.Island, (ushort)ListenEndpoint.Port));
+            using var helloTimer = new CancellationTokenSource(HelloTimeout);
+            using var registration = helloTimer.Token.Register(() =>
+            {
+                if (peer is null)
+                {
+                    Interlocked.Increment(ref _helloRefused);
+                    link.Close();
+                }
+            });
+            await link.RunAsync(frame =>
+            {
+                if (refused)
+                {
+                    return;
+                }
+
+                if (peer is { } known)
+                {
+                    Post(() => Gateway.OnFrame(known, frame, Now));
+                    return;
+                }
+
+                if (PeerCodec.Decode(frame, out var message) != FrameError.None || message is not HelloMessage hello
+                    || !_peers.TryGetValue(hello.Gateway, out var config) || (expected is { } e && e != hello.Gateway))
+                {
+                    refused = true;
+                    Interlocked.Increment(ref _helloRefused);
+                    link.Close();
+                    return;
+                }
+
+                peer = hello.Gateway;
+                Post(() =>
+                {
+                    // Registered first: PeerConnected already sends (the whole routing table) on the link.
+                    if (_links.ContainsKey(hello.Gateway))
+                    {
+                        link.Close();
+                        return;
+                    }
+
+                    _links[hello.Gateway] = link;
+                    if (!Gateway.PeerConnected(hello.Gateway, hello.Island, config.Costs, Now))
+                    {
+                        _links.Remove(hello.Gateway);
+                        link.Close();
+                    }
+                    else if (hello.UdpPort != 0 && remote is not null)
+                    {
+                        var endpoint = new IPEndPoint(remote, hello.UdpPort);
+                        _datagramPeers[hello.Gateway] = endpoint;
+                        _datagramSources[endpoint] = hello.Gateway;
+                    }
+                });
+            }, _stop.Token).ConfigureAwait(false);
+
+            if (peer is { } gone)
+            {
+                Post(() =>
+                {
+                    if (_links.TryGetValue(gone, out var current) && current == link)
+                    {
+                        _links.Remove(gone);
+                        ForgetDatagrams(gone);
+                        Gateway.PeerDisconnected(gone, Now);
+                    }
+                });
+            }
+        }
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        if (_stop.IsCancellationRequested)
+        {
+            return;
+        }
+
+        var closed = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        Post(() =>
+        {
+            foreach (var link in _links.Values)
+            {
+                link.Close();
+            }
+
+            _links.Clear();
+            closed.TrySetResult();
+        });
+        await Task.WhenAny(closed.Task, Task.Delay(TimeSpan.FromSeconds(2))).ConfigureAwait(false);
+        await _stop.CancelAsync().ConfigureAwait(false);
+        _listener.Dispose();
+        _udp.Dispose();
+        _events.Writer.TryComplete();
+        if (_loop.IsAlive)
+        {
+            _loop.Join(TimeSpan.FromSeconds(2));
+        }
+
+        try
+        {
+            await Task.WhenAll(_tasks).WaitAsync(TimeSpan.FromSeconds(2)).ConfigureAwait(false);
+        }
+        catch (TimeoutException)
+        {
+        }
+
+        _stop.Dispose();
+    }
+}
