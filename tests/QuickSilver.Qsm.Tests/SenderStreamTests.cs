@@ -85,6 +85,37 @@ public sealed class SenderStreamTests
         Assert.Equal(12UL, stream.Delivered);
     }
 
+    /// <summary>The sender's <c>settled</c> word (docs/qsm.md, "Purging on the sender's word"): an anchored stream drops
+    /// its delivered copies up to there at once; a joiner that heard it before its anchor never starts below it, because
+    /// those packets were numbered before any view that included it and the other members may have dropped them (it
+    /// would wait for them for good).</summary>
+    [Fact]
+    public void The_senders_settled_word_purges_an_anchored_stream_and_floors_a_joiners_anchor()
+    {
+        var stream = NewStream();
+        stream.Anchor(0);
+        for (ulong seq = 1; seq <= 10; seq++)
+        {
+            stream.Add(seq, [1]);
+        }
+
+        Assert.Equal(10, stream.HeldCount);
+        stream.OnSettled(6);
+        Assert.Equal(4, stream.HeldCount);
+        stream.OnSettled(40); // never above what it has delivered
+        Assert.Equal(0, stream.HeldCount);
+
+        var joiner = NewStream();
+        joiner.Add(20, [20]);  // the first packet it hears, numbered before its first view: candidate 19
+        joiner.OnSettled(25);  // a later packet: everyone in the sender's view has 1..25
+        joiner.Anchor(19);     // the token's anchor, from the candidate
+        Assert.Equal(25UL, joiner.AnchoredAt);
+        Assert.True(joiner.Received(23)); // not owed: it does not wait for packets no one keeps
+        _delivered.Clear();
+        joiner.Add(26, [26]);
+        Assert.Equal([26UL], _delivered);
+    }
+
     [Fact]
     public void A_packet_beyond_the_window_is_dropped_and_counted_and_fits_once_the_purge_moves_it()
     {

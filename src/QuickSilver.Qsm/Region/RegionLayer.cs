@@ -336,9 +336,9 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         sender.LocalPosition = () => ReferenceEquals(Member, member) && member.Streams.TryGetValue(sender.Node, out var own) && own.Anchored ? own.FlowPosition : null;
         sender.SettledAdvanced += settled =>
         {
-            if (ReferenceEquals(Member, member) && member.Streams.TryGetValue(sender.Node, out var own) && own.Anchored)
+            if (ReferenceEquals(Member, member) && member.Streams.TryGetValue(sender.Node, out var own))
             {
-                own.Purge(settled); // as a member hearing it in the sender's next packet would
+                own.OnSettled(settled); // as a member hearing it in the sender's next packet would
             }
         };
     }

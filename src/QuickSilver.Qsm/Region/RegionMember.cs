@@ -266,9 +266,9 @@ internal sealed class RegionMember
         }
 
         Accept(stream, header.Seq, payload);
-        if (header.Settled != 0 && !repair && stream.Anchored)
+        if (header.Settled != 0 && !repair)
         {
-            stream.Purge(header.Settled); // every member has taken these (docs/qsm.md, "Purging on the sender's word")
+            stream.OnSettled(header.Settled); // every member has taken these (docs/qsm.md, "Purging on the sender's word")
         }
 
         if (gap)

@@ -149,7 +149,9 @@ internal sealed class SenderStream
             return;
         }
 
-        start = Math.Min(start, MaxSequence);
+        // Never below what the sender said every member of its view had taken: those packets are numbered before any
+        // view that included this member (not owed to it), and the others may have dropped them already.
+        start = Math.Min(Math.Max(start, SettledSeen), MaxSequence);
         Anchored = true;
         AnchoredAt = start;
         Delivered = start;
@@ -186,6 +188,27 @@ internal sealed class SenderStream
         EnsureCapacity(_top - _low + 1);
         DeliverInOrder();
         DeliverHeldEarly();
+    }
+
+    /// <summary>The highest <see cref="DataHeader.Settled"/> heard from the sender (docs/qsm.md, "Purging on the sender's
+    /// word"): every member of the sender's view has taken its packets up to here.</summary>
+    public ulong SettledSeen { get; private set; }
+
+    /// <summary>The sender says every member of its view has taken its packets up to <paramref name="settled"/>: drops
+    /// this member's copies up to there (never above <see cref="Delivered"/>), or, before the anchor, remembers it so the
+    /// stream does not start below it.</summary>
+    public void OnSettled(ulong settled)
+    {
+        if (settled <= SettledSeen)
+        {
+            return;
+        }
+
+        SettledSeen = Math.Min(settled, MaxSequence);
+        if (Anchored)
+        {
+            Purge(SettledSeen);
+        }
     }
 
     /// <summary>The sequence numbers a held packet may have: [<paramref name="low"/>, <paramref name="high"/>], at most
