@@ -5,6 +5,7 @@
 #   testbed.sh up SITE=DELAY_MS,BACKBONE_LOSS_PCT,HOSTS,HOST_LOSS_PCT ...   build it (tears down an old one first)
 #   testbed.sh down                                                        remove everything (idempotent)
 #   testbed.sh ns SITE HOST        the namespace of host HOST (1-based) of SITE;   testbed.sh ip SITE HOST  its address
+#   testbed.sh loss SITE HOST PCT  random loss of PCT % of what arrives at that host (nftables; 0 removes it)
 #   testbed.sh rate SITE HOST RATE LIMIT   tbf on that host's egress (e.g. 1mbit 30kb): the bottleneck of what it sends
 #   testbed.sh uplink-rate SITE RATE LIMIT tbf on the site's downlink (backbone -> site): a bottleneck shared by its hosts
 #   testbed.sh check               exit 0 if namespaces, veth, bridges and nftables work here, else print why, exit 1
@@ -25,6 +26,14 @@ STATE=/tmp/$PREFIX.state
 RELAY_SECONDS=${QSWAN_SECONDS:-1800}
 
 in_core() { ip netns exec "$CORE" "$@"; }
+# Random loss of N % of the packets arriving at a host (replaces an earlier rule; 0 removes it).
+host_loss() {
+  ip netns exec "$1" nft delete table inet qswan 2>/dev/null || true
+  [[ $2 -gt 0 ]] || return 0
+  ip netns exec "$1" nft add table inet qswan
+  ip netns exec "$1" nft add chain inet qswan in '{ type filter hook input priority 0; }'
+  ip netns exec "$1" nft add rule inet qswan in iifname eth0 numgen random mod 100 "<" "$2" counter drop
+}
 site_index() { awk -v s="$1" -F'[ =]' '$1 == s { print $2 }' "$STATE/sites" 2>/dev/null; }
 offloads_off() { ip netns exec "$1" ethtool -K "$2" tx off tso off gso off gro off >/dev/null 2>&1 || true; }
 
@@ -97,11 +106,7 @@ up() {
       ip -n "$ns" addr add 10.77.$i.$h/16 dev eth0
       ip -n "$ns" link set eth0 up
       ip -n "$ns" route add 224.0.0.0/4 dev eth0
-      if [[ $hloss -gt 0 ]]; then
-        ip netns exec "$ns" nft add table inet qswan
-        ip netns exec "$ns" nft add chain inet qswan in '{ type filter hook input priority 0; }'
-        ip netns exec "$ns" nft add rule inet qswan in iifname eth0 numgen random mod 100 "<" "$hloss" counter drop
-      fi
+      [[ $hloss -gt 0 ]] && host_loss "$ns" "$hloss"
     done
   done
   ip netns exec "$CORE" nice -n 5 "$WANLINK" "${relay_args[@]}" --seconds "$RELAY_SECONDS" >"$STATE/relay.log" 2>&1 &
@@ -120,6 +125,7 @@ case ${1:-} in
   ip) i=$(site_index "$2"); [[ -n $i ]] || { echo "testbed: no site '$2'" >&2; exit 2; }; echo "10.77.$i.$3" ;;
   rate) ns=$(host_ns "$2" "$3"); tc -n "$ns" qdisc replace dev eth0 root tbf rate "$4" burst 3000 limit "$5" ;;
   uplink-rate) i=$(site_index "$2"); tc -n "$CORE" qdisc replace dev d$i root tbf rate "$3" burst 3000 limit "$4" ;;
+  loss) [[ ${4:-} =~ ^[0-9]+$ && $4 -le 100 ]] || { echo "testbed: loss PCT must be 0..100" >&2; exit 2; }; host_loss "$(host_ns "$2" "$3")" "$4" ;;
   relay-log) cat "$STATE/relay.log" ;;
   *) sed -n '2,9p' "$0"; exit 2 ;;
 esac
