@@ -18,7 +18,7 @@ SITES=(a b c); DELAYS=(5 20 45); SRC_DELAY=5
 "$TB" up s=$SRC_DELAY,0,1,0 a=${DELAYS[0]},$BLOSS,3,0 b=${DELAYS[1]},$BLOSS,3,0 c=${DELAYS[2]},$BLOSS,3,0
 for s in "${SITES[@]}"; do for h in 2 3; do "$TB" loss $s $h "$LOSS"; done; done
 SRC=$("$TB" ip s 1):47200
-run() { local ns=$1; shift; ip netns exec "$ns" nice -n 10 "$QS" "$@"; }
+run() { local ns=$1; shift; exec ip netns exec "$ns" nice -n 10 "$QS" "$@"; }
 # Bytes on the wire: every frame on the four backbone links, both ways (the backbone bridge's ports), and what the
 # source sent (its eth0).
 bytes() { ip netns exec "${QSWAN_PREFIX:-qswan}-core" ip -s -j link show | python3 -c 'import json,sys; print(sum(l["stats64"]["rx"]["bytes"] + l["stats64"]["tx"]["bytes"] for l in json.load(sys.stdin) if l["ifname"].startswith("u") and l["ifname"].endswith("p")))'; }
@@ -40,13 +40,13 @@ for mode in with without; do
   done
   sleep 3 # processes start (JIT) and the repair servers bind before the first SPM
   kids=(); [[ ${#children[@]} -gt 0 ]] && kids=(--children "$(IFS=,; echo "${children[*]}")")
-  run "$("$TB" ns s 1)" aer-send --listen $SRC --group $GROUP "${kids[@]}" --messages "$MESSAGES" --start-after-ms 1500 --linger 3 --seconds 120 >"$WORK/$mode-send.log" 2>&1 & pids+=($!)
+  run "$("$TB" ns s 1)" aer-send --listen $SRC --group $GROUP "${kids[@]}" --messages "$MESSAGES" --start-after-ms 1500 --linger 3 --seconds 120 >"$WORK/$mode-send.log" 2>&1 & sender=$!
   failed=0; for p in "${receivers[@]}"; do wait "$p" || failed=$((failed + 1)); done
-  # Once every receiver is done: stop the repair servers and the source (which lingers to answer NAKs).
-  sleep 1; for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-
+  # Once every receiver is done: the source exits after its linger; the repair servers are stopped.
+  wait "$sender" || true
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   echo "mode=$mode backbone_bytes=$(( $(bytes) - b0 )) source_bytes=$(( $(srcbytes) - s0 )) receivers_failed=$failed"
-  grep -h "sender summary" "$WORK/$mode-send.log" | sed "s/^/mode=$mode /"
+  { grep -h "sender summary" "$WORK/$mode-send.log" || echo "sender summary: none"; } | sed "s/^/mode=$mode /"
   for i in 0 1 2; do
     s=${SITES[$i]}; rtt=$(( 2 * (SRC_DELAY + ${DELAYS[$i]}) ))
     for h in 2 3; do

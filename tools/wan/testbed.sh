@@ -7,7 +7,8 @@
 #   testbed.sh ns SITE HOST        the namespace of host HOST (1-based) of SITE;   testbed.sh ip SITE HOST  its address
 #   testbed.sh loss SITE HOST PCT  random loss of PCT % of what arrives at that host (nftables; 0 removes it)
 #   testbed.sh rate SITE HOST RATE LIMIT   tbf on that host's egress (e.g. 1mbit 30kb): the bottleneck of what it sends
-#   testbed.sh uplink-rate SITE RATE LIMIT tbf on the site's downlink (backbone -> site): a bottleneck shared by its hosts
+#   testbed.sh uplink-rate SITE RATE LIMIT [down|up]  tbf on the site's link (down: backbone -> site, the default;
+#                                  up: site -> backbone): a bottleneck shared by every flow that crosses it
 #   testbed.sh check               exit 0 if namespaces, veth, bridges and nftables work here, else print why, exit 1
 #
 # Shape: a core namespace (PREFIX-core) holds the backbone bridge qb0 and, per site i, a site bridge qb<i> joined to
@@ -124,7 +125,12 @@ case ${1:-} in
   ns) host_ns "$2" "$3" ;;
   ip) i=$(site_index "$2"); [[ -n $i ]] || { echo "testbed: no site '$2'" >&2; exit 2; }; echo "10.77.$i.$3" ;;
   rate) ns=$(host_ns "$2" "$3"); tc -n "$ns" qdisc replace dev eth0 root tbf rate "$4" burst 3000 limit "$5" ;;
-  uplink-rate) i=$(site_index "$2"); tc -n "$CORE" qdisc replace dev d$i root tbf rate "$3" burst 3000 limit "$4" ;;
+  uplink-rate)
+    i=$(site_index "$2"); [[ -n $i ]] || { echo "testbed: no site '$2'" >&2; exit 2; }
+    # down: what enters the site (the relay's egress toward the site bridge); up: what leaves it toward the backbone.
+    case ${5:-down} in down) dev=d$i ;; up) dev=u$i ;; *) echo "testbed: uplink-rate direction must be up or down" >&2; exit 2 ;; esac
+    tc -n "$CORE" qdisc replace dev $dev root tbf rate "$3" burst 3000 limit "$4" ;;
+  stats) tc -n "$CORE" -s qdisc show ;;
   loss) [[ ${4:-} =~ ^[0-9]+$ && $4 -le 100 ]] || { echo "testbed: loss PCT must be 0..100" >&2; exit 2; }; host_loss "$(host_ns "$2" "$3")" "$4" ;;
   relay-log) cat "$STATE/relay.log" ;;
   *) sed -n '2,9p' "$0"; exit 2 ;;
