@@ -19,9 +19,10 @@ SITES=(a b c); DELAYS=(5 20 45); SRC_DELAY=5
 for s in "${SITES[@]}"; do for h in 2 3; do "$TB" loss $s $h "$LOSS"; done; done
 SRC=$("$TB" ip s 1):47200
 run() { local ns=$1; shift; exec ip netns exec "$ns" nice -n 10 "$QS" "$@"; }
-# Bytes on the wire: every frame on the four backbone links, both ways (the backbone bridge's ports), and what the
-# source sent (its eth0).
-bytes() { ip netns exec "${QSWAN_PREFIX:-qswan}-core" ip -s -j link show | python3 -c 'import json,sys; print(sum(l["stats64"]["rx"]["bytes"] + l["stats64"]["tx"]["bytes"] for l in json.load(sys.stdin) if l["ifname"].startswith("u") and l["ifname"].endswith("p")))'; }
+# Bytes on the wire: every frame on every link, both ways, each link counted once (the four backbone links are the
+# backbone bridge's ports u<i>p, the host links the site bridges' ports h<i>x<j>) except the repair servers' own links
+# (h<i>x1 of the receiver sites: the seed's repair servers sit in the routers), and what the source sent (its eth0).
+bytes() { ip netns exec "${QSWAN_PREFIX:-qswan}-core" ip -s -j link show | python3 -c 'import json,re,sys; print(sum(l["stats64"]["rx"]["bytes"] + l["stats64"]["tx"]["bytes"] for l in json.load(sys.stdin) if re.fullmatch(r"u\d+p|h1x1|h\d+x[2-9]", l["ifname"])))'; }
 srcbytes() { ip netns exec "$("$TB" ns s 1)" ip -s -j link show eth0 | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["tx"]["bytes"])'; }
 
 for mode in with without; do
