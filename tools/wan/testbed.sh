@@ -93,8 +93,8 @@ up() {
     relay_args+=(--link "u$i,d$i,$delay")
     if [[ $bloss -gt 0 ]]; then
       in_core nft add table bridge qswan 2>/dev/null || true
-      in_core nft add chain bridge qswan fwd '{ type filter hook forward priority 0; }' 2>/dev/null || true
-      in_core nft add rule bridge qswan fwd oifname "u${i}p" numgen random mod 100 "<" "$bloss" counter drop
+      in_core nft add chain bridge qswan sitein '{ type filter hook forward priority 0; }' 2>/dev/null || true
+      in_core nft add rule bridge qswan sitein oifname "u${i}p" numgen random mod 100 "<" "$bloss" counter drop
     fi
     for h in $(seq 1 "$hosts"); do
       local ns=$PREFIX-$site$h
