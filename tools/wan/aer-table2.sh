@@ -12,7 +12,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 QS=${QS:-$HERE/../qs/bin/Release/net10.0/qs}
 TB="$HERE/testbed.sh"
 WORK=$(mktemp -d /tmp/qswan-aer.XXXXXX)
-trap '"$TB" down; rm -rf "$WORK"' EXIT
+cleanup() { "$TB" down; rm -rf "$WORK"; }
+# Tear-down is guaranteed: on exit, and on SIGINT/SIGTERM (a timeout), which exit through the same trap.
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 GROUP=239.255.77.1:47100
 SITES=(a b c); DELAYS=(5 20 45); SRC_DELAY=5
 "$TB" up s=$SRC_DELAY,0,1,0 a=${DELAYS[0]},$BLOSS,3,0 b=${DELAYS[1]},$BLOSS,3,0 c=${DELAYS[2]},$BLOSS,3,0

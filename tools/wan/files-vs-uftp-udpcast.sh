@@ -9,14 +9,18 @@
 #             (it ends when every client has confirmed every file).
 #   udpcast:  four `udp-receiver`s waiting, then `udp-sender --min-receivers 4 --max-bitrate`; udpcast sends one
 #             file, so it sends a tar of the same files (a few kB larger); time = sender start to the last receiver's exit.
+# Every transfer is bounded: qs clients by --timeout, uftp by its own, udpcast by timeout LIMIT (default 150 s).
 # usage: sudo tools/wan/files-vs-uftp-udpcast.sh [MB_TOTAL=200] [LOSS_PCT=0] [RATE_BYTES_PER_S=8000000] [SYSTEMS="qs uftp udpcast"]
 set -euo pipefail
-MB=${1:-200}; LOSS=${2:-0}; RATE=${3:-8000000}; SYSTEMS=${4:-qs uftp udpcast}
+MB=${1:-200}; LOSS=${2:-0}; RATE=${3:-8000000}; SYSTEMS=${4:-qs uftp udpcast}; LIMIT=${LIMIT:-150}
 HERE=$(cd "$(dirname "$0")" && pwd)
 QS=${QS:-$HERE/../qs/bin/Release/net10.0/qs}
 TB="$HERE/testbed.sh"
 WORK=$(mktemp -d /tmp/qswan-files.XXXXXX)
-trap '"$TB" down; rm -rf "$WORK"' EXIT
+cleanup() { "$TB" down; [[ -n ${KEEP:-} ]] || rm -rf "$WORK"; }
+# Tear-down is guaranteed: on exit, and on SIGINT/SIGTERM (a timeout), which exit through the same trap.
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 for tool in uftp uftpd udp-sender udp-receiver /usr/bin/time; do command -v $tool >/dev/null || { echo "missing $tool: run tools/wan/install-deps.sh" >&2; exit 1; }; done
 "$TB" up f=0,0,5,0
 for h in 2 3 4 5; do "$TB" loss f $h "$LOSS"; done
@@ -28,6 +32,8 @@ tar -C "$WORK/src" -cf "$WORK/all.tar" "${NAMES[@]}"
 txbytes() { ip netns exec "$SNS" ip -s -j link show eth0 | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["tx"]["bytes"])'; }
 # Runs a command in a namespace, niced, writing its CPU seconds (user + system) to FILE.cpu.
 timed() { local ns=$1 out=$2; shift 2; exec ip netns exec "$ns" /usr/bin/time -f "%U %S" -o "$out.cpu" nice -n 10 "$@"; }
+# Stops a process started by timed: the signal goes to the program, not to /usr/bin/time (which ignores SIGINT).
+stop_timed() { local child; child=$(ps -o pid= --ppid "$1" || true); [[ -n $child ]] && kill -INT $child 2>/dev/null; wait "$1" 2>/dev/null || true; }
 cpu() { awk '{ s += $1 + $2 } END { printf "%.2f", s }' "$@"; }
 now() { date +%s.%N; }
 same() { local ok=0; for c in 2 3 4 5; do for n in "${NAMES[@]}"; do cmp -s "$WORK/src/$n" "$1/$c/$n" || ok=1; done; done; [[ $ok -eq 0 ]] && echo identical || echo DIFFERENT; }
@@ -41,25 +47,25 @@ for system in $SYSTEMS; do
       timed "$SNS" "$WORK/qs-server" "$QS" files serve "$WORK/src" --listen $SIP:47170 --multicast 239.255.17.1:7170 --channels 4 --rate $((RATE / 4)) --seconds 600 >"$WORK/qs-server.log" 2>&1 & server=$!
       for _ in $(seq 200); do grep -q serving "$WORK/qs-server.log" 2>/dev/null && break; sleep 0.1; done
       t0=$(now); clients=()
-      for c in 2 3 4 5; do timed "$("$TB" ns f $c)" "$WORK/qs-client$c" "$QS" files get "${NAMES[@]}" --out "$WORK/out/$c" --server $SIP:47170 --timeout 500 >"$WORK/qs-client$c.log" 2>&1 & clients+=($!); done
+      for c in 2 3 4 5; do timed "$("$TB" ns f $c)" "$WORK/qs-client$c" "$QS" files get "${NAMES[@]}" --out "$WORK/out/$c" --server $SIP:47170 --timeout "$LIMIT" >"$WORK/qs-client$c.log" 2>&1 & clients+=($!); done
       for p in "${clients[@]}"; do wait "$p" || true; done
-      t1=$(now); kill -INT $server 2>/dev/null || true; wait $server 2>/dev/null || true
+      t1=$(now); stop_timed $server
       result=$(same "$WORK/out"); scpu=$(cpu "$WORK/qs-server.cpu"); rcpu=$(cpu "$WORK"/qs-client?.cpu) ;;
     uftp)
       pids=()
       for c in 2 3 4 5; do timed "$("$TB" ns f $c)" "$WORK/uftpd$c" uftpd -d -D "$WORK/out/$c" -I eth0 >"$WORK/uftpd$c.log" 2>&1 & pids+=($!); done
       sleep 1
       t0=$(now)
-      timed "$SNS" "$WORK/uftp" uftp -R $((RATE * 8 / 1000)) -I eth0 -C none "${WORK}/src/f0.bin" "${WORK}/src/f1.bin" "${WORK}/src/f2.bin" "${WORK}/src/f3.bin" -E "$WORK/src" >"$WORK/uftp.log" 2>&1 || true
+      (cd "$WORK/src" && timed "$SNS" "$WORK/uftp" uftp -R $((RATE * 8 / 1000)) -I eth0 -C none "${NAMES[@]}") >"$WORK/uftp.log" 2>&1 || true
       t1=$(now); sleep 0.5
-      for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+      for p in "${pids[@]}"; do stop_timed "$p"; done
       result=$(same "$WORK/out"); scpu=$(cpu "$WORK/uftp.cpu"); rcpu=$(cpu "$WORK"/uftpd?.cpu) ;;
     udpcast)
       pids=()
-      for c in 2 3 4 5; do timed "$("$TB" ns f $c)" "$WORK/udpr$c" udp-receiver --file "$WORK/out/$c/all.tar" --interface eth0 --nokbd >"$WORK/udpr$c.log" 2>&1 & pids+=($!); done
+      for c in 2 3 4 5; do timed "$("$TB" ns f $c)" "$WORK/udpr$c" timeout "$LIMIT" udp-receiver --file "$WORK/out/$c/all.tar" --interface eth0 --nokbd --mcast-rdv-address 239.255.90.1 >"$WORK/udpr$c.log" 2>&1 & pids+=($!); done
       sleep 1
       t0=$(now)
-      timed "$SNS" "$WORK/udps" udp-sender --file "$WORK/all.tar" --interface eth0 --min-receivers 4 --nokbd --max-bitrate $((RATE * 8 / 1000))k >"$WORK/udps.log" 2>&1 & sender=$!
+      timed "$SNS" "$WORK/udps" timeout "$LIMIT" udp-sender --file "$WORK/all.tar" --interface eth0 --min-receivers 4 --nokbd --mcast-rdv-address 239.255.90.1 --rexmit-hello-interval 200 --max-bitrate $((RATE * 8 / 1000))k >"$WORK/udps.log" 2>&1 & sender=$!
       for p in "${pids[@]}"; do wait "$p" || true; done
       t1=$(now); wait $sender || true
       result=identical; for c in 2 3 4 5; do cmp -s "$WORK/all.tar" "$WORK/out/$c/all.tar" || result=DIFFERENT; done

@@ -14,7 +14,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 QS=${QS:-$HERE/../qs/bin/Release/net10.0/qs}
 TB="$HERE/testbed.sh"
 WORK=$(mktemp -d /tmp/qswan-nca.XXXXXX)
-trap '"$TB" down; rm -rf "$WORK"' EXIT
+cleanup() { "$TB" down; rm -rf "$WORK"; }
+# Tear-down is guaranteed: on exit, and on SIGINT/SIGTERM (a timeout), which exit through the same trap.
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 GROUP=239.255.78.1:47100
 case $CONFIG in
   A) "$TB" up s=30,0,2,0 r=30,0,3,0
