@@ -34,6 +34,8 @@ txbytes() { ip netns exec "$SNS" ip -s -j link show eth0 | python3 -c 'import js
 timed() { local ns=$1 out=$2; shift 2; exec ip netns exec "$ns" /usr/bin/time -f "%U %S" -o "$out.cpu" nice -n 10 "$@"; }
 # Stops a process started by timed: the signal goes to the program, not to /usr/bin/time (which ignores SIGINT).
 stop_timed() { local child; child=$(ps -o pid= --ppid "$1" || true); [[ -n $child ]] && kill -INT $child 2>/dev/null; wait "$1" 2>/dev/null || true; }
+# UDP datagrams dropped for a full socket buffer on the four receiver hosts (they did not keep up).
+rcvbuf() { local t=0 n; for c in 2 3 4 5; do n=$(ip netns exec "$("$TB" ns f $c)" awk '/^Udp:/ { if (h) { print $6 } else { h = 1 } }' /proc/net/snmp); t=$((t + n)); done; echo $t; }
 cpu() { awk '{ s += $1 + $2 } END { printf "%.2f", s }' "$@"; }
 now() { date +%s.%N; }
 same() { local ok=0; for c in 2 3 4 5; do for n in "${NAMES[@]}"; do cmp -s "$WORK/src/$n" "$1/$c/$n" || ok=1; done; done; [[ $ok -eq 0 ]] && echo identical || echo DIFFERENT; }
@@ -41,7 +43,7 @@ echo "files: 4 x $((MB / 4)) MB, receiver loss $LOSS %, rate cap $RATE B/s ($((R
 
 for system in $SYSTEMS; do
   rm -rf "$WORK/out"; mkdir -p "$WORK/out"; for c in 2 3 4 5; do mkdir -p "$WORK/out/$c"; done
-  tx0=$(txbytes)
+  tx0=$(txbytes); rb0=$(rcvbuf)
   case $system in
     qs)
       timed "$SNS" "$WORK/qs-server" "$QS" files serve "$WORK/src" --listen $SIP:47170 --multicast 239.255.17.1:7170 --channels 4 --rate $((RATE / 4)) --seconds 600 >"$WORK/qs-server.log" 2>&1 & server=$!
@@ -73,5 +75,6 @@ for system in $SYSTEMS; do
     *) echo "unknown system $system" >&2; exit 2 ;;
   esac
   tx=$(( $(txbytes) - tx0 ))
+  echo "system=$system UDP datagrams the receivers' kernels dropped for a full socket buffer: $(( $(rcvbuf) - rb0 ))"
   python3 -c "import sys; t=$t1-$t0; print(f'RESULT system=$system loss=$LOSS seconds={t:.2f} sender_bytes=$tx ({$tx/($MB*1e6):.3f} x the files) sender_cpu_s=$scpu receivers_cpu_s=$rcpu per_receiver_MBps={$MB/t:.2f} copies=$result')"
 done
