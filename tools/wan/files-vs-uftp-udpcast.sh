@@ -10,6 +10,7 @@
 #   udpcast:  four `udp-receiver`s waiting, then `udp-sender --min-receivers 4 --max-bitrate`; udpcast sends one
 #             file, so it sends a tar of the same files (a few kB larger); time = sender start to the last receiver's exit.
 # Every transfer is bounded: qs clients by --timeout, uftp by its own, udpcast by timeout LIMIT (default 150 s).
+# QS_GET_ARGS adds options to every `qs files get` (e.g. --json for its counters); KEEP=1 keeps the logs in /tmp.
 # usage: sudo tools/wan/files-vs-uftp-udpcast.sh [MB_TOTAL=200] [LOSS_PCT=0] [RATE_BYTES_PER_S=8000000] [SYSTEMS="qs uftp udpcast"]
 set -euo pipefail
 MB=${1:-200}; LOSS=${2:-0}; RATE=${3:-8000000}; SYSTEMS=${4:-qs uftp udpcast}; LIMIT=${LIMIT:-150}
@@ -49,7 +50,7 @@ for system in $SYSTEMS; do
       timed "$SNS" "$WORK/qs-server" "$QS" files serve "$WORK/src" --listen $SIP:47170 --multicast 239.255.17.1:7170 --channels 4 --rate $((RATE / 4)) --seconds 600 >"$WORK/qs-server.log" 2>&1 & server=$!
       for _ in $(seq 200); do grep -q serving "$WORK/qs-server.log" 2>/dev/null && break; sleep 0.1; done
       t0=$(now); clients=()
-      for c in 2 3 4 5; do timed "$("$TB" ns f $c)" "$WORK/qs-client$c" "$QS" files get "${NAMES[@]}" --out "$WORK/out/$c" --server $SIP:47170 --timeout "$LIMIT" >"$WORK/qs-client$c.log" 2>&1 & clients+=($!); done
+      for c in 2 3 4 5; do timed "$("$TB" ns f $c)" "$WORK/qs-client$c" "$QS" files get "${NAMES[@]}" --out "$WORK/out/$c" --server $SIP:47170 --timeout "$LIMIT" ${QS_GET_ARGS:-} >"$WORK/qs-client$c.log" 2>&1 & clients+=($!); done
       for p in "${clients[@]}"; do wait "$p" || true; done
       t1=$(now); stop_timed $server
       result=$(same "$WORK/out"); scpu=$(cpu "$WORK/qs-server.cpu"); rcpu=$(cpu "$WORK"/qs-client?.cpu) ;;
