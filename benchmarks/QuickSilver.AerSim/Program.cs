@@ -6,6 +6,7 @@ using QuickSilver.Aer.Simulation;
 // seed and the topology, not on this machine's speed.
 //   dotnet run -c Release --project benchmarks/QuickSilver.AerSim -- naks [seeds]
 //   dotnet run -c Release --project benchmarks/QuickSilver.AerSim -- latency [seeds]
+//   dotnet run -c Release --project benchmarks/QuickSilver.AerSim -- testbed [seeds] [access %] [backbone %]
 string command = args.Length > 0 ? args[0] : "help";
 int seeds = args.Length > 1 ? int.Parse(args[1], CultureInfo.InvariantCulture) : 3;
 var inv = CultureInfo.InvariantCulture;
@@ -64,8 +65,60 @@ switch (command)
         break;
     }
 
+    case "testbed":
+    {
+        // The namespace testbed's Table 2 scenario (tools/wan/aer-table2.sh) on virtual time: source link 5 ms, three
+        // sites 5, 20 and 45 ms from the backbone (round trips 20, 50, 100 ms), a repair server and two receivers per
+        // site on 0.1 ms links; loss on the receivers' access links and on the backbone links into the sites. Without
+        // repair servers the source re-multicasts repairs (as the namespace run does). Link bytes leave out the repair
+        // servers' own links (the seed's repair servers sit in the routers). Args: seeds, access %, backbone %.
+        double accessLoss = args.Length > 2 ? double.Parse(args[2], inv) / 100 : 0.02;
+        double backboneLoss = args.Length > 3 ? double.Parse(args[3], inv) / 100 : 0;
+        int[] delays = [5, 20, 45];
+        var fast = new TreeLink { Latency = TimeSpan.FromMilliseconds(0.1), BandwidthBitsPerSecond = 1_000_000_000 };
+        AerScenarioOptions Make(int seed, bool rs) => new()
+        {
+            Seed = seed, Sites = 3, ReceiversPerSite = 2, Messages = 3000, RepairServers = rs, SourceSubcast = rs,
+            SourceLink = fast with { Latency = TimeSpan.FromMilliseconds(5) },
+            RepairServerLink = fast with { CountBytes = false }, AccessLink = fast with { LossRate = accessLoss },
+            SiteBackboneLinks = Enumerable.Range(0, 3).ToDictionary(i => i, i => fast with { Latency = TimeSpan.FromMilliseconds(delays[i]), LossRate = backboneLoss }),
+        };
+        Console.WriteLine(string.Create(inv, $"access loss {accessLoss:P0}, backbone loss {backboneLoss:P0}, {seeds} seeds"));
+        Console.WriteLine("site | RTT | latency with RS | without RS | with/RTT | without/RTT | with/without");
+        var sums = new double[3, 2];
+        double bytesWith = 0, bytesWithout = 0;
+        for (int s = 1; s <= seeds; s++)
+        {
+            foreach (bool rs in new[] { true, false })
+            {
+                var scenario = new AerScenario(Make(s, rs));
+                var result = scenario.Run();
+                if (!result.AllDelivered)
+                {
+                    throw new InvalidOperationException($"seed {s}: not every receiver got every message");
+                }
+
+                for (int site = 0; site < 3; site++)
+                {
+                    sums[site, rs ? 0 : 1] += scenario.SiteRepairLatency(site).MeanMs / seeds;
+                }
+
+                if (rs) { bytesWith += result.LinkBytes / (double)seeds; } else { bytesWithout += result.LinkBytes / (double)seeds; }
+            }
+        }
+
+        for (int site = 0; site < 3; site++)
+        {
+            double rtt = 2 * (5 + delays[site] + 0.1);
+            Console.WriteLine(string.Create(inv, $"{"abc"[site]} | {rtt:0} ms | {sums[site, 0]:0.0} ms | {sums[site, 1]:0.0} ms | {sums[site, 0] / rtt:0.00} | {sums[site, 1] / rtt:0.00} | {sums[site, 0] / sums[site, 1]:0.00}"));
+        }
+
+        Console.WriteLine(string.Create(inv, $"link bytes with RS {bytesWith:0}, without {bytesWithout:0}, saving {1 - bytesWith / bytesWithout:P0}"));
+        break;
+    }
+
     default:
-        Console.WriteLine("usage: QuickSilver.AerSim naks|latency|bandwidth [seeds]");
+        Console.WriteLine("usage: QuickSilver.AerSim naks|latency|bandwidth|testbed [seeds] [access % [backbone %]]");
         return 2;
 }
 

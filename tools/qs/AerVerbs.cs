@@ -84,6 +84,7 @@ internal static class AerVerbs
             var sender = host.Invoke(() => host.Layer.AddSender(host.Session, host.Group, feed, kids is null ? null : ParseChildren(kids)));
             Console.WriteLine($"source {host.Address} for session {host.Session} on {host.Group}: {count} messages");
             var doneAt = DateTime.MaxValue;
+            var startedAt = DateTime.UtcNow;
             await host.RunAsync(parse.GetValue(c.Seconds), () => host.Invoke(() => $"sent {sender.HighestSent}, nominee {sender.Nominee?.ToString() ?? "none"}, W {sender.Window.W:0.0}, {host.Layer.Counters}"), () =>
             {
                 if (doneAt == DateTime.MaxValue && feed.Pulled >= count)
@@ -93,6 +94,15 @@ internal static class AerVerbs
 
                 return DateTime.UtcNow - doneAt > TimeSpan.FromSeconds(parse.GetValue(linger));
             }, cancellationToken);
+            double elapsed = ((doneAt == DateTime.MaxValue ? DateTime.UtcNow : doneAt) - startedAt).TotalSeconds;
+            host.Invoke(() =>
+            {
+                // What the source put on the wire while it had data to send (NCA's rate), then the totals.
+                var counters = host.Layer.Counters;
+                Console.WriteLine(FormattableString.Invariant(
+                    $"sender summary: {sender.HighestSent} data packets in {elapsed:0.00} s = {sender.HighestSent / Math.Max(elapsed, 1e-9):0.0} packets/s, repairs {counters.RepairsSent}, naks received {counters.NaksReceived}, nominee changes {counters.NomineeChanges}"));
+                return 0;
+            });
             return 0;
         });
         return command;
@@ -116,6 +126,8 @@ internal static class AerVerbs
             using var host = AerHost.Start(parse, c);
             long delivered = 0;
             long disorder = 0;
+            double latencySum = 0, latencyMax = 0;
+            long repaired = 0;
             host.Invoke(() => host.Layer.AddReceiver(host.Session, host.Group, parse.GetValue(source), (seq, payload) =>
             {
                 if (payload.Length < 8 || BinaryPrimitives.ReadInt64LittleEndian(payload) != seq || seq != delivered + 1)
@@ -124,11 +136,22 @@ internal static class AerVerbs
                 }
 
                 Interlocked.Increment(ref delivered);
-            }));
+            })).RepairLatency = t =>
+            {
+                // Core thread: from this receiver's detection of a loss to the repair's arrival (the seed's Table 2).
+                latencySum += t.TotalMilliseconds;
+                latencyMax = Math.Max(latencyMax, t.TotalMilliseconds);
+                repaired++;
+            };
             Console.WriteLine($"receiver {host.Address} for session {host.Session} on {host.Group}");
             int want = parse.GetValue(expect);
             await host.RunAsync(parse.GetValue(c.Seconds), () => $"delivered {Interlocked.Read(ref delivered)}, {host.Layer.Counters}",
                 () => want > 0 && Interlocked.Read(ref delivered) >= want, cancellationToken);
+            host.Invoke(() =>
+            {
+                Console.WriteLine(FormattableString.Invariant($"repair latency: {repaired} repaired, mean {(repaired == 0 ? 0 : latencySum / repaired):0.00} ms, max {latencyMax:0.00} ms"));
+                return 0;
+            });
             bool ok = want == 0 || (Interlocked.Read(ref delivered) == want && Interlocked.Read(ref disorder) == 0);
             Console.WriteLine(ok ? $"received all {want} in order" : $"FAILED: delivered {delivered} of {want}, {disorder} out of order");
             return ok ? 0 : 1;

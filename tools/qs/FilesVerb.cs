@@ -94,7 +94,7 @@ internal static class FilesVerb
             FileServerHost host;
             try
             {
-                host = await FileServerHost.StartAsync(parse.GetValue(dir)!, options, parse.GetValue(listen).ToIPEndPoint(), NetAddress.Loopback(0), stop.Token);
+                host = await FileServerHost.StartAsync(parse.GetValue(dir)!, options, parse.GetValue(listen).ToIPEndPoint(), MulticastInterfaceFor(parse.GetValue(listen)), stop.Token);
             }
             catch (ArgumentException e)
             {
@@ -157,7 +157,7 @@ internal static class FilesVerb
             FileClientHost host;
             try
             {
-                host = await FileClientHost.StartAsync(parse.GetValue(server).ToIPEndPoint(), requested, parse.GetValue(output)!, new ClientOptions { Capacity = parse.GetValue(capacity), StallTimeout = TimeSpan.FromSeconds(5) }, NetAddress.Loopback(0), stop.Token);
+                host = await FileClientHost.StartAsync(parse.GetValue(server).ToIPEndPoint(), requested, parse.GetValue(output)!, new ClientOptions { Capacity = parse.GetValue(capacity), StallTimeout = TimeSpan.FromSeconds(5) }, LocalAddressToward(parse.GetValue(server)), stop.Token);
             }
             catch (ArgumentException e)
             {
@@ -248,5 +248,25 @@ internal static class FilesVerb
                 }, token);
             });
         return last;
+    }
+
+    /// <summary>The interface the server multicasts on: its --listen address's, or loopback when it listens on any.</summary>
+    internal static NetAddress MulticastInterfaceFor(NetAddress listen) =>
+        listen.Ip == 0 ? NetAddress.Loopback(0) : new NetAddress(listen.Ip, 0);
+
+    /// <summary>The interface a client joins the server's groups on: the local address the routing table picks toward
+    /// the server (loopback for a server on loopback, eth0's address in a network namespace). A connected UDP socket
+    /// sends nothing; it only asks the kernel for the route.</summary>
+    internal static NetAddress LocalAddressToward(NetAddress server)
+    {
+        if (server.IsLoopback)
+        {
+            return NetAddress.Loopback(0);
+        }
+
+        using var probe = new System.Net.Sockets.Socket(System.Net.Sockets.AddressFamily.InterNetwork, System.Net.Sockets.SocketType.Dgram, System.Net.Sockets.ProtocolType.Udp);
+        probe.Connect(server.ToIPEndPoint());
+        var local = (System.Net.IPEndPoint)probe.LocalEndPoint!;
+        return NetAddress.FromIPEndPoint(new System.Net.IPEndPoint(local.Address, 0));
     }
 }

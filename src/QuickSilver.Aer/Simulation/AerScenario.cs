@@ -82,6 +82,7 @@ public sealed class AerScenario
     private readonly List<(int Site, SimNode Node, AerLayer Layer, RepairServer Server)> _servers = new();
     private double _latencySum;
     private long _latencyCount;
+    private readonly Dictionary<int, (double Sum, long Count)> _latencyBySite = new();
 
     public AerScenario(AerScenarioOptions options)
     {
@@ -134,7 +135,13 @@ public sealed class AerScenario
                 var layer = Build(node, Tree.Attach(node, router, _o.AccessLink));
                 var receiver = new Receiver(site, r, node);
                 receiver.Role = layer.AddReceiver(Session, Group, SourceAddress, receiver.OnDeliver);
-                receiver.Role.RepairLatency = t => { _latencySum += t.TotalMilliseconds; _latencyCount++; };
+                receiver.Role.RepairLatency = t =>
+                {
+                    _latencySum += t.TotalMilliseconds;
+                    _latencyCount++;
+                    var (sum, count) = _latencyBySite.GetValueOrDefault(site);
+                    _latencyBySite[site] = (sum + t.TotalMilliseconds, count + 1);
+                };
                 _receivers.Add(receiver);
             }
         }
@@ -162,6 +169,10 @@ public sealed class AerScenario
     public IReadOnlyList<AerReceiver> Receivers => _receivers.Select(r => r.Role!).ToList();
 
     public IEnumerable<AerLayer> Layers => _stacks.Select(s => s.Layer);
+
+    /// <summary>The mean repair latency (ms) of the receivers of one site so far, and how many repairs it averages.</summary>
+    public (double MeanMs, long Count) SiteRepairLatency(int site) =>
+        _latencyBySite.TryGetValue(site, out var v) && v.Count > 0 ? (v.Sum / v.Count, v.Count) : (0, 0);
 
     private AerLayer Build(SimNode node, TreeTransport transport)
     {

@@ -13,6 +13,10 @@ public sealed record TreeLink
     public double LossRate { get; init; }
     public long BandwidthBitsPerSecond { get; init; } = 1_000_000_000;
     public int QueueLimitPackets { get; init; } = 1000;
+
+    /// <summary>Whether this link's bytes count in <see cref="TreeNetwork.LinkBytes"/> (off for a link that stands for
+    /// the inside of a router, e.g. a repair server co-located with the router, as in the seed).</summary>
+    public bool CountBytes { get; init; } = true;
 }
 
 /// <summary>
@@ -240,7 +244,11 @@ public sealed class TreeNetwork
             }
 
             t = done + link.Latency;
-            LinkBytes += bytes;
+            if (link.CountBytes)
+            {
+                LinkBytes += bytes;
+            }
+
             if (link.LossRate > 0 && Random.NextDouble() < link.LossRate)
             {
                 Lost++;

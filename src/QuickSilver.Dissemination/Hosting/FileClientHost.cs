@@ -56,7 +56,7 @@ public sealed class FileClientHost : IAsyncDisposable
         var core = QuickSilverCore.Start(new CoreOptions { Name = "qs-files-client" });
         var connection = new FramedConnection(socket, Wire.MaxFrameBytes);
         var host = new FileClientHost(core, connection, store);
-        var udp = core.OpenUdp(new UdpEndpointOptions { MulticastInterface = multicastInterface });
+        var udp = core.OpenUdp(new UdpEndpointOptions { Bind = new NetAddress(multicastInterface.Ip, 0), MulticastInterface = multicastInterface });
         await core.InvokeAsync(() =>
         {
             host._client = new DisseminationClient(options, names, core, udp, new Link(connection), store, new Random());

@@ -47,7 +47,7 @@ public sealed class FileServerHost : IAsyncDisposable
         var host = new FileServerHost(core, source, listener);
         try
         {
-            var udp = core.OpenUdp(new UdpEndpointOptions { MulticastInterface = multicastInterface, SendQueueCapacity = 4096 });
+            var udp = core.OpenUdp(new UdpEndpointOptions { Bind = new NetAddress(multicastInterface.Ip, 0), MulticastInterface = multicastInterface, SendQueueCapacity = 4096 });
             await core.InvokeAsync(() => host._server = new DisseminationServer(options, source.Catalog, source, core, udp, new Links(host))).ConfigureAwait(false);
             listener.Start();
         }
