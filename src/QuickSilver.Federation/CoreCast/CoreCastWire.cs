@@ -58,6 +58,30 @@ public static class CoreCastWire
 
     /// <summary>Parses either packet; false when truncated, of another version or type, or with a length that does not
     /// match the bytes present.</summary>
+    /// <summary><see cref="TryParse"/>, and for a payload packet the check that its data hashes to its hash: what both
+    /// routers take a packet through. False (and counted as <c>Malformed</c> or <c>HashMismatch</c>) to drop it.</summary>
+    public static bool TryAccept(ReadOnlySpan<byte> packet, CoreCastCounters counters, out byte type, out uint channel, out ReadOnlySpan<byte> hash,
+        out uint destination, out ReadOnlySpan<byte> data)
+    {
+        ArgumentNullException.ThrowIfNull(counters);
+        if (!TryParse(packet, out type, out channel, out hash, out destination, out data))
+        {
+            counters.Malformed++;
+            return false;
+        }
+
+        Span<byte> actual = stackalloc byte[HashBytes]; // SHA-1, no allocation per packet
+#pragma warning disable CA5350 // SHA-1 is CoreCast's payload name (seed §3.2), not a security mechanism.
+        if (type == PayloadType && (!SHA1.TryHashData(data, actual, out int written) || !actual[..written].SequenceEqual(hash)))
+#pragma warning restore CA5350
+        {
+            counters.HashMismatch++;
+            return false;
+        }
+
+        return true;
+    }
+
     public static bool TryParse(ReadOnlySpan<byte> packet, out byte type, out uint channel, out ReadOnlySpan<byte> hash, out uint destination, out ReadOnlySpan<byte> data)
     {
         type = 0;

@@ -35,20 +35,13 @@ public sealed class IngressRouter(IIngressOutput output, Func<uint, (uint Domain
     /// <summary>One packet from the source: a payload or a header.</summary>
     public void OnPacket(ReadOnlySpan<byte> packet)
     {
-        if (!CoreCastWire.TryParse(packet, out byte type, out uint channel, out var hash, out uint destination, out var data))
+        if (!CoreCastWire.TryAccept(packet, Counters, out byte type, out uint channel, out var hash, out uint destination, out var data))
         {
-            Counters.Malformed++;
             return;
         }
 
         if (type == CoreCastWire.PayloadType)
         {
-            if (!CoreCastWire.Hash(data).AsSpan().SequenceEqual(hash))
-            {
-                Counters.HashMismatch++;
-                return;
-            }
-
             if (!_channels.TryGetValue(channel, out var record))
             {
                 if (_channels.Count >= MaxChannels)
@@ -142,20 +135,13 @@ public sealed class EgressRouter(IEgressOutput output, int maxChannels = 1024)
 
     public void OnPacket(ReadOnlySpan<byte> packet)
     {
-        if (!CoreCastWire.TryParse(packet, out byte type, out uint channel, out var hash, out uint destination, out var data))
+        if (!CoreCastWire.TryAccept(packet, Counters, out byte type, out uint channel, out var hash, out uint destination, out var data))
         {
-            Counters.Malformed++;
             return;
         }
 
         if (type == CoreCastWire.PayloadType)
         {
-            if (!CoreCastWire.Hash(data).AsSpan().SequenceEqual(hash))
-            {
-                Counters.HashMismatch++;
-                return;
-            }
-
             if (!_payloads.ContainsKey(channel) && _payloads.Count >= MaxChannels)
             {
                 Counters.ChannelsFull++;

@@ -165,34 +165,17 @@ public sealed class TcpFanoutNativeNet : INativeNet, IAsyncDisposable
         }
     }
 
-    private async Task AcceptLoopAsync()
+    private Task AcceptLoopAsync() => TcpAcceptor.RunAsync(_listener, socket =>
     {
-        while (!_stop.IsCancellationRequested)
+        if (Interlocked.Increment(ref _members) > MaxMembers)
         {
-            Socket socket;
-            try
-            {
-                socket = await _listener.AcceptAsync(_stop.Token).ConfigureAwait(false);
-            }
-            catch (Exception e) when (e is OperationCanceledException or ObjectDisposedException)
-            {
-                return;
-            }
-            catch (SocketException)
-            {
-                continue;
-            }
-
-            if (Interlocked.Increment(ref _members) > MaxMembers)
-            {
-                Interlocked.Decrement(ref _members);
-                socket.Dispose();
-                continue;
-            }
-
-            _ = Task.Run(() => ServeAsync(socket));
+            Interlocked.Decrement(ref _members);
+            socket.Dispose();
+            return;
         }
-    }
+
+        _ = Task.Run(() => ServeAsync(socket));
+    }, _stop.Token);
 
     private async Task ServeAsync(Socket socket)
     {

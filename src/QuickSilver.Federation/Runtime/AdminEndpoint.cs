@@ -1,3 +1,4 @@
+using QuickSilver.Transport.Framing;
 using System.Net;
 using System.Net.Sockets;
 using System.Text;
@@ -67,44 +68,27 @@ public sealed class AdminEndpoint : IAsyncDisposable
         return Encoding.UTF8.GetString(stream.ToArray()).TrimEnd();
     }
 
-    private async Task AcceptLoopAsync()
+    private Task AcceptLoopAsync() => TcpAcceptor.RunAsync(_listener, socket =>
     {
-        while (!_stop.IsCancellationRequested)
+        if (!_slots.Wait(0))
         {
-            Socket socket;
+            socket.Dispose();
+            return;
+        }
+
+        _ = Task.Run(async () =>
+        {
             try
             {
-                socket = await _listener.AcceptAsync(_stop.Token).ConfigureAwait(false);
+                await ServeAsync(socket).ConfigureAwait(false);
             }
-            catch (Exception e) when (e is OperationCanceledException or ObjectDisposedException)
+            finally
             {
-                return;
-            }
-            catch (SocketException)
-            {
-                continue;
-            }
-
-            if (!await _slots.WaitAsync(0).ConfigureAwait(false))
-            {
+                _slots.Release();
                 socket.Dispose();
-                continue;
             }
-
-            _ = Task.Run(async () =>
-            {
-                try
-                {
-                    await ServeAsync(socket).ConfigureAwait(false);
-                }
-                finally
-                {
-                    _slots.Release();
-                    socket.Dispose();
-                }
-            });
-        }
-    }
+        });
+    }, _stop.Token);
 
     private async Task ServeAsync(Socket socket)
     {

@@ -259,48 +259,29 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
         }
     }
 
-    private async Task AcceptLoopAsync()
+    private Task AcceptLoopAsync() => TcpAcceptor.RunAsync(_listener, OnAccepted, _stop.Token);
+
+    private void OnAccepted(Socket socket)
     {
-        while (!_stop.IsCancellationRequested)
+        if (Interlocked.Increment(ref _pendingConnections) > 2 * _peers.Count + 2)
         {
-            Socket socket;
+            Interlocked.Decrement(ref _pendingConnections);
+            Interlocked.Increment(ref _helloRefused);
+            socket.Dispose();
+            return;
+        }
+
+        _ = Task.Run(async () =>
+        {
             try
             {
-                socket = await _listener.AcceptAsync(_stop.Token).ConfigureAwait(false);
+                await RunLinkAsync(socket, expected: null).ConfigureAwait(false);
             }
-            catch (OperationCanceledException)
-            {
-                return;
-            }
-            catch (SocketException)
-            {
-                continue;
-            }
-            catch (ObjectDisposedException)
-            {
-                return;
-            }
-
-            if (Interlocked.Increment(ref _pendingConnections) > 2 * _peers.Count + 2)
+            finally
             {
                 Interlocked.Decrement(ref _pendingConnections);
-                Interlocked.Increment(ref _helloRefused);
-                socket.Dispose();
-                continue;
             }
-
-            _ = Task.Run(async () =>
-            {
-                try
-                {
-                    await RunLinkAsync(socket, expected: null).ConfigureAwait(false);
-                }
-                finally
-                {
-                    Interlocked.Decrement(ref _pendingConnections);
-                }
-            });
-        }
+        });
     }
 
     private async Task DialLoopAsync(PeerConfig peer)
