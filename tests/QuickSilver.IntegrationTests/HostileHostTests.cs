@@ -19,7 +19,7 @@ namespace QuickSilver.IntegrationTests;
 /// </summary>
 public sealed class HostileHostTests(ITestOutputHelper output)
 {
-    private const int Messages = 300_000;
+    private const int Messages = 10_000_000; // several seconds of stream, so the forgeries land while it flows
     private const int Receivers = 2;
     private const byte RegionData = 5;
     private const byte Connect = 32;
@@ -66,6 +66,7 @@ public sealed class HostileHostTests(ITestOutputHelper output)
             await Task.Delay(200);
         }
 
+        Assert.True(receivers.Any(r => !r.HasExited), "the stream ended before the forgeries did: the test needs more messages");
         int contacts = FakeContacts(IPEndPoint.Parse(gms), 2_000);
         output.WriteLine($"sent {sent:N0} forged or garbage datagrams and {contacts:N0} first contacts by {clock.Elapsed.TotalSeconds:F1} s");
 

@@ -13,7 +13,7 @@ namespace QuickSilver.IntegrationTests;
 /// </summary>
 public sealed class SlowReceiverTests(ITestOutputHelper output)
 {
-    private const int Messages = 600_000;
+    private const int Messages = 6_000_000; // several seconds of stream, so the freeze lands while it flows
     private static readonly TimeSpan Guard = TimeSpan.FromMinutes(10);
     private static readonly TimeSpan Frozen = TimeSpan.FromSeconds(8);
 
@@ -31,6 +31,7 @@ public sealed class SlowReceiverTests(ITestOutputHelper output)
         await Task.Delay(300); // mid-stream
 
         Signal("STOP", slow.ProcessId);
+        Assert.False(healthy.HasExited, "the stream ended before the freeze: the test needs more messages");
         output.WriteLine($"froze receiver pid {slow.ProcessId} at {clock.Elapsed.TotalSeconds:F1} s: {slow.Tail(1)}");
         await Task.Delay(Frozen);
         Signal("CONT", slow.ProcessId);

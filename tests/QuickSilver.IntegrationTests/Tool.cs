@@ -26,6 +26,8 @@ internal sealed class Tool : IDisposable
 
     public int ProcessId => _process.Id;
 
+    public bool HasExited => _process.HasExited;
+
     /// <summary>The last <paramref name="lines"/> lines of standard output.</summary>
     public string Tail(int lines) => string.Join('\n', _stdout.TakeLast(lines));
 
