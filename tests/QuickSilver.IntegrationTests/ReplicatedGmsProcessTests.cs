@@ -15,7 +15,7 @@ namespace QuickSilver.IntegrationTests;
 /// </summary>
 public sealed partial class ReplicatedGmsProcessTests(ITestOutputHelper output) : IDisposable
 {
-    private const int Messages = 300_000;
+    private const int Messages = 5_000_000; // several seconds of stream at today's rate, so the kill lands mid-stream
     private const int Receivers = 3;
     private static readonly TimeSpan Guard = TimeSpan.FromMinutes(5);
     private readonly string _data = Path.Combine(Path.GetTempPath(), $"qs-raftgms-mp-{Guid.NewGuid():N}");

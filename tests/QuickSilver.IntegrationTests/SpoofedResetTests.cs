@@ -19,7 +19,7 @@ namespace QuickSilver.IntegrationTests;
 /// </summary>
 public sealed class SpoofedResetTests(ITestOutputHelper output)
 {
-    private const int Messages = 400_000;
+    private const int Messages = 4_000_000; // several seconds of stream, so the spoofed segments land while it flows
     private const int Receivers = 2;
     private static readonly TimeSpan Guard = TimeSpan.FromMinutes(10);
 
@@ -62,6 +62,7 @@ public sealed class SpoofedResetTests(ITestOutputHelper output)
             await Task.Delay(5);
         }
 
+        Assert.True(receivers.Any(r => !r.HasExited), "the stream ended before the spoofed segments did: the test needs more messages");
         output.WriteLine($"sent {sent:N0} forged segments from {nodes.Length} nodes' and the GMS's addresses by {clock.Elapsed.TotalSeconds:F1} s; " +
             $"receivers then had {string.Join(", ", receivers.Select(r => r.Tail(1)))}");
         await ToolSet.AssertReceiversGotEverythingAsync(receivers, "load", Messages, Guard, clock, output);
