@@ -265,7 +265,10 @@ public sealed class NodeTests
         Assert.True(seen.ContainsKey("qs.qsm.alpha") && seen.ContainsKey("qs.qsm.credits") && seen.ContainsKey("qs.qsm.reported_loss"));
     }
 
-    /// <summary>Two nodes (the first with the embedded GMS) in one group, once each sees the other in its region.</summary>
+    /// <summary>Two nodes (the first with the embedded GMS) in one group, once each sees the other in its region: the
+    /// publisher's too, since a message is owed to a receiver only once the publisher's view includes it (a test that
+    /// waited for the receiver's view alone sometimes published into the publisher's older view, alone, and the
+    /// receiver, rightly, started after that message).</summary>
     private sealed class NodePair : IAsyncDisposable
     {
         private NodePair(QuickSilverNode a, QuickSilverNode b, QuickSilverGroup groupA, QuickSilverGroup groupB)
@@ -283,7 +286,8 @@ public sealed class NodeTests
             var a = await QuickSilverNode.StartAsync(configure(Options(gms, embedded: true)), cancellationToken);
             var b = await QuickSilverNode.StartAsync(configure(Options(gms, embedded: false)), cancellationToken);
             var pair = new NodePair(a, b, await a.JoinGroupAsync(group, cancellationToken), await b.JoinGroupAsync(group, cancellationToken));
-            while (b.Stack.Get<RegionLayer>().Member?.View?.Count < 2 || (pair.GroupA.View?.RegionCount ?? 0) == 0)
+            while ((b.Stack.Get<RegionLayer>().Member?.View?.Count ?? 0) < 2 || (a.Stack.Get<RegionLayer>().Member?.View?.Count ?? 0) < 2
+                   || (pair.GroupA.View?.RegionCount ?? 0) == 0)
             {
                 await Task.Delay(20, cancellationToken);
             }

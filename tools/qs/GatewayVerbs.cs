@@ -212,10 +212,7 @@ internal static class GatewayVerbs
 
             await using (runtime)
             {
-                multicast?.Bind(runtime.Gateway, runtime.TryPost);
-                hub?.Bind(runtime.Gateway, runtime.TryPost);
-                qsm?.Bind(runtime.Gateway, runtime.TryPost);
-                runtime.Start();
+                runtime.Start(); // binds the plug-in (IHostedNativeNet)
                 AdminEndpoint? adminEndpoint = parse.GetValue(admin) is { } a ? new AdminEndpoint(runtime, a) : null;
                 adminEndpoint?.Start();
                 Console.WriteLine($"gateway {options.Gateway} of island {options.Island} listening on {runtime.ListenEndpoint}" + (adminEndpoint is null ? "" : $", admin {adminEndpoint.Endpoint}") + (hub is not null ? $", island medium: TCP fan-out hub {hub.Endpoint}" : qsm is not null ? $", island medium: QuickSilver groups (node {qsmNode!.Address})" : ", island medium: IP multicast"));

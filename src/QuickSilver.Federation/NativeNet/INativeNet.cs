@@ -63,6 +63,15 @@ public interface INativeNet
     IReadOnlyList<SrouteCost>? GetSroutes(SessionName session, IReadOnlyList<GatewayId> gateways);
 }
 
+/// <summary>A plug-in that runs under a <see cref="Runtime.GatewayRuntime"/> on real sockets: the runtime's
+/// <see cref="Runtime.GatewayRuntime.Start"/> binds it, and the plug-in starts its own I/O then.</summary>
+public interface IHostedNativeNet : INativeNet
+{
+    /// <summary>Connects the plug-in to its gateway (<paramref name="upcalls"/>) and to the gateway's loop thread
+    /// (<paramref name="post"/> runs an action there; false: the queue is full).</summary>
+    void Bind(INativeNetUpcalls upcalls, Func<Action, bool> post);
+}
+
 /// <summary>The three upcalls of the seed's NativeNet: data from a native channel, and a client's JOIN or LEAVE through
 /// the island's mediator.</summary>
 public interface INativeNetUpcalls

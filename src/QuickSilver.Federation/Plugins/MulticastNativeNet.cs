@@ -62,7 +62,7 @@ public sealed record MulticastNativeNetOptions
 /// <c>REDIRECT gateway owner-gateway</c>.
 /// Receive loops run on the thread pool and post to the gateway's loop through <see cref="Bind"/>'s poster.
 /// </summary>
-public sealed class MulticastNativeNet : INativeNet, IDisposable
+public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
 {
     private readonly MulticastNativeNetOptions _options;
     private readonly Socket _send;

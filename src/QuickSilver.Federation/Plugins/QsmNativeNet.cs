@@ -15,7 +15,7 @@ namespace QuickSilver.Federation.Plugins;
 /// nothing (membership is the GMS's); get_sroutes returns null. This island has no mediator of its own: clients join
 /// through the gateway's admin endpoint (<c>join &lt;url&gt;</c>).
 /// </summary>
-public sealed class QsmNativeNet(QuickSilverNode node, string downPrefix = "bfed-down") : INativeNet
+public sealed class QsmNativeNet(QuickSilverNode node, string downPrefix = "bfed-down") : IHostedNativeNet
 {
     private INativeNetUpcalls? _upcalls;
     private Func<Action, bool>? _post;

@@ -21,7 +21,7 @@ namespace QuickSilver.Federation.Plugins;
 /// malformed body, too many subscriptions or too many frames for its queue is disconnected and counted.
 /// All hub state lives on the gateway's thread: the connection readers post every frame there.
 /// </summary>
-public sealed class TcpFanoutNativeNet : INativeNet, IAsyncDisposable
+public sealed class TcpFanoutNativeNet : IHostedNativeNet, IAsyncDisposable
 {
     public const byte Sub = 1, Unsub = 2, Pub = 3, Join = 4, Leave = 5, Reply = 6;
 

@@ -37,6 +37,7 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
     private readonly Socket _listener;
     private readonly Thread _loop;
     private readonly List<Task> _tasks = [];
+    private readonly INativeNet _native;
     private int _pendingConnections;
     private long _helloRefused;
     private long _eventsDropped;
@@ -52,6 +53,7 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
             throw new ArgumentException($"gateway {options.Gateway} lists itself as a peer", nameof(peers));
         }
 
+        _native = native;
         Gateway = new BroadcastGateway(options, this, native);
         _listener = new Socket(listen.AddressFamily, SocketType.Stream, ProtocolType.Tcp);
         _listener.Bind(listen);
@@ -78,8 +80,15 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
     /// <summary>UDP datagrams refused: not from a connected peer's announced address, or dropped for a full queue.</summary>
     public long DatagramsRefused => Interlocked.Read(ref _datagramsRefused);
 
+    /// <summary>Binds a hosted plug-in (<see cref="IHostedNativeNet"/>) to the gateway and this loop, then starts the
+    /// loop, the listener and the dialers.</summary>
     public void Start()
     {
+        if (_native is IHostedNativeNet hosted)
+        {
+            hosted.Bind(Gateway, TryPost);
+        }
+
         _loop.Start();
         _tasks.Add(Task.Run(AcceptLoopAsync));
         _tasks.Add(Task.Run(DatagramLoopAsync));

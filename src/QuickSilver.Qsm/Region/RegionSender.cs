@@ -695,10 +695,12 @@ internal sealed class RegionSender : IDatagramFeed
         _alone = _receiverWindow && Array.TrueForAll(_reports, r => r.Position == ulong.MaxValue);
         if (_alone)
         {
-            SettleAlone();
+            SettleAlone(); // moves the byte limit too
         }
-
-        UpdateByteLimit();
+        else
+        {
+            UpdateByteLimit();
+        }
     }
 
     /// <summary>The byte limit: over the view's partitions, the least byte position the slowest receiver has taken plus
@@ -741,10 +743,13 @@ internal sealed class RegionSender : IDatagramFeed
         {
             if (_alone)
             {
-                SettleAlone();
+                SettleAlone(); // moves the byte limit too
+            }
+            else
+            {
+                UpdateByteLimit();
             }
 
-            UpdateByteLimit();
             Signal();
         }
     }

@@ -20,20 +20,7 @@ public class LoopbackGatewayTests
     {
         var n1 = new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse("239.255.71.0"), PortBase = Ports + offset, PoolSize = 4, Mediator = IPEndPoint.Parse($"239.255.70.1:{Ports + offset + 8}") });
         var n2 = new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse("239.255.72.0"), PortBase = Ports + offset + 4, PoolSize = 4, Mediator = IPEndPoint.Parse($"239.255.70.2:{Ports + offset + 9}") });
-        var o1 = new GatewayOptions { Gateway = new GatewayId(1), Island = new IslandId(1) };
-        var o2 = new GatewayOptions { Gateway = new GatewayId(2), Island = new IslandId(2) };
-        // g2 listens first so g1 (the lower number, which dials) knows its port.
-        var g2 = new GatewayRuntime(o2, n2, new IPEndPoint(IPAddress.Loopback, 0), [new PeerConfig(new GatewayId(1), new IPEndPoint(IPAddress.Loopback, 1), LinkCosts.Default)]);
-        var g1 = new GatewayRuntime(o1, n1, new IPEndPoint(IPAddress.Loopback, 0), [new PeerConfig(new GatewayId(2), g2.ListenEndpoint, LinkCosts.Default)]);
-        n1.Bind(g1.Gateway, g1.TryPost);
-        n2.Bind(g2.Gateway, g2.TryPost);
-        g1.Start();
-        g2.Start();
-        for (int i = 0; i < 100 && !(await g2.SnapshotAsync()).Routes.Any(r => r.Destination == 1); i++)
-        {
-            await Task.Delay(50);
-        }
-
+        var (g1, g2) = await LoopbackGatewayPair.StartAsync(n1, n2, TimeSpan.FromSeconds(5));
         return (g1, g2, n1, n2);
     }
 

@@ -38,20 +38,10 @@ public class QsmIslandTests
         await using var client = await QuickSilverNode.StartAsync(Options(gms, embedded: false));
         using var n1 = new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse("239.255.76.0"), PortBase = ports, PoolSize = 2 });
         var n2 = new QsmNativeNet(gatewayNode);
-        var g2 = new GatewayRuntime(new GatewayOptions { Gateway = new GatewayId(2), Island = new IslandId(2) }, n2, new IPEndPoint(IPAddress.Loopback, 0), [new PeerConfig(new GatewayId(1), new IPEndPoint(IPAddress.Loopback, 1), LinkCosts.Default)]);
-        var g1 = new GatewayRuntime(new GatewayOptions { Gateway = new GatewayId(1), Island = new IslandId(1) }, n1, new IPEndPoint(IPAddress.Loopback, 0), [new PeerConfig(new GatewayId(2), g2.ListenEndpoint, LinkCosts.Default)]);
+        var (g1, g2) = await LoopbackGatewayPair.StartAsync(n1, n2, TimeSpan.FromSeconds(5));
         await using (g1)
         await using (g2)
         {
-            n1.Bind(g1.Gateway, g1.TryPost);
-            n2.Bind(g2.Gateway, g2.TryPost);
-            g1.Start();
-            g2.Start();
-            for (int i = 0; i < 100 && !(await g2.SnapshotAsync()).Routes.Any(r => r.Destination == 1); i++)
-            {
-                await Task.Delay(50);
-            }
-
             var session = SessionName.Parse($"bfed://1/239.255.77.1/{ports + 5}");
             var answer = new TaskCompletionSource<MediatorReply>(TaskCreationOptions.RunContinuationsAsynchronously);
             g2.Post(() => g2.Gateway.RecvdJoinRequest(new JoinRequest(session, r => answer.TrySetResult(r))));
