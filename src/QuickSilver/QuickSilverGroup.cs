@@ -43,6 +43,7 @@ public sealed class QuickSilverGroup : IGroupOwner
     private readonly int _receiveBuffer;
     private readonly int _resumeAt;
     private long _delivered;
+    private long _skipped;
     private int _queued;  // messages in _messages: raised by the core before it writes, lowered by a reader after it reads
     private int _paused;  // 1 while the group layer holds this group's packets until a reader drains to _resumeAt
     private long _pauses;
@@ -78,6 +79,12 @@ public sealed class QuickSilverGroup : IGroupOwner
 
     /// <summary>Messages delivered to this node in this group so far.</summary>
     public long Delivered => Interlocked.Read(ref _delivered);
+
+    /// <summary>Messages this node will never deliver in this group: a sender told it to skip ahead because it had held
+    /// that sender back for <c>RegionOptions.LaggardTimeout</c> (only with <c>RegionOptions.SlowReceivers =
+    /// SkipAhead</c>; with the default, back-pressure, it stays 0 and nothing is ever skipped). See docs/qsm.md, "Slow
+    /// receivers".</summary>
+    public long SkippedMessages => Interlocked.Read(ref _skipped);
 
     /// <summary>Called on the core thread for every message, before it is queued for <see cref="ReadAllAsync"/>, with a
     /// span valid only during the call (see <see cref="GroupMessageHandler"/>). Allocates nothing; with
@@ -238,6 +245,8 @@ public sealed class QuickSilverGroup : IGroupOwner
         _ready.TrySetResult();
         ViewChanged?.Invoke(view);
     }
+
+    void IGroupOwner.OnSkipped(uint sender, ulong sequence) => Interlocked.Increment(ref _skipped);
 
     bool IGroupOwner.Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload)
     {

@@ -1,3 +1,4 @@
+using QuickSilver.Qsm.Region;
 using System.CommandLine;
 using QuickSilver.Core.Io;
 using QuickSilver.Core.Security;
@@ -15,6 +16,16 @@ internal sealed record NodeSettings(NetAddress Gms, IReadOnlyList<string> Groups
     /// <summary>Print the node's protocol state (<see cref="QuickSilverNode.DescribeAsync"/>) to stderr every this many
     /// seconds (--describe-every); 0: never.</summary>
     public int DescribeEvery { get; init; }
+
+    /// <summary>Read the first group at most this many messages a second through its bounded queue (--read-rate), a slow
+    /// application; 0: on the core thread, as fast as they come.</summary>
+    public int ReadRate { get; init; }
+
+    /// <summary>What the node's senders do about a member far slower than the others (--slow-receivers).</summary>
+    public SlowReceiverPolicy SlowReceivers { get; init; } = SlowReceiverPolicy.BackPressure;
+
+    /// <summary>--laggard-timeout-ms.</summary>
+    public TimeSpan LaggardTimeout { get; init; } = new RegionOptions().LaggardTimeout;
 }
 
 /// <summary><c>qs node</c>: option definitions and validation; the run itself is in <see cref="NodeRun"/>.</summary>
@@ -39,15 +50,30 @@ internal static class NodeVerb
         var seconds = Cli.Int("--seconds", "Stop after this many seconds whatever happens", 60, 1, 30 * 86_400);
         var linger = Cli.Int("--linger", "After publishing, stay this many seconds to answer repairs", 5, 0, 86_400);
         var describe = Cli.Int("--describe-every", "Print the node's protocol state (senders, streams, flow reports) to stderr every N seconds; 0: never", 0, 0, 86_400);
+        var readRate = Cli.Int("--read-rate", "Read the first group through its bounded queue at most this many messages a second (a slow application); 0: on the core thread, as they come", 0, 0, 100_000_000);
+        var slowReceivers = new Option<string>("--slow-receivers")
+        {
+            Description = "What this node's senders do about a member far slower than the others: back-pressure (wait for it) or skip-ahead (tell it to skip after --laggard-timeout-ms); docs/qsm.md, \"Slow receivers\"",
+            DefaultValueFactory = _ => "back-pressure",
+        };
+        slowReceivers.AcceptOnlyFromAmong("back-pressure", "skip-ahead");
+        var laggardTimeout = Cli.Int("--laggard-timeout-ms", "With --slow-receivers skip-ahead: how long one laggard may hold a sender back", 2_000, 40, 600_000);
         var security = SecurityFlags.Create();
         var command = new Command("node", "Run a node: join groups, optionally publish, print delivered counts once a second.")
         {
-            gms, replicas, join, publish, size, waitRegions, expect, seconds, linger, describe, security.SecretFile, security.Mode,
+            gms, replicas, join, publish, size, waitRegions, expect, seconds, linger, describe, readRate, slowReceivers, laggardTimeout, security.SecretFile, security.Mode,
         };
         command.SetAction((parse, cancellationToken) => security.TryRead(parse, out var datagrams)
             ? NodeRun.RunAsync(new NodeSettings(
                 parse.GetValue(gms), parse.GetValue(join)!, parse.GetValue(publish), parse.GetValue(size), parse.GetValue(waitRegions),
-                parse.GetValue(expect), parse.GetValue(seconds), parse.GetValue(linger), datagrams, parse.GetValue(json)) { GmsReplicas = parse.GetValue(replicas) ?? [], DescribeEvery = parse.GetValue(describe) }, cancellationToken)
+                parse.GetValue(expect), parse.GetValue(seconds), parse.GetValue(linger), datagrams, parse.GetValue(json)) 
+                {
+                    GmsReplicas = parse.GetValue(replicas) ?? [],
+                    DescribeEvery = parse.GetValue(describe),
+                    ReadRate = parse.GetValue(readRate),
+                    SlowReceivers = parse.GetValue(slowReceivers) == "skip-ahead" ? SlowReceiverPolicy.SkipAhead : SlowReceiverPolicy.BackPressure,
+                    LaggardTimeout = TimeSpan.FromMilliseconds(parse.GetValue(laggardTimeout)),
+                }, cancellationToken)
             : Task.FromResult(Cli.BadOptions));
         return command;
     }

@@ -46,6 +46,7 @@ internal sealed class GroupLayer : IProtocolLayer
         _gms.ViewsChanged += OnViews;
         _gms.JoinRefused += OnJoinRefused;
         _regions.Consumer = OnRegionDelivery;
+        _regions.Skipped += OnRegionSkip;
     }
 
     public void Stop()
@@ -387,6 +388,25 @@ internal sealed class GroupLayer : IProtocolLayer
         }
 
         return true;
+    }
+
+    /// <summary>Group messages passed over because their sender told this node to skip ahead (it held the sender back
+    /// too long: <see cref="SlowReceiverPolicy.SkipAhead"/>).</summary>
+    public long Skipped { get; private set; }
+
+    /// <summary>A region packet this node skips: each record for a group this node is in counts as delivered for
+    /// duplicate suppression (a repair of it later is not delivered) and its owner hears of the loss.</summary>
+    private void OnRegionSkip(uint sender, ulong seq, ReadOnlySpan<byte> packet)
+    {
+        while (!packet.IsEmpty && GroupWire.TryRead(packet, out uint group, out ulong groupSeq, out _, out int consumed))
+        {
+            packet = packet[consumed..];
+            if (_groupsById.TryGetValue(group, out var target) && target.Advance(sender, groupSeq, _regions.Options.FifoDelivery))
+            {
+                Skipped++;
+                target.Owner.OnSkipped(sender, groupSeq);
+            }
+        }
     }
 
     /// <summary>Whether the packet has a record for a paused group this node is still in. Groups left since they paused

@@ -28,6 +28,13 @@ internal interface IGroupOwner
     /// <summary>The GMS refused this node's join (one of its limits): the node is not in the group, as after a leave;
     /// <paramref name="discarded"/> published messages were never sent.</summary>
     void OnJoinRefused(Membership.Service.GmsRefusedException refusal, int discarded) => OnLeft(discarded);
+
+    /// <summary>A message this node will never deliver: its sender told the node to skip ahead because it held the
+    /// sender back too long (<see cref="Region.SlowReceiverPolicy.SkipAhead"/>). Called in the order delivery would have
+    /// been, on the core thread.</summary>
+    void OnSkipped(uint sender, ulong sequence)
+    {
+    }
 }
 
 /// <summary>A group's state on the core thread: what waits to be sent (published messages, the pull feed, the outbox of

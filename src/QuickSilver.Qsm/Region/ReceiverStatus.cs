@@ -201,7 +201,7 @@ internal sealed class ReceiverStatus
         var leader = view.Members[_member.Partition];
         ReportsSent++;
         _sink(leader.Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, stream.Sender, _member.Partition,
-            Aggregate: false, Complete: false, position, Window, missing, Math.Max(position, stream.MaxSeen)));
+            Aggregate: false, Complete: false, position, Window, missing, Math.Max(position, stream.MaxSeen), _member.Node, position));
     }
 
     /// <summary>As partition leader: a member's (or this member's own) report, and the sender's aggregate if it moved far
@@ -214,7 +214,8 @@ internal sealed class ReceiverStatus
             flow = new PartitionFlow(members.Count);
             for (int i = 0; i < members.Count; i++)
             {
-                if (_member.View!.Members[members[i]].Node.Value == sender)
+                flow.Nodes[i] = _member.View!.Members[members[i]].Node.Value;
+                if (flow.Nodes[i] == sender)
                 {
                     flow.Exempt(i); // the sender itself, a member of this partition: it reads its own member in place
                 }
@@ -274,7 +275,7 @@ internal sealed class ReceiverStatus
         var view = _member.View!;
         ReportsSent++;
         _sink(stream.Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, sender, _member.Partition,
-            Aggregate: true, summary.Complete, summary.Position, summary.Window, summary.Missing, summary.Highest));
+            Aggregate: true, summary.Complete, summary.Position, summary.Window, summary.Missing, summary.Highest, summary.Slowest, summary.Leading));
     }
 
     private void OnTimer()
@@ -339,6 +340,7 @@ internal sealed class ReceiverStatus
         public readonly bool[] Heard = new bool[members];
         public readonly ulong[] Missing = new ulong[members];
         public readonly ulong[] Highest = new ulong[members];
+        public readonly uint[] Nodes = new uint[members];
         public ulong Forwarded;
         public ulong ForwardedMissing;
         public bool ForwardedComplete;
@@ -354,8 +356,8 @@ internal sealed class ReceiverStatus
 
         public PartitionSummary Aggregate()
         {
-            ulong minimum = ulong.MaxValue, highest = ulong.MaxValue, missing = 0;
-            uint window = uint.MaxValue;
+            ulong minimum = ulong.MaxValue, highest = ulong.MaxValue, missing = 0, leading = 0;
+            uint window = uint.MaxValue, slowest = 0;
             bool complete = true;
             for (int i = 0; i < Positions.Length; i++)
             {
@@ -365,7 +367,17 @@ internal sealed class ReceiverStatus
                     continue;
                 }
 
-                minimum = Math.Min(minimum, Positions[i]);
+                if (Positions[i] < minimum)
+                {
+                    minimum = Positions[i];
+                    slowest = Nodes[i];
+                }
+
+                if (Positions[i] != ulong.MaxValue)
+                {
+                    leading = Math.Max(leading, Positions[i]); // not the sender itself (exempt)
+                }
+
                 highest = Math.Min(highest, Highest[i]);
                 window = Math.Min(window, Windows[i]);
             }
@@ -379,7 +391,7 @@ internal sealed class ReceiverStatus
                 }
             }
 
-            return new PartitionSummary(minimum, window, complete, missing, highest);
+            return new PartitionSummary(minimum, window, complete, missing, highest, slowest, Math.Max(leading, minimum == ulong.MaxValue ? 0 : minimum));
         }
     }
 }
@@ -387,8 +399,9 @@ internal sealed class ReceiverStatus
 /// <summary>A partition leader's aggregate of its members' reports on one stream: the minimum position and window over
 /// the members heard, whether all were, the union of their gaps within the 64 packets after the minimum, and the lowest
 /// highest packet. <see cref="Position"/> is <see cref="ulong.MaxValue"/> when no member but the sender itself was heard
-/// (nothing to say).</summary>
-internal readonly record struct PartitionSummary(ulong Position, uint Window, bool Complete, ulong Missing, ulong Highest);
+/// (nothing to say). <see cref="Slowest"/> is the member at <see cref="Position"/>, <see cref="Leading"/> the furthest
+/// position of any member heard.</summary>
+internal readonly record struct PartitionSummary(ulong Position, uint Window, bool Complete, ulong Missing, ulong Highest, uint Slowest, ulong Leading);
 
 /// <summary>What a member last reported of one sender's stream (<see cref="ReceiverStatus"/>).</summary>
 internal sealed class FlowReport

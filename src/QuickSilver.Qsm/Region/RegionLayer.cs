@@ -74,6 +74,10 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         }
     }
 
+    /// <summary>A packet of a sender that told this node to skip ahead, passed over instead of delivered
+    /// (<see cref="SlowReceiverPolicy.SkipAhead"/>).</summary>
+    public event RegionDeliveryHandler? Skipped;
+
     /// <summary>A new member replaced the old one (the node moved to another region of overlap).</summary>
     public event Action<RegionMember>? MemberChanged;
 
@@ -133,7 +137,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         string.Concat(_senders.Values.Select(s => $"; sender to region {s.Region}: last {s.LastSequence}, acked {s.Acknowledged}, " +
             $"unacked {s.Unacknowledged}, " +
             (_options.FlowControl == RegionFlowControl.ReceiverWindow
-                ? $"window left {s.WindowRemaining} B, blocked {s.WindowBlocked}, status {s.StatusReports}, token acks {s.AcknowledgedByToken}, resent on status {s.RetransmittedOnStatus}, "
+                ? $"window left {s.WindowRemaining} B, blocked {s.WindowBlocked}, status {s.StatusReports}, token acks {s.AcknowledgedByToken}, resent on status {s.RetransmittedOnStatus}, laggards skipped {s.LaggardsSkipped}, "
                 : $"μ_snd {s.RateController.TargetRate:F0}/s, credits {s.RateController.Credits:F0}, ") +
             $"resent on NAK {s.RetransmittedOnNak} / timeout {s.RetransmittedOnTimeout}")) +
         (_retired.Count > 0 ? $"; retired senders {_retired.Count}" : "") +
@@ -195,6 +199,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
 
                 member.AdmitSenders(_admitted);
                 member.Delivered += (sender, seq, payload) => Delivered?.Invoke(sender, seq, payload);
+                member.Skipped += (sender, seq, payload) => Skipped?.Invoke(sender, seq, payload);
                 member.Consumer = (sender, seq, payload) => Consumer?.Invoke(sender, seq, payload) ?? true;
                 Member = member;
                 MemberChanged?.Invoke(member);
@@ -289,6 +294,20 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         }
     }
 
+    /// <summary>Tells a member that held <paramref name="sender"/> back too long to skip its packets up to
+    /// <paramref name="through"/> (reliable unicast; this node's own member in place).</summary>
+    private void SendSkip(RegionSender sender, ViewMember member, ulong through)
+    {
+        if (member.Node.Value == _node)
+        {
+            return; // never chosen (the sender does not count its own member), but never sent to itself either
+        }
+
+        Span<byte> message = stackalloc byte[RegionWire.SkipSize];
+        RegionWire.WriteSkip(message, sender.Region, sender.Node, sender.View.ViewNumber, through);
+        _control.Send(member.Address, message);
+    }
+
     /// <summary>Hands the member the stream-start hints that arrived before the view (or the admission) they need.</summary>
     private void ReplayStarts()
     {
@@ -317,6 +336,8 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         }
 
         sender = new RegionSender(Node, view, _transport, _scheduler, _options, _rateOptions);
+        var created = sender;
+        sender.LaggardFound += (member, through) => SendSkip(created, member, through);
         _senders.Add(view.Region.Value, sender);
         SenderAdded?.Invoke(sender);
         if (Member?.View?.Region == view.Region)
@@ -454,6 +475,21 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
                     }
 
                     _pendingStarts.Add((from, start));
+                }
+
+                break;
+            case RegionControl.Skip:
+                if (!RegionWire.TryReadSkip(message, out uint skipRegion, out uint skipSender, out _, out ulong through))
+                {
+                    Drops.Increment(DropReason.Malformed);
+                }
+                else if (Member is not { } skipping)
+                {
+                    Drops.Increment(DropReason.NotForThisNode);
+                }
+                else
+                {
+                    skipping.OnSkip(from, skipRegion, skipSender, through);
                 }
 
                 break;

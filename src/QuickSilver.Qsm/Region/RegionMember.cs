@@ -39,6 +39,8 @@ internal sealed class RegionMember
     private readonly List<SenderStream> _streamList = new();
     private readonly PacketPool _pool;
     private readonly PacketDelivery _deliverOne;
+    private readonly PacketSkip _skipOne;
+    private readonly Alarm _lossyAlarm;
     private readonly Alarm _rateAlarm;
     private readonly TokenRing _ring;
     private uint _firstView;
@@ -67,6 +69,8 @@ internal sealed class RegionMember
         _lossRate = new RateEstimator(_rateOptions.Samples, _rateOptions.SampleInterval);
         _pool = new PacketPool(_options.MaxHeldPackets);
         _deliverOne = DeliverOne;
+        _skipOne = (stream, seq, payload) => Skipped?.Invoke(stream.Sender, seq, payload);
+        _lossyAlarm = new Alarm(_ => CheckLossyStreams());
         _ring = new TokenRing(this);
         Recovery = new LossRecovery(this, data.MaxDatagramSize);
         _rateAlarm = new Alarm(_ => SampleRates());
@@ -197,7 +201,7 @@ internal sealed class RegionMember
         $"region {View?.Region.Value} view {View?.ViewNumber} ({View?.Count} members), index {Index}, partition {Partition}/{Partitions}, " +
         $"rounds {RoundsCompleted}, repairs {RepairsSent}, pulls {PullsSent}, NAKs {NaksSent}, drops {Drops.Total}; " +
         string.Join("; ", _streams.Values.Select(s => $"sender {s.Sender}: delivered {s.Delivered}, seen {s.MaxSeen}, held {s.HeldCount}, " +
-            $"overflows {s.Overflows}, anchored {s.Anchored}{(s.Paused ? ", paused" : "")}"));
+            $"overflows {s.Overflows}, anchored {s.Anchored}{(s.Paused ? ", paused" : "")}{(s.Skipped > 0 ? $", skipped {s.Skipped}" : "")}"));
 
     /// <summary>Stops this member (the node moved to another region): no more tokens or rate samples, and its multicast
     /// address is left unless <paramref name="keepAddress"/> (the next region's) is the same.</summary>
@@ -206,6 +210,7 @@ internal sealed class RegionMember
         _ring.Stop();
         _status?.Stop();
         _scheduler.Cancel(_rateAlarm);
+        _scheduler.Cancel(_lossyAlarm);
         if (View?.MulticastAddress is { } group && group != keepAddress)
         {
             _data.LeaveGroup(group);
@@ -348,6 +353,75 @@ internal sealed class RegionMember
         return true;
     }
 
+    /// <summary>A packet passed over, not delivered, because its sender told this member to skip ahead
+    /// (<see cref="SlowReceiverPolicy.SkipAhead"/>): the layer above counts the messages it lost.</summary>
+    public event RegionDeliveryHandler? Skipped;
+
+    /// <summary>Skip notices taken (<see cref="OnSkip"/>).</summary>
+    public long SkipNotices { get; private set; }
+
+    /// <summary>A sender's skip notice (<see cref="RegionWire.WriteSkip"/>): this member held it back for
+    /// <see cref="RegionOptions.LaggardTimeout"/>, so none of its packets up to the given seq goes to the layer above.
+    /// Taken only from the address the sender's stream was admitted at, for an anchored stream in this member's region;
+    /// anything else is dropped and counted. The position this member reports moves on as packets arrive, so the sender
+    /// is no longer held. True when it applied.</summary>
+    internal bool OnSkip(NetAddress from, uint region, uint sender, ulong through)
+    {
+        if (View is null || View.Region.Value != region || !_streams.TryGetValue(sender, out var stream) || !stream.Anchored)
+        {
+            Drops.Increment(DropReason.NotForThisNode);
+            return false;
+        }
+
+        if (stream.Address != from || from == default)
+        {
+            Drops.Increment(DropReason.NotAMember); // only the sender may tell its members to skip its packets
+            return false;
+        }
+
+        SkipNotices++;
+        stream.Lossy = true;
+        stream.SkippedWhenChecked = stream.Skipped;
+        if (!_lossyAlarm.IsScheduled)
+        {
+            _scheduler.ScheduleAfter(_lossyAlarm, _options.LaggardTimeout);
+        }
+
+        stream.SkipAhead(through);
+        stream.ResumeDelivery(); // a stream paused by the layer above moves on, skipping what it refuses
+        _status?.OnProgress(stream);
+        return true;
+    }
+
+    /// <summary>Every <see cref="RegionOptions.LaggardTimeout"/> while a stream is cut loose: one that skipped nothing
+    /// since the last look has kept up, and holds its sender to its pace again.</summary>
+    private void CheckLossyStreams()
+    {
+        bool any = false;
+        foreach (var stream in _streamList)
+        {
+            if (!stream.Lossy)
+            {
+                continue;
+            }
+
+            if (stream.Skipped == stream.SkippedWhenChecked)
+            {
+                stream.Lossy = false;
+            }
+            else
+            {
+                stream.SkippedWhenChecked = stream.Skipped;
+                any = true;
+            }
+        }
+
+        if (any)
+        {
+            _scheduler.ScheduleAfter(_lossyAlarm, _options.LaggardTimeout);
+        }
+    }
+
     /// <summary>Whether <paramref name="from"/> is a member of the current view (tokens and pulls come only from
     /// members).</summary>
     internal bool IsViewMember(NetAddress from) => _viewAddresses.Contains(from);
@@ -440,7 +514,7 @@ internal sealed class RegionMember
     {
         if (!_streams.TryGetValue(sender, out var stream))
         {
-            stream = new SenderStream(sender, _deliverOne, _options.FifoDelivery, _options.MaxHeldPackets, _options.SenderWindow, _pool, Drops);
+            stream = new SenderStream(sender, _deliverOne, _options.FifoDelivery, _options.MaxHeldPackets, _options.SenderWindow, _pool, Drops, _skipOne);
             _streams.Add(sender, stream);
             _streamList.Add(stream);
         }

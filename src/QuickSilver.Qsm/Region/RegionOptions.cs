@@ -17,6 +17,22 @@ public enum RegionFlowControl
     PaperRate,
 }
 
+/// <summary>What a region's senders do about a member that takes their stream far more slowly than the others
+/// (docs/qsm.md, "Slow receivers").</summary>
+public enum SlowReceiverPolicy
+{
+    /// <summary>Wait for it: every sender goes at the speed of its slowest member (QSM's flow control, and QuickSilver's
+    /// guarantee that every member gets every message). The default.</summary>
+    BackPressure,
+
+    /// <summary>Do not wait for it longer than <see cref="RegionOptions.LaggardTimeout"/>: a sender held back that long by
+    /// one member that is at least half a window behind the fastest member tells it to skip ahead to the sender's
+    /// latest packet. The laggard still receives, caches and repairs every packet (the region's guarantees to the other
+    /// members are unchanged), but hands none of the skipped ones to its application, which is told how many messages it
+    /// lost (<c>QuickSilverGroup.SkippedMessages</c>). Needs <see cref="RegionFlowControl.ReceiverWindow"/>.</summary>
+    SkipAhead,
+}
+
 /// <summary>Parameters of the regional protocol (QSM §2.3). Paper values where it gives them.</summary>
 public sealed record RegionOptions
 {
@@ -88,6 +104,14 @@ public sealed record RegionOptions
     /// rate, at 2 ms to a third, at 1 ms to 0.6 of it. At most <see cref="StatusInterval"/>; default 1 ms.</summary>
     public TimeSpan GapReportInterval { get; init; } = TimeSpan.FromMilliseconds(1);
 
+    /// <summary>What senders do about a member far slower than the others (see <see cref="SlowReceiverPolicy"/>).</summary>
+    public SlowReceiverPolicy SlowReceivers { get; init; } = SlowReceiverPolicy.BackPressure;
+
+    /// <summary>With <see cref="SlowReceiverPolicy.SkipAhead"/>: how long one laggard may hold a sender back before it is
+    /// told to skip ahead. At least twice <see cref="StatusInterval"/> (reports are how a sender sees who holds it), at
+    /// most 10 minutes; default 2 s.</summary>
+    public TimeSpan LaggardTimeout { get; init; } = TimeSpan.FromSeconds(2);
+
     public void Validate()
     {
         OptionChecks.InRange(ReplicationFactor, 1, 100, $"RegionOptions.{nameof(ReplicationFactor)}");
@@ -111,6 +135,22 @@ public sealed record RegionOptions
         {
             throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(FlowControl)}", FlowControl,
                 $"RegionOptions.{nameof(FlowControl)} must be one of {string.Join(", ", Enum.GetNames<RegionFlowControl>())}.");
+        }
+        if (!Enum.IsDefined(SlowReceivers))
+        {
+            throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(SlowReceivers)}", SlowReceivers,
+                $"RegionOptions.{nameof(SlowReceivers)} must be one of {string.Join(", ", Enum.GetNames<SlowReceiverPolicy>())}.");
+        }
+        if (SlowReceivers == SlowReceiverPolicy.SkipAhead && FlowControl != RegionFlowControl.ReceiverWindow)
+        {
+            throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(SlowReceivers)}", SlowReceivers,
+                $"RegionOptions.{nameof(SlowReceivers)} = {SlowReceivers} needs RegionOptions.{nameof(FlowControl)} = {RegionFlowControl.ReceiverWindow}: " +
+                "a sender sees who holds it back only in the receivers' flow reports.");
+        }
+        if (LaggardTimeout < StatusInterval * 2 || LaggardTimeout > TimeSpan.FromMinutes(10))
+        {
+            throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(LaggardTimeout)}", LaggardTimeout,
+                $"RegionOptions.{nameof(LaggardTimeout)} ({LaggardTimeout}) must be at least twice RegionOptions.{nameof(StatusInterval)} ({StatusInterval}) and at most 10 minutes.");
         }
         if (MaxHeldPackets < 2L * SenderWindow)
         {

@@ -63,6 +63,12 @@ internal sealed class RegionSender : IDatagramFeed
     private ulong _sentBytes;   // bytes of every packet numbered so far (the stream's byte position)
     private ulong _ackedBytes;  // the byte position of the last acknowledged packet
     private ulong _byteLimit;   // new packets go only while _sentBytes is below it (receiver window mode)
+    private int _limiting = -1; // the partition whose report sets _byteLimit, or -1 (the local member, or none)
+    private readonly bool _skipAhead;
+    private bool _windowBlocked; // the window (bytes or packets) refused a new packet and none has been numbered since
+    private readonly Alarm _laggardAlarm;
+    private uint _heldBy;       // the laggard holding this sender back since _heldSince (SkipAhead), or 0
+    private TimeSpan _heldSince;
 
     public RegionSender(uint node, RegionView view, IDatagramTransport data, IAlarmScheduler scheduler,
         RegionOptions? options = null, RateControlOptions? rateOptions = null)
@@ -80,7 +86,9 @@ internal sealed class RegionSender : IDatagramFeed
         _naks = new NakSet(_options.MaxNakRanges);
         _retransmitAlarm = new Alarm(_ => RetransmitOverdue());
         _scheduler.ScheduleAfter(_retransmitAlarm, _options.TokenInterval);
+        _laggardAlarm = new Alarm(_ => WatchLaggard());
         _receiverWindow = _options.FlowControl == RegionFlowControl.ReceiverWindow;
+        _skipAhead = _receiverWindow && _options.SlowReceivers == SlowReceiverPolicy.SkipAhead;
         ResetReports();
         _feed = data.RegisterFeed(this);
     }
@@ -157,6 +165,7 @@ internal sealed class RegionSender : IDatagramFeed
     {
         _stopped = true;
         _scheduler.Cancel(_retransmitAlarm);
+        _scheduler.Cancel(_laggardAlarm);
         _feed.Dispose();
     }
 
@@ -226,9 +235,15 @@ internal sealed class RegionSender : IDatagramFeed
                 continue; // no one else in the region
             }
 
-            if (Source is not { } source || !HasSpace)
+            if (Source is not { } source)
             {
-                return 0; // an ACK (window) or the source signals
+                return 0; // the source signals
+            }
+
+            if (!HasSpace)
+            {
+                _windowBlocked = true;
+                return 0; // an ACK (window) signals
             }
 
             if (_receiverWindow)
@@ -236,6 +251,7 @@ internal sealed class RegionSender : IDatagramFeed
                 if (_sentBytes >= _byteLimit)
                 {
                     WindowBlocked++;
+                    _windowBlocked = true;
                     return 0; // the slowest receiver's window is full: its next flow status signals
                 }
             }
@@ -257,6 +273,7 @@ internal sealed class RegionSender : IDatagramFeed
                 _rate.TryConsume();
             }
 
+            _windowBlocked = false;
             ulong next = ++LastSequence;
             int length = RegionWire.WriteHeader(slot, new DataHeader(_node, _view.Region.Value, _view.ViewNumber, Math.Min(_viewStart, next), next, Settled), written);
             ref var outgoing = ref _window[next % (ulong)_window.Length];
@@ -548,6 +565,8 @@ internal sealed class RegionSender : IDatagramFeed
         report.Complete = status.Complete;
         report.Position = status.Position;
         report.Window = status.WindowBytes;
+        report.Slowest = status.Slowest;
+        report.Leading = status.Leading;
 
         bool complete = true;
         ulong minimum = ulong.MaxValue;
@@ -576,7 +595,79 @@ internal sealed class RegionSender : IDatagramFeed
         }
 
         UpdateByteLimit();
+        WatchLaggard();
         Signal();
+    }
+
+    /// <summary>Packets (and so messages) members were told to skip because they held this sender back for
+    /// <see cref="RegionOptions.LaggardTimeout"/> (<see cref="SlowReceiverPolicy.SkipAhead"/>): one per notice.</summary>
+    public long LaggardsSkipped { get; private set; }
+
+    /// <summary>A member held this sender back for <see cref="RegionOptions.LaggardTimeout"/>: the region layer sends it
+    /// a skip notice up to the given seq (<see cref="SlowReceiverPolicy.SkipAhead"/>).</summary>
+    public event Action<ViewMember, ulong>? LaggardFound;
+
+    /// <summary>
+    /// With <see cref="SlowReceiverPolicy.SkipAhead"/>, after each flow report: who holds this sender back? The member at
+    /// the lowest position of the partition whose report sets the byte limit, when the sender was held back by its window
+    /// (it wanted to number a packet and has not been able to since), that partition's report is complete, and that member is
+    /// at least half a window behind the furthest member of any partition (half its byte window, or half
+    /// <see cref="RegionOptions.SenderWindow"/> in packets, whichever held the sender). The same member held back the
+    /// sender for <see cref="RegionOptions.LaggardTimeout"/>: it is told to skip ahead to the last packet numbered. Equally
+    /// slow members (a sender faster than all of its receivers, or a link that is the bottleneck) are never far apart, so
+    /// none of them is a laggard: the rule singles out one member slower than the rest.
+    /// </summary>
+    private void WatchLaggard()
+    {
+        if (!_skipAhead)
+        {
+            return;
+        }
+
+        var now = _scheduler.Now;
+        if (_limiting < 0 || _limiting >= _reports.Length || !_windowBlocked || _stopped)
+        {
+            _heldBy = 0;
+            return;
+        }
+
+        ref var held = ref _reports[_limiting];
+        ulong leading = 0;
+        foreach (var r in _reports)
+        {
+            if (r.Heard && r.Position != ulong.MaxValue)
+            {
+                leading = Math.Max(leading, r.Leading);
+            }
+        }
+
+        leading = Math.Min(leading, LastSequence);
+        if (!held.Heard || !held.Complete || held.Slowest == _node || leading <= held.Position
+            || (leading - held.Position < (ulong)_options.SenderWindow / 2 && BytesUpTo(leading) - BytesUpTo(held.Position) < held.Window / 2)
+            || _view.IndexOf(new NodeId(held.Slowest)) < 0) // last: linear in the view
+        {
+            _heldBy = 0;
+            return;
+        }
+
+        if (_heldBy != held.Slowest)
+        {
+            // Look again when the time is up even if no report comes (a stalled member's partition stops repeating its
+            // unchanged report after a while), from the latest reports.
+            _heldBy = held.Slowest;
+            _heldSince = now;
+            _scheduler.Cancel(_laggardAlarm);
+            _scheduler.ScheduleAfter(_laggardAlarm, _options.LaggardTimeout);
+            return;
+        }
+
+        if (now - _heldSince >= _options.LaggardTimeout)
+        {
+            var member = _view.Members[_view.IndexOf(new NodeId(_heldBy))];
+            LaggardsSkipped++;
+            _heldBy = 0;
+            LaggardFound?.Invoke(member, LastSequence);
+        }
     }
 
     /// <summary>Queues resends of the packets a status names as missing (bit i: position + 1 + i), each at most once per
@@ -667,6 +758,8 @@ internal sealed class RegionSender : IDatagramFeed
     /// <summary>A new view: its partitions have not reported yet.</summary>
     private void ResetReports()
     {
+        _limiting = -1;
+        _heldBy = 0;
         int partitions = _view.PartitionCount(_options.ReplicationFactor);
         if (_reports.Length != partitions)
         {
@@ -708,8 +801,10 @@ internal sealed class RegionSender : IDatagramFeed
     private void UpdateByteLimit()
     {
         ulong limit = ulong.MaxValue;
-        foreach (var report in _reports)
+        _limiting = -1;
+        for (int j = 0; j < _reports.Length; j++)
         {
+            ref var report = ref _reports[j];
             if (report.Position == ulong.MaxValue)
             {
                 continue; // a partition of this node alone
@@ -717,12 +812,22 @@ internal sealed class RegionSender : IDatagramFeed
 
             ulong position = report.Heard && report.Complete ? Math.Max(report.Position, Acknowledged) : Acknowledged;
             ulong window = report.Heard ? report.Window : (ulong)_options.ReceiveWindowBytes;
-            limit = Math.Min(limit, BytesUpTo(position) + window);
+            ulong bound = BytesUpTo(position) + window;
+            if (bound < limit)
+            {
+                limit = bound;
+                _limiting = j;
+            }
         }
 
         if (LocalPosition?.Invoke() is { } local)
         {
-            limit = Math.Min(limit, BytesUpTo(Math.Max(local, Acknowledged)) + (ulong)_options.ReceiveWindowBytes);
+            ulong bound = BytesUpTo(Math.Max(local, Acknowledged)) + (ulong)_options.ReceiveWindowBytes;
+            if (bound < limit)
+            {
+                limit = bound;
+                _limiting = -1; // this node's own subscriber: not a laggard to skip
+            }
         }
 
         _byteLimit = limit;
@@ -824,5 +929,7 @@ internal sealed class RegionSender : IDatagramFeed
         public ulong Position;
         public uint Window;
         public ulong Highest;
+        public uint Slowest;  // the member at Position
+        public ulong Leading; // the furthest position of the partition's members
     }
 }

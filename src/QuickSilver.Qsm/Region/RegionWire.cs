@@ -12,6 +12,7 @@ internal enum RegionControl : byte
     Nak = 3,
     Ack = 4,
     Start = 5,
+    Skip = 6,
 }
 
 /// <summary>
@@ -24,9 +25,12 @@ internal enum RegionControl : byte
 internal readonly record struct RegionAck(uint Region, uint Sender, uint View, ulong Stable, ulong MaxSeen, double Rate, double Loss);
 
 /// <summary>A receiver's flow status (see <see cref="RegionWire.WriteStatus"/>): how far it has taken a sender's stream and
-/// how many bytes beyond that it can take. <see cref="Reporter"/> is the node that sent it (the common header's sender).</summary>
+/// how many bytes beyond that it can take. <see cref="Reporter"/> is the node that sent it (the common header's sender).
+/// <see cref="Slowest"/> is the member at <see cref="Position"/> (the reporter, in a member's report) and
+/// <see cref="Leading"/> the furthest position over the members heard (the reporter's own, in a member's report): a
+/// sender held back by one member far behind the others can tell it to skip ahead (<see cref="SlowReceiverPolicy.SkipAhead"/>).</summary>
 internal readonly record struct FlowStatus(uint Reporter, uint Region, uint View, uint Sender, int Partition, bool Aggregate, bool Complete,
-    ulong Position, uint WindowBytes, ulong Missing, ulong Highest);
+    ulong Position, uint WindowBytes, ulong Missing, ulong Highest, uint Slowest = 0, ulong Leading = 0);
 
 /// <summary>The fixed part of a QSM data packet. <see cref="Settled"/> (0 when unknown, and in repairs) is the point up to
 /// which the sender's flow reports say every member of its view has taken its stream (docs/qsm.md, "Purging on the
@@ -49,7 +53,7 @@ internal static class RegionWire
     /// <summary>The packet type of receivers' flow status reports (docs/wire-format.md, "Flow status").</summary>
     public const PacketType StatusType = (PacketType)34;
 
-    public const int StatusSize = PacketHeader.Size + 44;
+    public const int StatusSize = PacketHeader.Size + 56;
 
     private const ushort StatusAggregateFlag = 1;
     private const ushort StatusCompleteFlag = 2;
@@ -148,6 +152,39 @@ internal static class RegionWire
         return header.View != RepairView && viewStart > 0;
     }
 
+    /// <summary>The size of a skip notice: <c>u8 kind | u32 region | u32 sender | u32 view | u64 through</c>.</summary>
+    public const int SkipSize = 21;
+
+    /// <summary>A sender's notice to a member that held it back too long (<see cref="SlowReceiverPolicy.SkipAhead"/>,
+    /// docs/wire-format.md, "Skip notice"): hand none of the sender's packets up to <paramref name="through"/> to the
+    /// application (still receive, cache and repair them). Reliable unicast, sender to member.</summary>
+    public static int WriteSkip(Span<byte> message, uint region, uint sender, uint view, ulong through)
+    {
+        message[0] = (byte)RegionControl.Skip;
+        BinaryPrimitives.WriteUInt32LittleEndian(message[1..], region);
+        BinaryPrimitives.WriteUInt32LittleEndian(message[5..], sender);
+        BinaryPrimitives.WriteUInt32LittleEndian(message[9..], view);
+        BinaryPrimitives.WriteUInt64LittleEndian(message[13..], through);
+        return SkipSize;
+    }
+
+    /// <summary>Reads a skip notice; false if malformed (wrong length, view 0, through 0).</summary>
+    public static bool TryReadSkip(ReadOnlySpan<byte> message, out uint region, out uint sender, out uint view, out ulong through)
+    {
+        region = sender = view = 0;
+        through = 0;
+        if (message.Length != SkipSize || message[0] != (byte)RegionControl.Skip)
+        {
+            return false;
+        }
+
+        region = BinaryPrimitives.ReadUInt32LittleEndian(message[1..]);
+        sender = BinaryPrimitives.ReadUInt32LittleEndian(message[5..]);
+        view = BinaryPrimitives.ReadUInt32LittleEndian(message[9..]);
+        through = BinaryPrimitives.ReadUInt64LittleEndian(message[13..]);
+        return view > 0 && through > 0;
+    }
+
     public static int WriteRanges(Span<byte> message, RegionControl kind, uint region, uint sender, int partition, int partitions, NakSet ranges)
     {
         message[0] = (byte)kind;
@@ -212,12 +249,13 @@ internal static class RegionWire
     }
 
     /// <summary>A flow status datagram: <c>PacketHeader(Status, reporter, flags) | u32 region | u32 view | u32 sender |
-    /// u32 partition | u64 position | u32 windowBytes | u64 missing | u64 highest</c> (56 bytes). Flags: 1 = a partition leader's
+    /// u32 partition | u64 position | u32 windowBytes | u64 missing | u64 highest | u32 slowest | u64 leading</c> (68 bytes). Flags: 1 = a partition leader's
     /// aggregate (to the sender), else one member's report (to its partition leader); 2 = the aggregate covers every
     /// member of the partition. Bit i of <c>missing</c> says packet position + 1 + i has not arrived (at some member of
     /// the partition, for an aggregate) though a later one has; <c>highest</c> is the highest packet that arrived (the
     /// lowest such over the partition, for an aggregate): below the sender's last packet, long after it left, it says
-    /// the tail was lost.</summary>
+    /// the tail was lost. <c>slowest</c> is the node at <c>position</c> and <c>leading</c> the furthest position of any
+    /// member heard (the reporter's, for one member's report): who holds the sender back, and by how much.</summary>
     public static int WriteStatus(Span<byte> datagram, in FlowStatus status)
     {
         ushort flags = (ushort)((status.Aggregate ? StatusAggregateFlag : 0) | (status.Complete ? StatusCompleteFlag : 0));
@@ -231,6 +269,8 @@ internal static class RegionWire
         BinaryPrimitives.WriteUInt32LittleEndian(body[24..], status.WindowBytes);
         BinaryPrimitives.WriteUInt64LittleEndian(body[28..], status.Missing);
         BinaryPrimitives.WriteUInt64LittleEndian(body[36..], status.Highest);
+        BinaryPrimitives.WriteUInt32LittleEndian(body[44..], status.Slowest);
+        BinaryPrimitives.WriteUInt64LittleEndian(body[48..], status.Leading);
         return StatusSize;
     }
 
@@ -255,7 +295,10 @@ internal static class RegionWire
             BinaryPrimitives.ReadUInt64LittleEndian(body[16..]),
             BinaryPrimitives.ReadUInt32LittleEndian(body[24..]),
             BinaryPrimitives.ReadUInt64LittleEndian(body[28..]),
-            BinaryPrimitives.ReadUInt64LittleEndian(body[36..]));
-        return status.View > 0 && partition <= ushort.MaxValue && (status.Aggregate || !status.Complete) && status.Highest >= status.Position;
+            BinaryPrimitives.ReadUInt64LittleEndian(body[36..]),
+            BinaryPrimitives.ReadUInt32LittleEndian(body[44..]),
+            BinaryPrimitives.ReadUInt64LittleEndian(body[48..]));
+        return status.View > 0 && partition <= ushort.MaxValue && (status.Aggregate || !status.Complete) && status.Highest >= status.Position
+               && status.Leading >= status.Position;
     }
 }

@@ -10,6 +10,10 @@ namespace QuickSilver.Qsm.Region;
 /// again on <see cref="SenderStream.ResumeDelivery"/>.</summary>
 internal delegate bool PacketDelivery(SenderStream stream, ulong seq, ReadOnlySpan<byte> payload);
 
+/// <summary>Passes over one of a stream's packets that the sender told this member to skip (see
+/// <see cref="SenderStream.SkipAhead"/>): it is not delivered, only shown so the layer above can count what it lost.</summary>
+internal delegate void PacketSkip(SenderStream stream, ulong seq, ReadOnlySpan<byte> payload);
+
 /// <summary>
 /// One sender's packets as seen by one region member: delivered in order up to <see cref="Delivered"/>, held beyond
 /// it until the gap closes (or, without FIFO, delivered on arrival and still held), and kept after delivery until the
@@ -51,6 +55,8 @@ internal sealed class SenderStream
     private int _count;
     private bool _delivering; // an in-order pass is running (a re-entrant one would deliver its packet twice)
     private bool _blocked;    // the layer above refused a packet: nothing more until ResumeDelivery
+    private readonly PacketSkip? _skip;
+    private ulong _skipThrough; // packets up to here are passed over, not delivered (SkipAhead)
 
     /// <param name="deliver">Called for each packet that becomes deliverable; false pauses the stream (see
     /// <see cref="PacketDelivery"/>).</param>
@@ -59,8 +65,9 @@ internal sealed class SenderStream
     /// (<see cref="RegionOptions.SenderWindow"/>); less than <paramref name="maxHeld"/>.</param>
     /// <param name="pool">Where packet buffers come from and go back to (shared by a member's streams).</param>
     /// <param name="drops">Where overflows are counted (the member's drop counters).</param>
+    /// <param name="skip">Shown each packet passed over after <see cref="SkipAhead"/>.</param>
     public SenderStream(uint sender, PacketDelivery deliver, bool fifo = true, int maxHeld = 16_384, int reserve = 0, PacketPool? pool = null,
-        DropCounters? drops = null)
+        DropCounters? drops = null, PacketSkip? skip = null)
     {
         ArgumentNullException.ThrowIfNull(deliver);
         ArgumentOutOfRangeException.ThrowIfLessThan(maxHeld, 1);
@@ -73,6 +80,40 @@ internal sealed class SenderStream
         _reserve = (ulong)reserve;
         _pool = pool ?? new PacketPool(maxHeld);
         _drops = drops;
+        _skip = skip;
+    }
+
+    /// <summary>Packets passed over without delivery since the sender told this member to skip ahead.</summary>
+    public long Skipped { get; private set; }
+
+    /// <summary>Cut loose from the sender's flow control (<see cref="SlowReceiverPolicy.SkipAhead"/>): a packet the layer
+    /// above refuses is passed over (skipped) instead of pausing the stream, so this member's position moves as fast as
+    /// packets arrive. Set on a skip notice; the member clears it once the layer above has refused nothing for
+    /// <see cref="RegionOptions.LaggardTimeout"/>.</summary>
+    public bool Lossy { get; set; }
+
+    /// <summary><see cref="Skipped"/> when the member last looked (to tell whether the stream kept up since).</summary>
+    internal long SkippedWhenChecked { get; set; }
+
+    /// <summary>The sender says this member held it back too long (<see cref="SlowReceiverPolicy.SkipAhead"/>): none of
+    /// its packets up to <paramref name="through"/> goes to the layer above any more (a refused one waiting for
+    /// <see cref="ResumeDelivery"/> included). They are still received, held, repaired and purged as before, so this
+    /// member still caches its partition's share for the others and its position moves as fast as packets arrive; each
+    /// is passed to the skip callback instead, in order, as it would have been delivered. False when nothing is left to
+    /// skip (everything up to there was delivered already).</summary>
+    public bool SkipAhead(ulong through)
+    {
+        through = Math.Min(through, MaxSequence);
+        if (through <= Delivered || through <= _skipThrough)
+        {
+            return false;
+        }
+
+        _skipThrough = through;
+        _blocked = false;
+        DeliverInOrder();
+        DeliverHeldEarly();
+        return true;
     }
 
     public uint Sender { get; }
@@ -503,8 +544,22 @@ internal sealed class SenderStream
 
                 bool early = slot.Early;
                 Delivered = next; // first: a callback that throws does not get the packet again
+                if (next <= _skipThrough && !early)
+                {
+                    Skipped++;
+                    _skip?.Invoke(this, next, slot.Buffer.AsSpan(0, slot.Length));
+                    continue;
+                }
+
                 if (!early && !_deliver(this, next, slot.Buffer.AsSpan(0, slot.Length)))
                 {
+                    if (Lossy)
+                    {
+                        Skipped++;
+                        _skip?.Invoke(this, next, _slots[next & _mask].Buffer.AsSpan(0, _slots[next & _mask].Length));
+                        continue;
+                    }
+
                     Delivered = next - 1;
                     _blocked = true;
                     return;
@@ -544,14 +599,21 @@ internal sealed class SenderStream
         }
 
         ref var slot = ref _slots[seq & _mask];
-        if (slot.Early)
+        if (slot.Early || seq <= _skipThrough)
         {
-            return;
+            return; // delivered already, or to be passed over in order
         }
 
         slot.Early = true; // first: a callback that throws does not get the packet again
         if (!_deliver(this, seq, slot.Buffer.AsSpan(0, slot.Length)))
         {
+            if (Lossy)
+            {
+                Skipped++;
+                _skip?.Invoke(this, seq, _slots[seq & _mask].Buffer.AsSpan(0, _slots[seq & _mask].Length));
+                return; // passed over: stays marked, so it is not offered again
+            }
+
             _slots[seq & _mask].Early = false;
             _blocked = true;
         }

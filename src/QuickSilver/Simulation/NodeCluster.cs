@@ -453,4 +453,9 @@ internal sealed class RecordingGroup(string name) : IGroupOwner
     }
 
     public void OnLeft(int discarded) => Left = true;
+
+    /// <summary>Messages the node skipped in this group (a sender told it to skip ahead), from every sender.</summary>
+    public long Skipped { get; private set; }
+
+    public void OnSkipped(uint sender, ulong sequence) => Skipped++;
 }
