@@ -10,6 +10,9 @@ internal sealed record PassResult(string System, ExperimentPoint Point, double S
 {
     public bool AllArrived => MinReceived == Point.Total;
 
+    /// <summary>QuickSilver: when the sender sent its first message, warm-up or measured (µs since the epoch); 0 if not known.</summary>
+    public long FirstSendMicros { get; init; }
+
     public double MessagesPerSecond => Seconds > 0 ? MinMeasured / Seconds : 0;
 
     public double MegabytesPerSecond => MessagesPerSecond * Point.Size / 1e6;

@@ -30,6 +30,8 @@ internal static class QsReceiverRole
         }, deadline.Token);
         var joined = await Task.WhenAll(Enumerable.Range(0, groups).Select(g => node.JoinGroupAsync(GroupName(g), deadline.Token)));
         var count = new ArrivalCounter();
+        string timelinePath = a.String("timeline", "");
+        var timeline = timelinePath.Length > 0 ? new ArrivalTimeline() : null;
         int probed = 0;
         var seen = new bool[groups];
         long previous = 0, longestGap = 0, longestGapAt = 0; // diagnostics (QS_COMPARE_DESCRIBE): the longest pause between arrivals
@@ -56,6 +58,7 @@ internal static class QsReceiverRole
 
                 long now = ResultLine.NowMicros();
                 long n = count.Arrived(kind == MessageKind.Data, now);
+                timeline?.Arrived(now);
                 if (previous != 0 && now - previous > longestGap)
                 {
                     (longestGap, longestGapAt) = (now - previous, n);
@@ -74,6 +77,11 @@ internal static class QsReceiverRole
         if (count.Received < total || Environment.GetEnvironmentVariable("QS_COMPARE_DESCRIBE") == "1")
         {
             Console.Error.WriteLine($"qs-recv has {count.Received} of {total}; longest pause {longestGap} µs before message {longestGapAt}: {await node.DescribeAsync()}");
+        }
+
+        if (timeline is not null)
+        {
+            await File.WriteAllTextAsync(timelinePath, timeline.Format(), CancellationToken.None);
         }
 
         Console.WriteLine(count.ResultLine(total));

@@ -5,7 +5,11 @@ using QuickSilver.Compare.Passes;
 namespace QuickSilver.Compare;
 
 internal sealed record RunOptions(bool Quick, string Output, IReadOnlyList<string> Systems, long? Messages, long? Warmup, TimeSpan Timeout, double? QsMinRate,
-    IReadOnlyList<QuickSilver.Core.Security.DatagramSecurity>? QsSecurity = null);
+    IReadOnlyList<QuickSilver.Core.Security.DatagramSecurity>? QsSecurity = null)
+{
+    /// <summary>Measure QuickSilver's ramp instead of the experiments (<see cref="RampOut"/>).</summary>
+    public bool Ramp { get; init; }
+}
 
 /// <summary>Runs every experiment's points for every system (a point shared by experiments runs once), then writes a
 /// CSV, a PNG and a ratio table per experiment.</summary>
@@ -20,6 +24,11 @@ internal static class Runner
         }
 
         Directory.CreateDirectory(options.Output);
+        if (options.Ramp)
+        {
+            return await RunRampAsync(options);
+        }
+
         var systems = options.Systems.Distinct()
             .SelectMany(s => s == Systems.QuickSilver ? (options.QsSecurity ?? [default]).Distinct().Select(Systems.QuickSilverWith) : [s])
             .ToList();
@@ -71,6 +80,38 @@ internal static class Runner
         Console.WriteLine();
         Console.WriteLine(markdown);
         return done.Values.All(r => r.AllArrived || r.System is Systems.RawUdp or Systems.Sockperf) ? 0 : 1;
+    }
+
+    /// <summary>One QuickSilver pass from a cold start with arrival timelines at every receiver: the ramp.</summary>
+    private static async Task<int> RunRampAsync(RunOptions options)
+    {
+        var point = new ExperimentPoint(2, 1, 1000, 0, options.Messages ?? 1_000_000, options.Warmup ?? 0);
+        string folder = Path.Combine(options.Output, "ramp-timelines");
+        Directory.CreateDirectory(folder);
+        var pass = await RunPassAsync(Systems.QuickSilver, new PassContext(point, options.Timeout, options.QsMinRate, TimelineFolder: folder), null);
+        Console.WriteLine(Describe("ramp", pass));
+        if (pass.FirstSendMicros == 0)
+        {
+            await Console.Error.WriteLineAsync("ramp: the sender never sent");
+            return 1;
+        }
+
+        var series = new List<RampSeries>();
+        for (int i = 0; i < point.Receivers; i++)
+        {
+            string file = Path.Combine(folder, $"receiver-{i}.timeline");
+            if (File.Exists(file))
+            {
+                var (first, perMs) = ArrivalTimeline.Parse(await File.ReadAllTextAsync(file));
+                series.Add(RampOut.Analyze(i, pass.FirstSendMicros, first, perMs));
+            }
+        }
+
+        RampOut.Write(options.Output, series, pass);
+        string markdown = RampOut.Markdown(series, pass);
+        await File.WriteAllTextAsync(Path.Combine(options.Output, "summary.md"), markdown);
+        Console.WriteLine(markdown);
+        return pass.AllArrived && series.Count == point.Receivers ? 0 : 1;
     }
 
     private static async Task<PassResult> RunPassAsync(string system, PassContext context, string? classPath)

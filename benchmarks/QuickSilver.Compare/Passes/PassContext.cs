@@ -4,8 +4,11 @@ namespace QuickSilver.Compare.Passes;
 /// <param name="QsMinRate">Overrides QuickSilver's RateControlOptions.MinRate (packets/s) at the sender; null keeps the default.</param>
 /// <param name="QsSecurity">QuickSilver's datagram security in this pass (every process, under a secret made for the pass).</param>
 /// <param name="SockperfSeconds">How long sockperf's unlimited sender runs at each point.</param>
+/// <param name="TimelineFolder">QuickSilver only: each receiver writes its arrivals per millisecond to a file here (the ramp
+/// measurement, <see cref="Output.RampOut"/>); null: none.</param>
 internal sealed record PassContext(ExperimentPoint Point, TimeSpan Timeout, double? QsMinRate = null,
-    QuickSilver.Core.Security.DatagramSecurity QsSecurity = QuickSilver.Core.Security.DatagramSecurity.Off, int SockperfSeconds = 5)
+    QuickSilver.Core.Security.DatagramSecurity QsSecurity = QuickSilver.Core.Security.DatagramSecurity.Off, int SockperfSeconds = 5,
+    string? TimelineFolder = null)
 {
     /// <summary>Children get <see cref="Timeout"/>; the runner waits this much longer before it gives up on them.</summary>
     public TimeSpan Grace => Timeout + TimeSpan.FromSeconds(15);

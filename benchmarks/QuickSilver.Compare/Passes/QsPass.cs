@@ -45,7 +45,11 @@ internal static class QsPass
         var args = RoleArgs.Make(("gms", port), ("groups", p.Groups), ("messages", p.Messages), ("warmup", p.Warmup), ("loss", p.Loss),
             ("timeout", (int)context.Timeout.TotalSeconds), ("security", security.Mode),
             ("secret", security.ClusterSecret is { } secret ? Convert.ToBase64String(secret) : "")); // a fresh secret per pass, on loopback
-        var children = Enumerable.Range(0, p.Receivers).Select(_ => ChildProcess.StartSelf(Roles.QsReceive, args)).ToList();
+        var children = Enumerable.Range(0, p.Receivers)
+            .Select(i => ChildProcess.StartSelf(Roles.QsReceive, context.TimelineFolder is { } folder
+                ? [.. args, .. RoleArgs.Make(("timeline", Path.Combine(folder, $"receiver-{i}.timeline")))]
+                : args))
+            .ToList();
         var feeds = new List<IFeedChannel>();
         try
         {
@@ -80,7 +84,7 @@ internal static class QsPass
                 notes.Add(string.Create(CultureInfo.InvariantCulture, $"rate control MinRate {minRate} packets/s"));
             }
 
-            var result = PassResult.From(system, p, schedule.MeasuredStartMicros, results, string.Join("; ", notes));
+            var result = PassResult.From(system, p, schedule.MeasuredStartMicros, results, string.Join("; ", notes)) with { FirstSendMicros = schedule.FirstSendMicros };
             if (!result.AllArrived || Environment.GetEnvironmentVariable("QS_COMPARE_DESCRIBE") == "1")
             {
                 Console.Error.WriteLine($"QuickSilver sender at {p}: {await node.DescribeAsync()}"); // with the receivers' own lines: where it stalled
@@ -120,12 +124,21 @@ internal static class QsPass
     {
         private long _warmupLeft = warmup;
         private long _measuredStart;
+        private long _firstSend;
+
+        /// <summary>When the node pulled its first message, warm-up or measured (µs since the epoch).</summary>
+        public long FirstSendMicros => Interlocked.Read(ref _firstSend);
 
         public long MeasuredStartMicros => Interlocked.Read(ref _measuredStart);
 
         /// <summary>True while the pass is still in its warm-up; otherwise stamps the measured start once.</summary>
         public bool NextIsWarmup()
         {
+            if (_firstSend == 0)
+            {
+                Interlocked.CompareExchange(ref _firstSend, ResultLine.NowMicros(), 0);
+            }
+
             if (_warmupLeft > 0)
             {
                 _warmupLeft--;
