@@ -249,7 +249,33 @@ internal sealed class GroupLayer : IProtocolLayer
         {
             feed.Sender = _regions.Sender(regionView);
             feed.Sender.Source = feed;
+            feed.Sender.PeersWaiting = () => PeersWaiting(feed);
         }
+    }
+
+    /// <summary>Whether a sender of this node into another region of a group this feed carries is waiting for data while
+    /// this one is held back: that region's sender has taken every message its window allowed and is not held itself,
+    /// so the group's messages wait for this region alone (<see cref="RegionSender.PeersWaiting"/>). Only asked while
+    /// this region's sender is held back.</summary>
+    private bool PeersWaiting(RegionFeed feed)
+    {
+        foreach (var group in feed.Groups)
+        {
+            if (group.View is not { } view)
+            {
+                continue;
+            }
+
+            foreach (var rr in view.Regions)
+            {
+                if (rr.Region.Value != feed.Region && _feeds.GetValueOrDefault(rr.Region.Value)?.Sender is { } other && !other.IsHeld)
+                {
+                    return true;
+                }
+            }
+        }
+
+        return false;
     }
 
     /// <summary>

@@ -603,6 +603,15 @@ internal sealed class RegionSender : IDatagramFeed
     /// <see cref="RegionOptions.LaggardTimeout"/> (<see cref="SlowReceiverPolicy.SkipAhead"/>): one per notice.</summary>
     public long LaggardsSkipped { get; private set; }
 
+    /// <summary>Whether this sender wanted to number a packet and its window (bytes or packets) has not let it since.</summary>
+    public bool IsHeld => _windowBlocked;
+
+    /// <summary>Set by the group layer: whether another of this node's senders, into a region that carries one of this
+    /// region's groups, is waiting for data while this one is held back. A member alone in its region has no other member
+    /// to be compared with; this is how it is found slower than the rest (the group's messages wait for its region
+    /// alone).</summary>
+    public Func<bool>? PeersWaiting { get; set; }
+
     /// <summary>A member held this sender back for <see cref="RegionOptions.LaggardTimeout"/>: the region layer sends it
     /// a skip notice up to the given seq (<see cref="SlowReceiverPolicy.SkipAhead"/>).</summary>
     public event Action<ViewMember, ulong>? LaggardFound;
@@ -612,7 +621,9 @@ internal sealed class RegionSender : IDatagramFeed
     /// the lowest position of the partition whose report sets the byte limit, when the sender was held back by its window
     /// (it wanted to number a packet and has not been able to since), that partition's report is complete, and that member is
     /// at least half a window behind the furthest member of any partition (half its byte window, or half
-    /// <see cref="RegionOptions.SenderWindow"/> in packets, whichever held the sender). The same member held back the
+    /// <see cref="RegionOptions.SenderWindow"/> in packets, whichever held the sender), or another of this node's senders
+    /// into a region of the same groups waits for data meanwhile (<see cref="PeersWaiting"/>: the laggard is alone in its
+    /// region, so the group waits for its region alone). The same member held back the
     /// sender for <see cref="RegionOptions.LaggardTimeout"/>: it is told to skip ahead to the last packet numbered. Equally
     /// slow members (a sender faster than all of its receivers, or a link that is the bottleneck) are never far apart, so
     /// none of them is a laggard: the rule singles out one member slower than the rest.
@@ -642,8 +653,9 @@ internal sealed class RegionSender : IDatagramFeed
         }
 
         leading = Math.Min(leading, LastSequence);
-        if (!held.Heard || !held.Complete || held.Slowest == _node || leading <= held.Position
-            || (leading - held.Position < (ulong)_options.SenderWindow / 2 && BytesUpTo(leading) - BytesUpTo(held.Position) < held.Window / 2)
+        bool behindOthers = leading > held.Position
+            && (leading - held.Position >= (ulong)_options.SenderWindow / 2 || BytesUpTo(leading) - BytesUpTo(held.Position) >= held.Window / 2);
+        if (!held.Heard || !held.Complete || held.Slowest == _node || !(behindOthers || PeersWaiting?.Invoke() == true)
             || _view.IndexOf(new NodeId(held.Slowest)) < 0) // last: linear in the view
         {
             _heldBy = 0;

@@ -97,6 +97,62 @@ public sealed class SlowReceiverSimulationTests(ITestOutputHelper output)
         Assert.All(all, n => Assert.Equal(0, n.Region!.Member!.Drops[DropReason.ReceiveBufferFull]));
     }
 
+    [Theory]
+    [InlineData(SlowReceiverPolicy.SkipAhead)]
+    [InlineData(SlowReceiverPolicy.BackPressure)]
+    public void A_laggard_alone_in_its_region_is_told_to_skip_when_the_groups_other_regions_wait_for_it(SlowReceiverPolicy policy)
+    {
+        // The slow reader is also in a group of its own, so its region of overlap is its own: no member of its region to be
+        // compared with. The group's messages wait in the sender's outbox for that region alone while the other region's
+        // sender has room: that is what singles it out.
+        const int Seed = 1204;
+        const int Messages = 24_000; // 3 s of publishing: past the lone region's window (4,096) and the group's outbox (4,096)
+        var cluster = new NodeCluster(Seed, LinkOptions.LossyLan, new RegionOptions
+        {
+            TokenInterval = TimeSpan.FromMilliseconds(100),
+            SenderWindow = 64,
+            MaxHeldPackets = MaxHeld,
+            SlowReceivers = policy,
+            LaggardTimeout = TimeSpan.FromMilliseconds(200),
+        });
+        var all = cluster.AddNodes(4);
+        var (sender, slow) = (all[0], all[3]);
+        cluster.Join(all.Take(3), "quotes");
+        cluster.Join([slow], "quotes", "solo");
+        cluster.SettleViews("quotes", all);
+        var reader = slow.Groups["quotes"];
+        reader.ReceiveBuffer = 20;
+        var tick = new Alarm(self =>
+        {
+            reader.Drain(SlowDrain, slow.GroupLayer!);
+            slow.Sim.ScheduleAfter(self, TimeSpan.FromMilliseconds(5));
+        });
+        slow.Sim.TryPost(_ => slow.Sim.ScheduleAfter(tick, TimeSpan.FromMilliseconds(5)), null);
+        sender.PublishNumbered("quotes", Messages, size: 1_000, perSecond: Rate);
+
+        var others = all.Take(3).ToList();
+        bool othersDone = cluster.Network.RunUntil(() => others.All(n => n.Groups["quotes"].CountFrom(sender.Id) >= Messages), TimeSpan.FromSeconds(4));
+        var senders = sender.Region!.Senders.Values.ToList();
+        output.WriteLine($"seed {Seed}, at {cluster.Network.Now}: regions {senders.Count}, others {string.Join(", ", others.Select(n => n.Groups["quotes"].CountFrom(sender.Id)))}; " +
+            $"slow read {reader.CountFrom(sender.Id)}, skipped {reader.Skipped}; skip notices {string.Join("/", senders.Select(x => x.LaggardsSkipped))}");
+        Assert.Equal(2, senders.Count);
+        if (policy == SlowReceiverPolicy.BackPressure)
+        {
+            Assert.False(othersDone, $"seed {Seed}: the others were not held back by the laggard's region");
+            return;
+        }
+
+        Assert.True(senders.Sum(x => x.LaggardsSkipped) > 0);
+        Assert.True(othersDone, $"seed {Seed}: the others waited for the laggard alone in its region");
+        Assert.True(cluster.Network.RunUntil(() => reader.CountFrom(sender.Id) + reader.Skipped >= Messages && reader.Queued == 0, TimeSpan.FromSeconds(30)));
+        Assert.Equal(Messages, reader.CountFrom(sender.Id) + reader.Skipped);
+        Assert.True(reader.Skipped > 0);
+        foreach (var node in others)
+        {
+            Assert.Equal(Enumerable.Range(1, Messages), node.Groups["quotes"].Received[sender.Id]);
+        }
+    }
+
     [Fact]
     public void Equally_slow_members_are_never_told_to_skip()
     {
