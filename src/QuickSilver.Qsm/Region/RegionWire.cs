@@ -116,64 +116,54 @@ internal static class RegionWire
         return PacketHeader.TryRead(datagram, out var common) == WireError.None && TryReadData(common, datagram, out header, out payload);
     }
 
-    /// <summary>The size of a stream-start hint: <c>u8 kind | u32 region | u32 sender | u32 view | u64 viewStart</c>.</summary>
+    /// <summary>The size of a stream-start hint or a skip notice: <c>u8 kind | u32 region | u32 sender | u32 view | u64
+    /// point</c>.</summary>
     public const int StartSize = 21;
+
+    /// <summary>The size of a skip notice (the layout of <see cref="StartSize"/>).</summary>
+    public const int SkipSize = StartSize;
 
     /// <summary>A sender's stream-start hint to a member new in its view (docs/wire-format.md, "Stream start"): the view
     /// that first includes the member and the first seq the sender numbers in it, what a data packet's header would tell
     /// the member had the sender sent one. Reliable unicast, sender to member.</summary>
     public static int WriteStart(Span<byte> message, uint region, uint sender, uint view, ulong viewStart)
-    {
-        message[0] = (byte)RegionControl.Start;
-        BinaryPrimitives.WriteUInt32LittleEndian(message[1..], region);
-        BinaryPrimitives.WriteUInt32LittleEndian(message[5..], sender);
-        BinaryPrimitives.WriteUInt32LittleEndian(message[9..], view);
-        BinaryPrimitives.WriteUInt64LittleEndian(message[13..], viewStart);
-        return StartSize;
-    }
+        => WriteSenderPoint(message, RegionControl.Start, region, sender, view, viewStart);
 
     /// <summary>Reads a stream-start hint as the data header it stands for (seq = viewStart); false if malformed (wrong
     /// length, view 0, viewStart 0).</summary>
     public static bool TryReadStart(ReadOnlySpan<byte> message, out DataHeader header)
     {
-        header = default;
-        if (message.Length != StartSize || message[0] != (byte)RegionControl.Start)
-        {
-            return false;
-        }
-
-        ulong viewStart = BinaryPrimitives.ReadUInt64LittleEndian(message[13..]);
-        header = new DataHeader(
-            BinaryPrimitives.ReadUInt32LittleEndian(message[5..]),
-            BinaryPrimitives.ReadUInt32LittleEndian(message[1..]),
-            BinaryPrimitives.ReadUInt32LittleEndian(message[9..]),
-            viewStart,
-            viewStart);
-        return header.View != RepairView && viewStart > 0;
+        bool ok = TryReadSenderPoint(message, RegionControl.Start, out uint region, out uint sender, out uint view, out ulong viewStart);
+        header = ok ? new DataHeader(sender, region, view, viewStart, viewStart) : default;
+        return ok;
     }
-
-    /// <summary>The size of a skip notice: <c>u8 kind | u32 region | u32 sender | u32 view | u64 through</c>.</summary>
-    public const int SkipSize = 21;
 
     /// <summary>A sender's notice to a member that held it back too long (<see cref="SlowReceiverPolicy.SkipAhead"/>,
-    /// docs/wire-format.md, "Skip notice"): hand none of the sender's packets up to <paramref name="through"/> to the
-    /// application (still receive, cache and repair them). Reliable unicast, sender to member.</summary>
+    /// docs/wire-format.md, "QSM control messages"): hand none of the sender's packets up to <paramref name="through"/>
+    /// to the application (still receive, cache and repair them). Reliable unicast, sender to member.</summary>
     public static int WriteSkip(Span<byte> message, uint region, uint sender, uint view, ulong through)
-    {
-        message[0] = (byte)RegionControl.Skip;
-        BinaryPrimitives.WriteUInt32LittleEndian(message[1..], region);
-        BinaryPrimitives.WriteUInt32LittleEndian(message[5..], sender);
-        BinaryPrimitives.WriteUInt32LittleEndian(message[9..], view);
-        BinaryPrimitives.WriteUInt64LittleEndian(message[13..], through);
-        return SkipSize;
-    }
+        => WriteSenderPoint(message, RegionControl.Skip, region, sender, view, through);
 
     /// <summary>Reads a skip notice; false if malformed (wrong length, view 0, through 0).</summary>
     public static bool TryReadSkip(ReadOnlySpan<byte> message, out uint region, out uint sender, out uint view, out ulong through)
+        => TryReadSenderPoint(message, RegionControl.Skip, out region, out sender, out view, out through);
+
+    private static int WriteSenderPoint(Span<byte> message, RegionControl kind, uint region, uint sender, uint view, ulong point)
+    {
+        message[0] = (byte)kind;
+        BinaryPrimitives.WriteUInt32LittleEndian(message[1..], region);
+        BinaryPrimitives.WriteUInt32LittleEndian(message[5..], sender);
+        BinaryPrimitives.WriteUInt32LittleEndian(message[9..], view);
+        BinaryPrimitives.WriteUInt64LittleEndian(message[13..], point);
+        return StartSize;
+    }
+
+    /// <summary>False for a wrong length or kind, view 0 (a repair's) or point 0.</summary>
+    private static bool TryReadSenderPoint(ReadOnlySpan<byte> message, RegionControl kind, out uint region, out uint sender, out uint view, out ulong point)
     {
         region = sender = view = 0;
-        through = 0;
-        if (message.Length != SkipSize || message[0] != (byte)RegionControl.Skip)
+        point = 0;
+        if (message.Length != StartSize || message[0] != (byte)kind)
         {
             return false;
         }
@@ -181,8 +171,8 @@ internal static class RegionWire
         region = BinaryPrimitives.ReadUInt32LittleEndian(message[1..]);
         sender = BinaryPrimitives.ReadUInt32LittleEndian(message[5..]);
         view = BinaryPrimitives.ReadUInt32LittleEndian(message[9..]);
-        through = BinaryPrimitives.ReadUInt64LittleEndian(message[13..]);
-        return view > 0 && through > 0;
+        point = BinaryPrimitives.ReadUInt64LittleEndian(message[13..]);
+        return view != RepairView && point > 0;
     }
 
     public static int WriteRanges(Span<byte> message, RegionControl kind, uint region, uint sender, int partition, int partitions, NakSet ranges)

@@ -27,14 +27,7 @@ public sealed class SlowReceiverSimulationTests(ITestOutputHelper output)
     [InlineData(SlowReceiverPolicy.BackPressure, 1201)]
     public void A_reader_at_a_tenth_of_the_rate_holds_the_others_back_only_under_back_pressure(SlowReceiverPolicy policy, int seed)
     {
-        var cluster = new NodeCluster(seed, LinkOptions.LossyLan, new RegionOptions
-        {
-            TokenInterval = TimeSpan.FromMilliseconds(100),
-            SenderWindow = 64,
-            MaxHeldPackets = MaxHeld,
-            SlowReceivers = policy,
-            LaggardTimeout = TimeSpan.FromMilliseconds(200),
-        });
+        var cluster = NewCluster(seed, policy);
         var all = cluster.AddNodes(4);
         cluster.Join(all, "quotes");
         cluster.SettleViews("quotes", all);
@@ -107,27 +100,13 @@ public sealed class SlowReceiverSimulationTests(ITestOutputHelper output)
         // sender has room: that is what singles it out.
         const int Seed = 1204;
         const int Messages = 24_000; // 3 s of publishing: past the lone region's window (4,096) and the group's outbox (4,096)
-        var cluster = new NodeCluster(Seed, LinkOptions.LossyLan, new RegionOptions
-        {
-            TokenInterval = TimeSpan.FromMilliseconds(100),
-            SenderWindow = 64,
-            MaxHeldPackets = MaxHeld,
-            SlowReceivers = policy,
-            LaggardTimeout = TimeSpan.FromMilliseconds(200),
-        });
+        var cluster = NewCluster(Seed, policy);
         var all = cluster.AddNodes(4);
         var (sender, slow) = (all[0], all[3]);
         cluster.Join(all.Take(3), "quotes");
         cluster.Join([slow], "quotes", "solo");
         cluster.SettleViews("quotes", all);
-        var reader = slow.Groups["quotes"];
-        reader.ReceiveBuffer = 20;
-        var tick = new Alarm(self =>
-        {
-            reader.Drain(SlowDrain, slow.GroupLayer!);
-            slow.Sim.ScheduleAfter(self, TimeSpan.FromMilliseconds(5));
-        });
-        slow.Sim.TryPost(_ => slow.Sim.ScheduleAfter(tick, TimeSpan.FromMilliseconds(5)), null);
+        var reader = ReadSlowly(slow, SlowDrain);
         sender.PublishNumbered("quotes", Messages, size: 1_000, perSecond: Rate);
 
         var others = all.Take(3).ToList();
@@ -159,14 +138,7 @@ public sealed class SlowReceiverSimulationTests(ITestOutputHelper output)
         // Every member reads at the same pace, slower than the sender: no one is behind the others, so none is a laggard,
         // and back-pressure paces the sender as it would without the option.
         const int Seed = 1203;
-        var cluster = new NodeCluster(Seed, LinkOptions.LossyLan, new RegionOptions
-        {
-            TokenInterval = TimeSpan.FromMilliseconds(100),
-            SenderWindow = 64,
-            MaxHeldPackets = MaxHeld,
-            SlowReceivers = SlowReceiverPolicy.SkipAhead,
-            LaggardTimeout = TimeSpan.FromMilliseconds(200),
-        });
+        var cluster = NewCluster(Seed, SlowReceiverPolicy.SkipAhead);
         var all = cluster.AddNodes(4);
         cluster.Join(all, "quotes");
         cluster.SettleViews("quotes", all);
@@ -174,14 +146,7 @@ public sealed class SlowReceiverSimulationTests(ITestOutputHelper output)
         var readers = all.Skip(1).ToList();
         foreach (var node in readers)
         {
-            node.Groups["quotes"].ReceiveBuffer = 20;
-            var reader = node.Groups["quotes"];
-            var tick = new Alarm(self =>
-            {
-                reader.Drain(16, node.GroupLayer!); // 3,200/s each, 40 % of the rate
-                node.Sim.ScheduleAfter(self, TimeSpan.FromMilliseconds(5));
-            });
-            node.Sim.TryPost(_ => node.Sim.ScheduleAfter(tick, TimeSpan.FromMilliseconds(5)), null);
+            ReadSlowly(node, 16); // 3,200/s each, 40 % of the rate
         }
 
         sender.PublishNumbered("quotes", Messages, size: 1_000, perSecond: Rate);
@@ -191,5 +156,29 @@ public sealed class SlowReceiverSimulationTests(ITestOutputHelper output)
         Assert.Equal(0, sender.Region!.Senders.Values.Single().LaggardsSkipped);
         Assert.All(readers, n => Assert.Equal(0, n.Groups["quotes"].Skipped));
         Assert.All(readers, n => Assert.Equal(Enumerable.Range(1, Messages), n.Groups["quotes"].Received[sender.Id]));
+    }
+
+    private static NodeCluster NewCluster(int seed, SlowReceiverPolicy policy) => new(seed, LinkOptions.LossyLan, new RegionOptions
+    {
+        TokenInterval = TimeSpan.FromMilliseconds(100),
+        SenderWindow = 64,
+        MaxHeldPackets = MaxHeld,
+        SlowReceivers = policy,
+        LaggardTimeout = TimeSpan.FromMilliseconds(200),
+    });
+
+    /// <summary>The node's application reads group "quotes" through a 20-message queue, <paramref name="perTick"/>
+    /// messages every 5 ms.</summary>
+    private static RecordingGroup ReadSlowly(NodeCluster.Node node, int perTick)
+    {
+        var reader = node.Groups["quotes"];
+        reader.ReceiveBuffer = 20;
+        var tick = new Alarm(self =>
+        {
+            reader.Drain(perTick, node.GroupLayer!);
+            node.Sim.ScheduleAfter(self, TimeSpan.FromMilliseconds(5));
+        });
+        node.Sim.TryPost(_ => node.Sim.ScheduleAfter(tick, TimeSpan.FromMilliseconds(5)), null);
+        return reader;
     }
 }
