@@ -47,6 +47,7 @@ internal static class Cli
         {
             Description = "Instead of the experiments: QuickSilver's ramp from a cold start (2 receivers, 1000 B, no warm-up, --messages, default 1,000,000): each receiver's rate per 10 ms from the sender's first send, ramp.csv, ramp.png and the time to 90 % of the steady rate in summary.md.",
         };
+        var only = new Option<string?>("--only") { Description = "Run only the experiments whose name starts with this (e.g. groups-1000B, loss, receivers)." };
         var timeout = new Option<int?>("--timeout") { Description = "Seconds any one process of a pass may run (default 60 in quick mode, 240 in full mode)." };
         CliChecks.AtLeast(messages, 1);
         CliChecks.AtLeast(warmup, 0);
@@ -61,7 +62,7 @@ internal static class Cli
         
         var root = new RootCommand("QuickSilver vs JGroups vs raw UDP over loopback IP multicast: a CSV, a PNG and ratios per experiment.")
         {
-            quick, output, systems, messages, warmup, timeout, minRate, auth, ramp,
+            quick, output, systems, messages, warmup, timeout, minRate, auth, ramp, only,
         };
         root.SetAction((parse, _) => Runner.RunAsync(new RunOptions(
             parse.GetValue(quick), parse.GetValue(output)!, parse.GetValue(systems)!, parse.GetValue(messages), parse.GetValue(warmup),
@@ -69,6 +70,7 @@ internal static class Cli
             [.. SplitModes(parse.GetValue(auth) ?? []).Select(m => Enum.Parse<QuickSilver.Core.Security.DatagramSecurity>(m, ignoreCase: true))])
         {
             Ramp = parse.GetValue(ramp),
+            Only = parse.GetValue(only),
         }));
         
         var roleName = new Argument<string>("name");

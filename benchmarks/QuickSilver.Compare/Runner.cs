@@ -9,6 +9,9 @@ internal sealed record RunOptions(bool Quick, string Output, IReadOnlyList<strin
 {
     /// <summary>Measure QuickSilver's ramp instead of the experiments (<see cref="RampOut"/>).</summary>
     public bool Ramp { get; init; }
+
+    /// <summary>Run only the experiments whose name starts with this; null: all.</summary>
+    public string? Only { get; init; }
 }
 
 /// <summary>Runs every experiment's points for every system (a point shared by experiments runs once), then writes a
@@ -52,7 +55,8 @@ internal static class Runner
 
         var done = new Dictionary<(string, ExperimentPoint), PassResult>();
         var summary = new List<string>();
-        foreach (var experiment in Plan.Create(options.Quick, options.Messages, options.Warmup))
+        foreach (var experiment in Plan.Create(options.Quick, options.Messages, options.Warmup)
+                     .Where(e => options.Only is null || e.Name.StartsWith(options.Only, StringComparison.Ordinal)))
         {
             var results = new List<PassResult>();
             foreach (var point in experiment.Points)
