@@ -6,7 +6,7 @@
 #   skip-ahead:    the publisher tells the slow one to skip after LAGGARD_MS; the others go at full speed.
 # Prints, per policy, each receiver's per-second counts with its heap and working set (memory must stay flat), and the
 # final lines. Bounded: every process has --seconds SECONDS_LIMIT; the script kills what is left at the end.
-#   SECONDS_LIMIT=60 N=100000000 READ_RATE=20000 benchmarks/slow-receiver.sh
+#   SECONDS_LIMIT=60 N=100000000 READ_RATE=20000 benchmarks/slow-receiver.sh   (N at most 100,000,000: qs node --publish)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-100000000}; LIMIT=${SECONDS_LIMIT:-60}; READ_RATE=${READ_RATE:-20000}; LAGGARD_MS=${LAGGARD_MS:-2000}
@@ -33,6 +33,6 @@ for policy in $POLICIES; do
     echo "-- $who receiver"
     grep -v '^ready' "$dir/$who.out" | awk 'NR % 5 == 0 || /final/'
   done
-  echo "-- publisher"; grep final "$dir/pub.out"
+  echo "-- publisher"; grep final "$dir/pub.out" || { echo "the publisher printed no final line:"; head -3 "$dir/pub.out" "$dir/pub.err"; }
 done
 echo "output in $OUT"
