@@ -26,6 +26,12 @@ internal static class Testbed
 
     public const int Seed = 2006;
 
+    /// <summary>With <c>--flow receivers</c>: each receiver's window, what its receive queue holds
+    /// (<see cref="ReceiveQueueLimit"/> datagrams of a 100-byte message and its headers, 144 bytes), as
+    /// <c>RegionOptions.ReceiveWindowBytes</c> asks (keep it within the receive buffer). The 2 MiB default, sized for a
+    /// 4 MiB socket buffer, is 14 times this queue: it overflowed at once.</summary>
+    public const int ReceiveWindowBytes = ReceiveQueueLimit * 144;
+
     /// <summary>What paces the senders: the paper's rate controller by default (these are the paper's figures), or the
     /// receivers' windows (<c>--flow receivers</c>). Set once, at start.</summary>
     public static QuickSilver.Qsm.Region.RegionFlowControl FlowControl { get; set; } = QuickSilver.Qsm.Region.RegionFlowControl.PaperRate;
@@ -46,6 +52,8 @@ internal static class Testbed
         yield return string.Create(c, $"links: {BandwidthBitsPerSecond / 1e6:F0} Mbit/s, {Latency.TotalMicroseconds:F0} µs one-way to the switch, 1,000-datagram link queues");
         yield return string.Create(c, $"receive CPU: {ProcessingCostPerPacket.TotalMicroseconds:F0} µs per datagram (≤ {1 / ProcessingCostPerPacket.TotalSeconds:N0} datagrams/s per node), receive queue {ReceiveQueueLimit} datagrams; sending costs no CPU");
         yield return string.Create(c, $"messages: {PayloadBytes} B payload, one per datagram (no packing); seed {Seed}; virtual time");
-        yield return $"flow control: {FlowControl}";
+        yield return FlowControl == QuickSilver.Qsm.Region.RegionFlowControl.ReceiverWindow
+            ? string.Create(c, $"flow control: {FlowControl}, receive window {ReceiveWindowBytes:N0} bytes")
+            : $"flow control: {FlowControl}";
     }
 }

@@ -83,6 +83,11 @@ internal sealed class SenderStream
         _skip = skip;
     }
 
+    /// <summary>Bytes of payload of every packet taken in order so far (delivered or passed over): with
+    /// <see cref="Delivered"/>, the size of the sender's packets, which sets how often this member reports
+    /// (<see cref="ReceiverStatus"/>).</summary>
+    public ulong TakenBytes { get; private set; }
+
     /// <summary>Packets passed over without delivery since the sender told this member to skip ahead.</summary>
     public long Skipped { get; private set; }
 
@@ -544,6 +549,7 @@ internal sealed class SenderStream
 
                 bool early = slot.Early;
                 Delivered = next; // first: a callback that throws does not get the packet again
+                TakenBytes += (ulong)slot.Length;
                 if (next <= _skipThrough && !early)
                 {
                     Skipped++;
@@ -561,6 +567,7 @@ internal sealed class SenderStream
                     }
 
                     Delivered = next - 1;
+                    TakenBytes -= (ulong)_slots[next & _mask].Length;
                     _blocked = true;
                     return;
                 }
