@@ -115,13 +115,13 @@ public sealed partial class BroadcastGateway
             }
 
             (header with { Label = tree.Labels[flow] }).Write(frame);
-            SendData(peer, frame, tree.Name.RealTime);
+            SendData(tree, peer, frame);
         }
 
         if (tree.Name.MultiSource && tree.Upstream is { } upstream && upstream != from && tree.UpstreamLabels is { } labels)
         {
             (header with { Label = labels[flow] }).Write(frame);
-            SendData(upstream, frame, tree.Name.RealTime);
+            SendData(tree, upstream, frame);
         }
 
         if (deliverLocally && tree.LocalChannels is { } channels)
@@ -150,9 +150,14 @@ public sealed partial class BroadcastGateway
         }
     }
 
-    private void SendData(GatewayId peer, ReadOnlySpan<byte> frame, bool realTime)
+    private void SendData(SessionTree tree, GatewayId peer, ReadOnlySpan<byte> frame)
     {
-        if (realTime ? _host.SendDatagram(peer, frame) : _host.Send(peer, frame))
+        bool realTime = tree.Name.RealTime;
+        uint endpoint = EndpointOf(tree, peer);
+        bool sent = endpoint != 0
+            ? _host.SendToDataNode(peer, endpoint, frame, realTime)
+            : realTime ? _host.SendDatagram(peer, frame) : _host.Send(peer, frame);
+        if (sent)
         {
             Counters.DataForwarded++;
             if (realTime)

@@ -1,3 +1,4 @@
+using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Forwarding;
 using QuickSilver.Federation.Naming;
 using QuickSilver.Federation.NativeNet;
@@ -31,6 +32,21 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
     private uint _nextSequence;
     private uint _nextRequest;
     private TimeSpan _now;
+    private readonly DataCoordinator? _cluster;
+
+    /// <summary>The control node of a clustered gateway (seed §4): routing, trees and the mediator here, data forwarded
+    /// only by the data nodes listed in <paramref name="cluster"/>, reached through <paramref name="controlHost"/>.
+    /// The plug-in is used for addresses (allocate, reclaim), SROUTE costs and the mediator, never for data.</summary>
+    public BroadcastGateway(GatewayOptions options, IGatewayHost host, INativeNet native, ClusterOptions cluster, IControlHost controlHost)
+        : this(options, host, native)
+    {
+        if (cluster.DataNodes.Contains(options.Gateway.Value))
+        {
+            throw new ArgumentOutOfRangeException(nameof(cluster), "a data node number equals the gateway's own number");
+        }
+
+        _cluster = new DataCoordinator(cluster, controlHost);
+    }
 
     public BroadcastGateway(GatewayOptions options, IGatewayHost host, INativeNet native)
     {
@@ -58,6 +74,22 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
     public int PendingSroutes => _sroutes.Count;
 
     public int DuplicateOrigins => _duplicates.Origins;
+
+    /// <summary>The data-coordination layer when this gateway is a clustered gateway's control node, else null.</summary>
+    public DataCoordinator? Cluster => _cluster;
+
+    /// <summary>A frame from one of this control node's data nodes (HEARTBEAT). Never throws on bad input.</summary>
+    public void OnDataNodeFrame(ReadOnlySpan<byte> frame, TimeSpan now)
+    {
+        _now = now;
+        if (_cluster is null)
+        {
+            Counters.Malformed[(int)FrameError.UnknownType]++;
+            return;
+        }
+
+        _cluster.OnFrame(frame, now);
+    }
 
     /// <summary>A link finished its HELLO exchange. False (and the host should close it) when refused: ourselves, a
     /// duplicate, or the peer bound reached.</summary>
@@ -94,6 +126,7 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
 
         foreach (var tree in _sessions.Values.ToList())
         {
+            tree.PeerEndpoints.Remove(peer);
             tree.Downstream.Remove(peer);
             if (tree.Upstream == peer)
             {
@@ -126,6 +159,12 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
         if (type == FrameType.Data)
         {
             link.LastHeard = now;
+            if (_cluster is not null)
+            {
+                Counters.DataAtControl++; // the control node never forwards data; the peer has not learnt our data node yet
+                return;
+            }
+
             OnData(link, frame);
             return;
         }
@@ -165,10 +204,15 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
             case SrouteResponseMessage m:
                 OnSrouteResponse(m);
                 break;
+            case DataEndpointMessage m:
+                OnDataEndpoint(peer, m);
+                break;
             default:
                 Counters.Malformed[(int)FrameError.UnknownType]++; // a second HELLO
                 break;
         }
+
+        SyncCluster();
     }
 
     /// <summary>The one timer: keep-alives, dead peers, soft-state expiry, JOIN refresh, re-routing, SROUTE timeouts.
@@ -219,6 +263,11 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
         }
 
         Maintain(forceJoin: false);
+        if (_cluster is not null)
+        {
+            _cluster.Tick(now);
+            SyncCluster();
+        }
     }
 
     private void SendControl(GatewayId peer, byte[] frame)
@@ -235,6 +284,50 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
         else
         {
             Counters.PeerSendFailed++;
+        }
+    }
+
+    private void OnDataEndpoint(GatewayId peer, DataEndpointMessage m)
+    {
+        if (_sessions.TryGetValue(m.Session, out var tree) && (tree.Upstream == peer || tree.Downstream.ContainsKey(peer)))
+        {
+            tree.PeerEndpoints[peer] = m.Node;
+            return;
+        }
+
+        Counters.EndpointsStale++;
+    }
+
+    private uint EndpointOf(SessionTree tree, GatewayId peer) => tree.PeerEndpoints.TryGetValue(peer, out var e) ? e : 0;
+
+    /// <summary>A clustered control node: place sessions on data nodes, send the ASSIGNs that changed, and tell the
+    /// tree neighbours of a session that moved (or was just placed) where its data must go now.</summary>
+    private void SyncCluster()
+    {
+        if (_cluster is null)
+        {
+            return;
+        }
+
+        foreach (var tree in _cluster.Sync(_sessions, EndpointOf, _now))
+        {
+            if (tree.Upstream is { } up)
+            {
+                SendEndpoint(up, tree);
+            }
+
+            foreach (var peer in tree.Downstream.Keys)
+            {
+                SendEndpoint(peer, tree);
+            }
+        }
+    }
+
+    private void SendEndpoint(GatewayId peer, SessionTree tree)
+    {
+        if (_cluster?.NodeOf(tree.Name) is { } node)
+        {
+            SendControl(peer, PeerCodec.DataEndpoint(tree.Name, node));
         }
     }
 

@@ -39,6 +39,12 @@ public sealed class GatewayCounters
     public long ClientNoRoute;
     public long ClientRedirects;
 
+    /// <summary>DATA frames that reached a clustered control node (dropped: it never forwards data).</summary>
+    public long DataAtControl;
+
+    /// <summary>DATA_ENDPOINT frames for a session or a peer not on our tree.</summary>
+    public long EndpointsStale;
+
     /// <summary>Malformed frames, by reason (<see cref="FrameError"/>).</summary>
     public readonly long[] Malformed = new long[Enum.GetValues<FrameError>().Length];
 

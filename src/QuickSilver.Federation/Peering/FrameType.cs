@@ -13,6 +13,7 @@ public enum FrameType : byte
     Leave = 8,
     NoRoute = 9,
     Data = 10,
+    DataEndpoint = 11,
 }
 
 /// <summary>Why a frame was refused (one counter each).</summary>

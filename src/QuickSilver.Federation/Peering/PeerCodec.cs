@@ -86,6 +86,8 @@ public static class PeerCodec
 
     public static byte[] NoRoute(SessionName session) => Start(FrameType.NoRoute).String(session.Text).Written.ToArray();
 
+    public static byte[] DataEndpoint(SessionName session, uint node) => Start(FrameType.DataEndpoint).String(session.Text).U32(node).Written.ToArray();
+
     /// <summary>Reads the type of a frame without decoding it (data frames take the fast path).</summary>
     public static FrameError PeekType(ReadOnlySpan<byte> frame, out FrameType type)
     {
@@ -106,7 +108,7 @@ public static class PeerCodec
         }
 
         type = (FrameType)frame[1];
-        return type is >= FrameType.Hello and <= FrameType.Data ? FrameError.None : FrameError.UnknownType;
+        return type is >= FrameType.Hello and <= FrameType.DataEndpoint ? FrameError.None : FrameError.UnknownType;
     }
 
     /// <summary>Decodes a control frame. Returns <see cref="FrameError.None"/> and the message, or the reason it was refused.</summary>
@@ -131,6 +133,7 @@ public static class PeerCodec
             FrameType.Translation => DecodeTranslation(ref r, out message),
             FrameType.Leave => DecodeSessionOnly(ref r, s => new LeaveMessage(s), out message),
             FrameType.NoRoute => DecodeSessionOnly(ref r, s => new NoRouteMessage(s), out message),
+            FrameType.DataEndpoint => DecodeDataEndpoint(ref r, out message),
             _ => FrameError.UnknownType, // Data is not a control frame
         };
         if (error == FrameError.None && r.Remaining != 0)
@@ -402,6 +405,24 @@ public static class PeerCodec
         }
 
         message = make(session!);
+        return FrameError.None;
+    }
+
+    private static FrameError DecodeDataEndpoint(ref SpanReader r, out PeerMessage? message)
+    {
+        message = null;
+        var error = ReadSession(ref r, out var session);
+        if (error != FrameError.None)
+        {
+            return error;
+        }
+
+        if (!r.U32(out uint node))
+        {
+            return FrameError.Truncated;
+        }
+
+        message = new DataEndpointMessage(session!, node);
         return FrameError.None;
     }
 

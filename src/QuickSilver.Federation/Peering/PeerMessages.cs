@@ -41,3 +41,8 @@ public sealed record LeaveMessage(SessionName Session) : PeerMessage;
 
 /// <summary>NO_ROUTE: the upstream cannot reach the owner island (or the JOIN would loop); the tree state is dropped.</summary>
 public sealed record NoRouteMessage(SessionName Session) : PeerMessage;
+
+/// <summary>DATA_ENDPOINT (ours, for the clustered gateway): the sender's data node that handles
+/// <see cref="Session"/>; the receiver sends that session's DATA toward it instead of toward the sender's control node.
+/// <see cref="Node"/> 0 means the sender itself (an unclustered gateway).</summary>
+public sealed record DataEndpointMessage(SessionName Session, uint Node) : PeerMessage;

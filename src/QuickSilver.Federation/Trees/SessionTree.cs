@@ -40,5 +40,9 @@ public sealed class SessionTree(SessionName name, bool isRoot, FlowLabel[] label
     /// <summary>Up channels (the native session in the owner island), roots only.</summary>
     public NativeChannel[]? RootChannels { get; set; }
 
+    /// <summary>Per tree neighbour, the data node that handles this session there (its DATA_ENDPOINT; absent or 0: the
+    /// neighbour itself). Bounded by the neighbours.</summary>
+    public Dictionary<GatewayId, uint> PeerEndpoints { get; } = [];
+
     public bool HasInterest => Downstream.Count > 0 || LocalUntil is not null;
 }

@@ -73,6 +73,7 @@ public sealed partial class BroadcastGateway
 
         tree.Downstream[peer] = _now + _options.JoinHoldTime;
         SendControl(peer, PeerCodec.Translation(new TranslationMessage(session, tree.Labels)));
+        SendEndpoint(peer, tree);
     }
 
     private void OnTranslation(GatewayId peer, TranslationMessage m)
@@ -148,9 +149,9 @@ public sealed partial class BroadcastGateway
                 }
 
                 channels[i] = channel;
-                if (tree.Name.MultiSource)
+                if (tree.Name.MultiSource && _cluster is null)
                 {
-                    _native.Subscribe(channel); // local sources of a multi-source session
+                    _native.Subscribe(channel); // local sources of a multi-source session (a data node's job when clustered)
                 }
             }
 
@@ -167,7 +168,7 @@ public sealed partial class BroadcastGateway
         {
             foreach (var c in channels)
             {
-                if (tree.Name.MultiSource)
+                if (tree.Name.MultiSource && _cluster is null)
                 {
                     _native.Unsubscribe(c);
                 }
@@ -209,7 +210,11 @@ public sealed partial class BroadcastGateway
                 {
                     for (int j = 0; j < i; j++)
                     {
-                        _native.Unsubscribe(roots[j]);
+                        if (_cluster is null)
+                        {
+                            _native.Unsubscribe(roots[j]);
+                        }
+
                         _native.ReclaimChannel(roots[j]);
                     }
 
@@ -217,7 +222,11 @@ public sealed partial class BroadcastGateway
                     return null;
                 }
 
-                _native.Subscribe(channel);
+                if (_cluster is null)
+                {
+                    _native.Subscribe(channel); // clustered: the session's data node subscribes
+                }
+
                 roots[i] = channel;
             }
         }
@@ -246,7 +255,11 @@ public sealed partial class BroadcastGateway
         {
             foreach (var c in roots)
             {
-                _native.Unsubscribe(c);
+                if (_cluster is null)
+                {
+                    _native.Unsubscribe(c);
+                }
+
                 _native.ReclaimChannel(c);
             }
         }
@@ -272,6 +285,7 @@ public sealed partial class BroadcastGateway
         tree.LastJoinSent = _now;
         var path = trail.Length < PeerCodec.MaxPath ? [.. trail, Id] : trail;
         SendControl(nextHop, PeerCodec.Join(new JoinMessage(tree.Name, tree.Target, path)));
+        SendEndpoint(nextHop, tree);
     }
 
     private Route? ChooseRoute(SessionName session, GatewayId target, GatewayId? avoid = null)
