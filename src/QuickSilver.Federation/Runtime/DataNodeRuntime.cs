@@ -1,4 +1,5 @@
 using System.Diagnostics;
+using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
 using System.Threading.Channels;
@@ -8,8 +9,43 @@ using QuickSilver.Federation.NativeNet;
 
 namespace QuickSilver.Federation.Runtime;
 
-/// <summary>Where a data node of some gateway takes its datagrams: (gateway, data node number, UDP address).</summary>
-public sealed record DataNodeAddress(GatewayId Gateway, uint Node, IPEndPoint Address);
+/// <summary>Where a data node of some gateway takes its datagrams: (gateway, data node number, UDP address). Text
+/// form <c>gateway:node@ip:port</c>, e.g. <c>2:201@127.0.0.1:47401</c>; <see cref="ParseOwn"/> reads <c>node@ip:port</c>.</summary>
+public sealed record DataNodeAddress(GatewayId Gateway, uint Node, IPEndPoint Address)
+{
+    public static DataNodeAddress Parse(string text)
+    {
+        ArgumentNullException.ThrowIfNull(text);
+        int colon = text.IndexOf(':', StringComparison.Ordinal);
+        int at = text.IndexOf('@', StringComparison.Ordinal);
+        if (colon <= 0 || at <= colon + 1
+            || !uint.TryParse(text.AsSpan(0, colon), NumberStyles.None, CultureInfo.InvariantCulture, out uint gateway) || gateway == 0)
+        {
+            throw new FormatException($"data node '{text}' must be <gateway>:<node>@<ip>:<port>");
+        }
+
+        var own = ParseOwn(text[(colon + 1)..]);
+        return own with { Gateway = new GatewayId(gateway) };
+    }
+
+    /// <summary>Reads <c>node@ip:port</c> (a control node's own data node; the gateway is left 0).</summary>
+    public static DataNodeAddress ParseOwn(string text)
+    {
+        ArgumentNullException.ThrowIfNull(text);
+        int at = text.IndexOf('@', StringComparison.Ordinal);
+        if (at <= 0 || !uint.TryParse(text.AsSpan(0, at), NumberStyles.None, CultureInfo.InvariantCulture, out uint node) || node == 0)
+        {
+            throw new FormatException($"data node '{text}' must be <node>@<ip>:<port> with a node number of 1 or more");
+        }
+
+        if (!IPEndPoint.TryParse(text[(at + 1)..], out var endpoint) || endpoint.Port == 0)
+        {
+            throw new FormatException($"data node '{text}': '{text[(at + 1)..]}' is not an ip:port with a non-zero port");
+        }
+
+        return new DataNodeAddress(default, node, endpoint);
+    }
+}
 
 /// <summary>
 /// Runs one <see cref="DataNode"/> on real sockets: a loop thread owns the state machine (ticks every 100 ms), one UDP
