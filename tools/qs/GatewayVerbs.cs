@@ -33,6 +33,7 @@ internal static class GatewayVerbs
         yield return IslandRecv();
         yield return GatewayBench.Create(json);
         yield return CoreCastTransitVerb.Create(json);
+        yield return ClusterBench.Create(json);
     }
 
     internal static Option<IPEndPoint> Endpoint(string name, string description, bool multicast, bool loopbackOnly = false)
