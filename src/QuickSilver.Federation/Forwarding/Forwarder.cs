@@ -38,6 +38,12 @@ public sealed partial class BroadcastGateway
 
         Counters.DataFromIsland++;
         var header = new DataHeader(0, DataHeader.DefaultTtl, default, Id, ++_nextSequence);
+        if (tree.Name.Delivery != SessionDelivery.Tree)
+        {
+            ForwardPerReceiverFromRoot(tree, channel.Flow, header, data);
+            return;
+        }
+
         _duplicates.FirstTime(Id, header.Sequence);
         data.CopyTo(_scratch.AsSpan(DataHeader.Size));
         Forward(tree, channel.Flow, header, data.Length, from: null, deliverLocally: false);

@@ -105,6 +105,11 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
         var kind = island == Island ? PeerKind.Internal : PeerKind.External;
         var link = new PeeringLink(new PeerInfo(peer, island, kind), costs) { LastHeard = now, LastSent = now };
         _peers[peer] = link;
+        if (_options.CoreCast)
+        {
+            SendControl(peer, PeerCodec.Capabilities(CapabilitiesMessage.CoreCast));
+        }
+
         Router.PeerUp(link.Info, costs);
         return true;
     }
@@ -169,6 +174,13 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
             return;
         }
 
+        if (type is FrameType.CoreCastPayload or FrameType.CoreCastHeader or FrameType.ReceiverData)
+        {
+            link.LastHeard = now;
+            OnPerReceiverFrame(link, type, frame);
+            return;
+        }
+
         error = PeerCodec.Decode(frame, out var message);
         if (error != FrameError.None)
         {
@@ -206,6 +218,12 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
                 break;
             case DataEndpointMessage m:
                 OnDataEndpoint(peer, m);
+                break;
+            case CapabilitiesMessage m:
+                link.CoreCast = (m.Flags & CapabilitiesMessage.CoreCast) != 0;
+                break;
+            case ReceiversMessage m:
+                OnReceivers(peer, m);
                 break;
             default:
                 Counters.Malformed[(int)FrameError.UnknownType]++; // a second HELLO
@@ -255,6 +273,15 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
                 }
             }
 
+            foreach (var (receiver, until) in tree.LocalReceivers.ToList())
+            {
+                if (now > until)
+                {
+                    Counters.ExpiredLocal++;
+                    tree.LocalReceivers.Remove(receiver);
+                }
+            }
+
             if (tree.LocalUntil is { } local && now > local)
             {
                 Counters.ExpiredLocal++;
@@ -263,6 +290,11 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
         }
 
         Maintain(forceJoin: false);
+        foreach (var tree in _sessions.Values)
+        {
+            ReportReceivers(tree);
+        }
+
         if (_cluster is not null)
         {
             _cluster.Tick(now);
@@ -345,4 +377,7 @@ public sealed class PeeringLink(PeerInfo info, LinkCosts costs)
     public TimeSpan LastHeard { get; set; }
 
     public TimeSpan LastSent { get; set; }
+
+    /// <summary>The peer announced CoreCast support (CAPABILITIES).</summary>
+    public bool CoreCast { get; set; }
 }

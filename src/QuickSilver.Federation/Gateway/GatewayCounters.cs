@@ -45,6 +45,16 @@ public sealed class GatewayCounters
     /// <summary>DATA_ENDPOINT frames for a session or a peer not on our tree.</summary>
     public long EndpointsStale;
 
+    /// <summary>Per-receiver delivery (seed 004): frames sent across links, packets handed to receivers, refusals.</summary>
+    public long CoreCastPayloadsSent;
+    public long CoreCastHeadersSent;
+    public long ReceiverDataSent;
+    public long ReceiverDelivered;
+    public long CoreCastHashMismatch;
+    public long CoreCastOrphanHeaders;
+    public long UnknownReceiver;
+    public long ReceiversRefused;
+
     /// <summary>Malformed frames, by reason (<see cref="FrameError"/>).</summary>
     public readonly long[] Malformed = new long[Enum.GetValues<FrameError>().Length];
 

@@ -14,6 +14,11 @@ public enum FrameType : byte
     NoRoute = 9,
     Data = 10,
     DataEndpoint = 11,
+    Capabilities = 12,
+    Receivers = 13,
+    CoreCastPayload = 14,
+    CoreCastHeader = 15,
+    ReceiverData = 16,
 }
 
 /// <summary>Why a frame was refused (one counter each).</summary>

@@ -44,7 +44,12 @@ public sealed class FederationSim
 
     public long ControlBytesSent { get; private set; }
 
+    /// <summary>Bytes of every data-path frame put on a link (DATA, and the per-receiver frames: CoreCast payload and
+    /// header, receiver data).</summary>
     public long DataBytesSent { get; private set; }
+
+    /// <summary>Bytes of the per-receiver frame types put on links.</summary>
+    public Dictionary<FrameType, long> DataBytesByType { get; } = [];
 
     /// <summary>Latency between a clustered gateway's control node and its data nodes (one machine room).</summary>
     public TimeSpan ClusterLatency { get; set; } = TimeSpan.FromMilliseconds(0.2);
@@ -254,6 +259,11 @@ public sealed class FederationSim
             DataBytesSent += frame.Length;
             DataSentByNode[fromNode] = DataSentByNode.GetValueOrDefault(fromNode) + 1;
         }
+        else if (frame.Length >= 2 && (FrameType)frame[1] is FrameType.CoreCastPayload or FrameType.CoreCastHeader or FrameType.ReceiverData)
+        {
+            DataBytesSent += frame.Length;
+            DataBytesByType[(FrameType)frame[1]] = DataBytesByType.GetValueOrDefault((FrameType)frame[1]) + frame.Length;
+        }
         else
         {
             ControlFramesSent++;
@@ -358,6 +368,7 @@ public sealed class FederationSim
     {
         private readonly FederationSim _sim;
         private readonly Dictionary<string, List<Action<byte[]>>> _medium = new(StringComparer.Ordinal);
+        private readonly Dictionary<uint, Action<byte[]>> _receivers = [];
         private int _nextChannel;
 
         internal SimIsland(FederationSim sim, IslandId id)
@@ -382,8 +393,9 @@ public sealed class FederationSim
         /// <summary>A source in this island sends to a native address (a flow of a native session: "native/flow").</summary>
         public void Publish(string address, byte[] data) => Broadcast(address, data, except: null);
 
-        /// <summary>A client joins through the mediator and, on TRANSLATION, listens on the flow's address.</summary>
-        public SimClient Join(SessionName session, int flow = 0)
+        /// <summary>A client joins through the mediator and, on TRANSLATION, listens on the flow's address; with a
+        /// <paramref name="receiver"/> number and a per-receiver session it is reached individually instead.</summary>
+        public SimClient Join(SessionName session, int flow = 0, uint receiver = 0)
         {
             var client = new SimClient(session);
             Mediator.Join(session, reply =>
@@ -392,10 +404,29 @@ public sealed class FederationSim
                 if (reply.Kind == MediatorReplyKind.Translation)
                 {
                     client.Address = reply.Addresses[flow];
-                    Listen(reply.Addresses[flow], data => client.Received.Add(data));
+                    if (receiver != 0 && session.Delivery != SessionDelivery.Tree)
+                    {
+                        _receivers[receiver] = data => client.Received.Add(data);
+                    }
+                    else
+                    {
+                        Listen(reply.Addresses[flow], data => client.Received.Add(data));
+                    }
                 }
-            });
+            }, receiver);
             return client;
+        }
+
+        /// <summary>A numbered receiver's refresh JOIN.</summary>
+        public void Refresh(SessionName session, uint receiver) => Mediator.Join(session, _ => { }, receiver);
+
+        internal void DeliverToReceiver(uint receiver, byte[] data)
+        {
+            Packets++;
+            if (_receivers.TryGetValue(receiver, out var handler))
+            {
+                _sim.At(_sim.Now, () => handler(data));
+            }
         }
 
         /// <summary>A client's periodic refresh JOIN (soft state); no new subscription.</summary>
@@ -462,8 +493,14 @@ public sealed class FederationSim
         public List<byte[]> Received { get; } = [];
     }
 
-    private sealed class SimNativeNet(SimIsland island, GatewayId gateway) : INativeNet
+    private sealed class SimNativeNet(SimIsland island, GatewayId gateway) : IReceiverNativeNet
     {
+        public bool SendToReceiver(NativeChannel channel, uint receiver, ReadOnlySpan<byte> data)
+        {
+            island.DeliverToReceiver(receiver, data.ToArray());
+            return true;
+        }
+
         public INativeNetUpcalls Upcalls { get; set; } = null!;
 
         /// <summary>False once the owner (a crashed data node) stopped: its subscriptions hear nothing.</summary>

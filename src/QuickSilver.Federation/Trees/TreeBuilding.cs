@@ -122,6 +122,18 @@ public sealed partial class BroadcastGateway
     private void AnswerLocal(SessionTree tree, JoinRequest request)
     {
         tree.LocalUntil = _now + _options.JoinHoldTime;
+        if (!tree.IsRoot && tree.Name.Delivery != SessionDelivery.Tree && request.Receiver != 0)
+        {
+            if (tree.LocalReceivers.ContainsKey(request.Receiver) || tree.LocalReceivers.Count < _options.MaxReceivers)
+            {
+                tree.LocalReceivers[request.Receiver] = _now + _options.JoinHoldTime;
+            }
+            else
+            {
+                Counters.ReceiversRefused++;
+            }
+        }
+
         if (tree.IsRoot)
         {
             // Owner-island clients need no federation: they subscribe to the native session itself.
@@ -164,6 +176,7 @@ public sealed partial class BroadcastGateway
     private void DropLocal(SessionTree tree)
     {
         tree.LocalUntil = null;
+        tree.LocalReceivers.Clear();
         if (tree.LocalChannels is { } channels)
         {
             foreach (var c in channels)
@@ -281,6 +294,7 @@ public sealed partial class BroadcastGateway
 
     private void JoinUpstream(SessionTree tree, GatewayId nextHop, GatewayId[] trail)
     {
+        tree.ReceiversReported = null; // RECEIVERS go with every JOIN (the upstream may be new or have restarted)
         tree.Upstream = nextHop;
         tree.LastJoinSent = _now;
         var path = trail.Length < PeerCodec.MaxPath ? [.. trail, Id] : trail;
