@@ -34,6 +34,7 @@ internal static class GatewayVerbs
         yield return GatewayBench.Create(json);
         yield return CoreCastTransitVerb.Create(json);
         yield return ClusterBench.Create(json);
+        yield return NatsBench.Create(json);
     }
 
     internal static Option<IPEndPoint> Endpoint(string name, string description, bool multicast, bool loopbackOnly = false)
