@@ -177,6 +177,12 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
         if (type is FrameType.CoreCastPayload or FrameType.CoreCastHeader or FrameType.ReceiverData)
         {
             link.LastHeard = now;
+            if (_cluster is not null)
+            {
+                Counters.DataAtControl++; // per-receiver delivery is not built for clustered gateways (docs: Not built)
+                return;
+            }
+
             OnPerReceiverFrame(link, type, frame);
             return;
         }
