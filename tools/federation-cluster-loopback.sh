@@ -6,6 +6,7 @@
 # A client of island 2 joins bfed://1/239.255.37.1/43210; a source in island 1 sends COUNT messages; the data node
 # that carries the session (201: least loaded, ties to the lower number) is killed; after the control node moved the
 # session (heartbeat timeout 3 s) the source sends COUNT more. Exit code 0 when the client got all 2 x COUNT.
+# MODE=continuous: the source sends 2 x COUNT at 1,000 msg/s through the kill; the client reports what was lost.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COUNT=${COUNT:-1000}
@@ -27,6 +28,17 @@ $QS gateway --data-node --id 202 --gateway 2 --island 2 --listen 127.0.0.1:47422
 sleep 4
 $QS island-recv --mediator 239.255.34.2:43209 --session bfed://1/239.255.37.1/43210 --count $((2 * COUNT)) --seconds 60 & recv=$!
 sleep 3
+if [ "${MODE:-}" = continuous ]; then
+  # Send through the kill (1,000 msg/s for 2 x COUNT messages) and report what was lost during the failover.
+  $QS island-send --group 239.255.37.1:43210 --count $((2 * COUNT)) --size 1000 --rate 1000 & send=$!
+  sleep $((COUNT / 2000 + 1))
+  echo "killing data node 201 (pid $node201)"
+  kill -9 "$node201"
+  wait $send
+  $QS sessions --admin 127.0.0.1:47332
+  wait $recv || true
+  exit 0
+fi
 $QS island-send --group 239.255.37.1:43210 --count "$COUNT" --size 1000 --rate 1000
 sleep 1
 echo "killing data node 201 (pid $node201)"

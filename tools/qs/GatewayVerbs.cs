@@ -518,6 +518,23 @@ internal static class GatewayVerbs
 
             await MediatorClient.RequestAsync(group, "LEAVE", name, TimeSpan.FromSeconds(1));
             Console.WriteLine($"received {seen.Count} distinct messages in {clock.Elapsed.TotalSeconds:F2} s");
+            if (seen.Count > 0 && seen.Count < target)
+            {
+                // Where the losses were: the longest run of missing numbers between the first and the last received.
+                int low = seen.Min(), high = seen.Max(), run = 0, longest = 0, longestEnd = 0;
+                for (int i = low; i <= high; i++)
+                {
+                    run = seen.Contains(i) ? 0 : run + 1;
+                    if (run > longest)
+                    {
+                        longest = run;
+                        longestEnd = i;
+                    }
+                }
+
+                Console.WriteLine($"missing between {low} and {high}: {high - low + 1 - seen.Count}; longest gap {longest} messages ({longestEnd - longest + 1}..{longestEnd})");
+            }
+
             return seen.Count >= target ? 0 : 1;
         });
         return command;
