@@ -71,6 +71,10 @@ public class ClusterLoopbackTests
         return got;
     }
 
+    // Where g1 sends the session's DATA: the data node g2 announced with DATA_ENDPOINT (0: none yet).
+    private static Task<uint> EndpointAtG1Async(GatewayRuntime g1)
+        => g1.InvokeAsync(g => g.Sessions.Values.FirstOrDefault()?.PeerEndpoints.GetValueOrDefault(new GatewayId(2)) ?? 0u);
+
     [Fact]
     public async Task StoppingADataNodeMovesItsSessionToTheOtherAndDataResumes()
     {
@@ -132,7 +136,7 @@ public class ClusterLoopbackTests
             var native = IPEndPoint.Parse($"239.255.83.1:{Ports + 8}");
 
             // The session lands on data node 201 (least loaded, ties to the lower number) and g1 learns it.
-            Assert.True(await WaitAsync(async () => (await g1.SnapshotAsync()).Sessions.Count == 1
+            Assert.True(await WaitAsync(async () => await EndpointAtG1Async(g1) == 201
                 && (await d201.InvokeAsync(n => n.SessionCount)) == 1, TimeSpan.FromSeconds(10)), "the tree did not reach g1 or node 201");
             var before = await SendAndReceiveAsync(source, native, receiver, 0, 200);
             Assert.Equal(200, before.Count);
@@ -140,8 +144,7 @@ public class ClusterLoopbackTests
 
             await d201.DisposeAsync(); // the crash: heartbeats stop
             Assert.True(await WaitAsync(async () => (await g2.InvokeAsync(g => g.Cluster!.NodeOf(session))) == 202u
-                && (await d202.InvokeAsync(n => n.SessionCount)) == 1, TimeSpan.FromSeconds(15)), "the session did not move to 202");
-            await Task.Delay(300); // g1 applies the DATA_ENDPOINT (one peering round trip)
+                && (await d202.InvokeAsync(n => n.SessionCount)) == 1 && await EndpointAtG1Async(g1) == 202, TimeSpan.FromSeconds(15)), "the session did not move to 202");
 
             var after = await SendAndReceiveAsync(source, native, receiver, 1000, 200);
             Assert.Equal(200, after.Count);
