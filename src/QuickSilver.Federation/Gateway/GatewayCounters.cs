@@ -55,6 +55,9 @@ public sealed class GatewayCounters
     public long UnknownReceiver;
     public long ReceiversRefused;
 
+    /// <summary>RECEIVERS frames for a session we do not have, from a peer not downstream, or for a tree session.</summary>
+    public long ReceiversStale;
+
     /// <summary>Malformed frames, by reason (<see cref="FrameError"/>).</summary>
     public readonly long[] Malformed = new long[Enum.GetValues<FrameError>().Length];
 

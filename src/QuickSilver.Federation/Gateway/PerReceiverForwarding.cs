@@ -255,7 +255,7 @@ public sealed partial class BroadcastGateway
     {
         if (!_sessions.TryGetValue(m.Session, out var tree) || !tree.Downstream.ContainsKey(peer) || tree.Name.Delivery == SessionDelivery.Tree)
         {
-            Counters.EndpointsStale++;
+            Counters.ReceiversStale++;
             return;
         }
 
