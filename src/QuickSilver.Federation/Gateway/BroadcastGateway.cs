@@ -235,8 +235,6 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
                 Counters.Malformed[(int)FrameError.UnknownType]++; // a second HELLO
                 break;
         }
-
-        SyncCluster();
     }
 
     /// <summary>The one timer: keep-alives, dead peers, soft-state expiry, JOIN refresh, re-routing, SROUTE timeouts.
@@ -339,7 +337,9 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
     private uint EndpointOf(SessionTree tree, GatewayId peer) => tree.PeerEndpoints.TryGetValue(peer, out var e) ? e : 0;
 
     /// <summary>A clustered control node: place sessions on data nodes, send the ASSIGNs that changed, and tell the
-    /// tree neighbours of a session that moved (or was just placed) where its data must go now.</summary>
+    /// tree neighbours of a session that moved (or was just placed) where its data must go now. Runs once per tick, not
+    /// per frame: it encodes every session's ASSIGN to compare, so a data-path change reaches the data node within one
+    /// tick (100 ms in the runtime) instead of costing O(sessions) per control frame.</summary>
     private void SyncCluster()
     {
         if (_cluster is null)
