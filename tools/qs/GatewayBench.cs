@@ -99,6 +99,35 @@ internal static class GatewayBench
 
     internal sealed record RunResult(int Sent, int Received, double Seconds, double Rate);
 
+    /// <summary>One cross-island run (island 1 → g1 → TCP → g2 → island 2) on a fresh gateway pair: what
+    /// <c>qs nats-bench</c> sets beside NATS.</summary>
+    internal static async Task<RunResult> CrossIslandAsync(int size, int count, int ports, CancellationToken cancellationToken)
+    {
+        using var n1 = new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse("239.255.84.0"), PortBase = ports, PoolSize = 4 });
+        using var n2 = new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse("239.255.85.0"), PortBase = ports + 4, PoolSize = 4 });
+        var (g1, g2) = await LoopbackGatewayPair.StartAsync(n1, n2, TimeSpan.FromSeconds(10), cancellationToken);
+        await using (g1)
+        await using (g2)
+        {
+            var native = new IPEndPoint(IPAddress.Parse("239.255.86.1"), ports + 10);
+            var session = SessionName.Parse($"bfed://1/{native.Address}/{native.Port}");
+            var answer = new TaskCompletionSource<QuickSilver.Federation.NativeNet.MediatorReply>();
+            g2.Post(() => g2.Gateway.RecvdJoinRequest(new QuickSilver.Federation.NativeNet.JoinRequest(session, r => answer.TrySetResult(r))));
+            var translation = await answer.Task.WaitAsync(TimeSpan.FromSeconds(10), cancellationToken);
+            if (translation.Kind != QuickSilver.Federation.NativeNet.MediatorReplyKind.Translation)
+            {
+                throw new InvalidOperationException($"join failed: {translation.Kind} {translation.Reason}");
+            }
+
+            for (int i = 0; i < 100 && (await g1.SnapshotAsync()).Sessions.Count == 0; i++)
+            {
+                await Task.Delay(50, cancellationToken);
+            }
+
+            return Run(native, IPEndPoint.Parse(translation.Addresses[0]), size, count, 0);
+        }
+    }
+
     private static RunResult Run(IPEndPoint sendTo, IPEndPoint receiveOn, int size, int count, int rate)
     {
         using var receiver = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);

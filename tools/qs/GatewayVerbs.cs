@@ -5,6 +5,7 @@ using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
 using System.Text.Json;
+using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Gateway;
 using QuickSilver.Federation.Naming;
 using QuickSilver.Federation.Plugins;
@@ -32,6 +33,8 @@ internal static class GatewayVerbs
         yield return IslandRecv();
         yield return GatewayBench.Create(json);
         yield return CoreCastTransitVerb.Create(json);
+        yield return ClusterBench.Create(json);
+        yield return NatsBench.Create(json);
     }
 
     internal static Option<IPEndPoint> Endpoint(string name, string description, bool multicast, bool loopbackOnly = false)
@@ -121,9 +124,17 @@ internal static class GatewayVerbs
         var fanout = Endpoint("--fanout", "Make the island a TCP fan-out island (no multicast): members connect here", multicast: false, loopbackOnly: true);
         var qsmGms = Cli.Address("--qsm-gms", "Make the island a set of QuickSilver groups: the gateway's node uses the GMS at this address", loopbackOnly: false);
         var qsmEmbedded = new Option<bool>("--qsm-embedded-gms") { Description = "With --qsm-gms: run that GMS inside the gateway's node" };
-        var command = new Command("gateway", "Run a federation gateway: an IP-multicast island on loopback, TCP peering links, an admin endpoint.")
+        var clusterNodes = AddressList("--cluster-node", "Make this gateway a clustered gateway's control node: one of its data nodes, <node>@<ip>:<port> (the data node's --listen); repeat for each", DataNodeAddress.ParseOwn);
+        var peerDataNodes = AddressList("--peer-data-node", "A data node of a clustered peer gateway, <gateway>:<node>@<ip>:<port>; repeat for each", DataNodeAddress.Parse);
+        var dataNode = new Option<bool>("--data-node") { Description = "Run a data node of a clustered gateway instead of a gateway: --id is the node's number, --gateway and --island its gateway's, --listen its UDP address, --control the control node's --listen, --peer the peer gateways" };
+        var control = Endpoint("--control", "With --data-node: the control node's peering address (it takes HEARTBEATs there, over UDP)", multicast: false);
+        var clusterGateway = new Option<uint>("--gateway") { Description = "With --data-node: the number of the gateway this data node belongs to" };
+        var heartbeatMs = Cli.Int("--heartbeat-ms", "Clustered gateway: a data node sends HEARTBEAT this often", 1000, 10, 60_000);
+        var heartbeatTimeoutMs = Cli.Int("--heartbeat-timeout-ms", "Clustered gateway: the control node moves a silent data node's sessions after this long", 3000, 20, 600_000);
+        var command = new Command("gateway", "Run a federation gateway (an IP-multicast island on loopback, TCP peering links, an admin endpoint), a clustered gateway's control node (--cluster-node) or one of its data nodes (--data-node).")
         {
             id, island, listen, peers, admin, mediator, poolBase, poolSize, portBase, keepAlive, hold, refresh, joinHold, noTransit, seconds, fanout, qsmGms, qsmEmbedded,
+            clusterNodes, peerDataNodes, dataNode, control, clusterGateway, heartbeatMs, heartbeatTimeoutMs,
         };
         command.SetAction(async (parse, cancellationToken) =>
         {
@@ -145,6 +156,31 @@ internal static class GatewayVerbs
                 Policy = parse.GetValue(noTransit) ? new NoTransitPolicy(islandId) : OpenPolicy.Instance,
             };
             var nativeOptions = new MulticastNativeNetOptions { PoolBase = pool, PoolSize = parse.GetValue(poolSize), PortBase = parse.GetValue(portBase), Mediator = parse.GetValue(mediator) };
+            var cluster = new ClusterOptions
+            {
+                DataNodes = parse.GetValue(dataNode) ? [parse.GetValue(id)] : [.. parse.GetValue(clusterNodes)!.Select(n => n.Node)],
+                HeartbeatInterval = TimeSpan.FromMilliseconds(parse.GetValue(heartbeatMs)),
+                HeartbeatTimeout = TimeSpan.FromMilliseconds(parse.GetValue(heartbeatTimeoutMs)),
+            };
+            if (parse.GetValue(dataNode) || cluster.DataNodes.Count > 0)
+            {
+                try
+                {
+                    cluster.Validate();
+                }
+                catch (ArgumentOutOfRangeException e)
+                {
+                    string name = e.ParamName switch { nameof(ClusterOptions.HeartbeatTimeout) => "--heartbeat-timeout-ms", nameof(ClusterOptions.DataNodes) => "--cluster-node", _ => "--heartbeat-ms" };
+                    await Console.Error.WriteLineAsync($"{name}: {e.Message.Split(" (Parameter")[0]}");
+                    return Cli.BadOptions;
+                }
+            }
+
+            if (parse.GetValue(dataNode))
+            {
+                return await RunDataNodeAsync(parse.GetValue(id), parse.GetValue(clusterGateway), parse.GetValue(control), parse.GetValue(listen)!, parse.GetValue(peers)!,
+                    parse.GetValue(peerDataNodes)!, cluster, nativeOptions with { Mediator = null }, parse.GetValue(seconds), cancellationToken);
+            }
             var optionNames = new Dictionary<string, string>(StringComparer.Ordinal)
             {
                 [nameof(GatewayOptions.HoldTime)] = "--hold-seconds", [nameof(GatewayOptions.JoinHoldTime)] = "--join-hold-seconds",
@@ -197,7 +233,11 @@ internal static class GatewayVerbs
             GatewayRuntime runtime;
             try
             {
-                runtime = new GatewayRuntime(options, native, parse.GetValue(listen)!, parse.GetValue(peers)!);
+                var own = parse.GetValue(clusterNodes)!;
+                runtime = own.Length == 0 && parse.GetValue(peerDataNodes)!.Length == 0
+                    ? new GatewayRuntime(options, native, parse.GetValue(listen)!, parse.GetValue(peers)!)
+                    : new GatewayRuntime(options, native, parse.GetValue(listen)!, parse.GetValue(peers)!,
+                        own.Length == 0 ? null : (cluster, own.ToDictionary(n => n.Node, n => n.Address)), parse.GetValue(peerDataNodes));
             }
             catch (ArgumentException e)
             {
@@ -215,7 +255,8 @@ internal static class GatewayVerbs
                 runtime.Start(); // binds the plug-in (IHostedNativeNet)
                 AdminEndpoint? adminEndpoint = parse.GetValue(admin) is { } a ? new AdminEndpoint(runtime, a) : null;
                 adminEndpoint?.Start();
-                Console.WriteLine($"gateway {options.Gateway} of island {options.Island} listening on {runtime.ListenEndpoint}" + (adminEndpoint is null ? "" : $", admin {adminEndpoint.Endpoint}") + (hub is not null ? $", island medium: TCP fan-out hub {hub.Endpoint}" : qsm is not null ? $", island medium: QuickSilver groups (node {qsmNode!.Address})" : ", island medium: IP multicast"));
+                Console.WriteLine($"gateway {options.Gateway} of island {options.Island} listening on {runtime.ListenEndpoint}"
+                    + (parse.GetValue(clusterNodes)!.Length > 0 ? $", control node of data nodes {string.Join(", ", parse.GetValue(clusterNodes)!.Select(n => n.Node))}" : "") + (adminEndpoint is null ? "" : $", admin {adminEndpoint.Endpoint}") + (hub is not null ? $", island medium: TCP fan-out hub {hub.Endpoint}" : qsm is not null ? $", island medium: QuickSilver groups (node {qsmNode!.Address})" : ", island medium: IP multicast"));
                 try
                 {
                     int limit = parse.GetValue(seconds);
@@ -239,6 +280,79 @@ internal static class GatewayVerbs
             return 0;
         });
         return command;
+    }
+
+    private static Option<DataNodeAddress[]> AddressList(string name, string description, Func<string, DataNodeAddress> parse)
+        => new(name)
+        {
+            Description = description,
+            AllowMultipleArgumentsPerToken = false,
+            DefaultValueFactory = _ => [],
+            CustomParser = result =>
+            {
+                var list = new List<DataNodeAddress>();
+                foreach (var token in result.Tokens)
+                {
+                    try
+                    {
+                        list.Add(parse(token.Value));
+                    }
+                    catch (FormatException e)
+                    {
+                        result.AddError($"{name}: {e.Message}");
+                    }
+                }
+
+                return [.. list];
+            },
+        };
+
+    private static async Task<int> RunDataNodeAsync(uint node, uint gateway, IPEndPoint? control, IPEndPoint listen, PeerConfig[] peers,
+        DataNodeAddress[] peerDataNodes, ClusterOptions cluster, MulticastNativeNetOptions island, int seconds, CancellationToken cancellationToken)
+    {
+        if (control is null)
+        {
+            await Console.Error.WriteLineAsync("--control: a data node needs its control node's address (the control node's --listen).");
+            return Cli.BadOptions;
+        }
+
+        if (gateway == 0 || gateway == node)
+        {
+            await Console.Error.WriteLineAsync("--gateway: a data node needs its gateway's number (1 or more, not the node's own --id).");
+            return Cli.BadOptions;
+        }
+
+        using var native = new MulticastNativeNet(island);
+        DataNodeRuntime runtime;
+        try
+        {
+            runtime = new DataNodeRuntime(node, new GatewayId(gateway), cluster, native, listen, control, peers.ToDictionary(p => p.Gateway, p => p.Address), peerDataNodes);
+        }
+        catch (SocketException e)
+        {
+            await Console.Error.WriteLineAsync($"--listen: cannot listen on {listen}: {e.Message}");
+            return Cli.BadOptions;
+        }
+        catch (ArgumentException e)
+        {
+            await Console.Error.WriteLineAsync($"--peer: {e.Message.Split(" (Parameter")[0]}");
+            return Cli.BadOptions;
+        }
+
+        await using (runtime)
+        {
+            runtime.Start();
+            Console.WriteLine($"data node {node} of gateway {gateway} listening on {runtime.ListenEndpoint}, control {control}");
+            try
+            {
+                await Task.Delay(seconds == 0 ? Timeout.InfiniteTimeSpan : TimeSpan.FromSeconds(seconds), cancellationToken);
+            }
+            catch (OperationCanceledException)
+            {
+            }
+        }
+
+        return 0;
     }
 
     private static Command Sessions(Option<bool> json)
@@ -283,7 +397,7 @@ internal static class GatewayVerbs
             foreach (var t in s.Sessions)
             {
                 string up = t.Root ? "root (owner island)" : t.Upstream is { } u ? $"upstream g{u}" : "no upstream";
-                Console.WriteLine($"  {t.Name}: {up}; downstream [{string.Join(' ', t.Downstream.Select(g => "g" + g))}]; local clients {(t.LocalClients ? "yes" : "no")}; labels [{string.Join(' ', t.Labels)}]; channels [{string.Join(' ', t.Channels)}]");
+                Console.WriteLine($"  {t.Name}: {up}; downstream [{string.Join(' ', t.Downstream.Select(g => "g" + g))}]; local clients {(t.LocalClients ? "yes" : "no")}; labels [{string.Join(' ', t.Labels)}]; channels [{string.Join(' ', t.Channels)}]{(t.DataNode is { } dn ? $"; data node {dn}" : "")}");
             }
 
             Console.WriteLine("counters: " + string.Join(", ", s.Counters.Where(c => c.Value != 0).Select(c => $"{c.Key} {c.Value}")));
@@ -299,7 +413,8 @@ internal static class GatewayVerbs
         var count = Cli.Int("--count", "Messages to send", 10_000, 1, 100_000_000);
         var size = Cli.Int("--size", "Message size in bytes (the first 4 carry its number)", 100, 4, 65_000);
         var rate = Cli.Int("--rate", "Messages per second (0: as fast as possible)", 1000, 0, 10_000_000);
-        var command = new Command("island-send", "Publish numbered messages to a multicast group on loopback (a source in an island).") { group, count, size, rate };
+        var first = Cli.Int("--first", "Number of the first message (a second batch continues the numbering)", 0, 0, 1_000_000_000);
+        var command = new Command("island-send", "Publish numbered messages to a multicast group on loopback (a source in an island).") { group, count, size, rate, first };
         command.SetAction(async (parse, cancellationToken) =>
         {
             using var socket = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
@@ -310,7 +425,7 @@ internal static class GatewayVerbs
             var clock = Stopwatch.StartNew();
             for (int i = 0; i < n && !cancellationToken.IsCancellationRequested; i++)
             {
-                BinaryPrimitives.WriteInt32LittleEndian(packet, i);
+                BinaryPrimitives.WriteInt32LittleEndian(packet, parse.GetValue(first) + i);
                 socket.SendTo(packet, target);
                 if (perSecond > 0)
                 {
@@ -403,6 +518,23 @@ internal static class GatewayVerbs
 
             await MediatorClient.RequestAsync(group, "LEAVE", name, TimeSpan.FromSeconds(1));
             Console.WriteLine($"received {seen.Count} distinct messages in {clock.Elapsed.TotalSeconds:F2} s");
+            if (seen.Count > 0 && seen.Count < target)
+            {
+                // Where the losses were: the longest run of missing numbers between the first and the last received.
+                int low = seen.Min(), high = seen.Max(), run = 0, longest = 0, longestEnd = 0;
+                for (int i = low; i <= high; i++)
+                {
+                    run = seen.Contains(i) ? 0 : run + 1;
+                    if (run > longest)
+                    {
+                        longest = run;
+                        longestEnd = i;
+                    }
+                }
+
+                Console.WriteLine($"missing between {low} and {high}: {high - low + 1 - seen.Count}; longest gap {longest} messages ({longestEnd - longest + 1}..{longestEnd})");
+            }
+
             return seen.Count >= target ? 0 : 1;
         });
         return command;

@@ -22,10 +22,14 @@ public readonly record struct DataHeader(byte Flags, byte Ttl, FlowLabel Label, 
 
     public const byte DefaultTtl = 32;
 
-    public void Write(Span<byte> destination)
+    public void Write(Span<byte> destination) => Write(destination, FrameType.Data);
+
+    /// <summary>Writes the header of a data-path frame of another type (CoreCast payload or header, receiver data): the
+    /// same 16 bytes with byte 1 = <paramref name="type"/>.</summary>
+    public void Write(Span<byte> destination, FrameType type)
     {
         destination[0] = PeerCodec.Version;
-        destination[1] = (byte)FrameType.Data;
+        destination[1] = (byte)type;
         destination[2] = Flags;
         destination[3] = Ttl;
         BinaryPrimitives.WriteUInt32LittleEndian(destination[4..], Label.Value);
@@ -34,10 +38,12 @@ public readonly record struct DataHeader(byte Flags, byte Ttl, FlowLabel Label, 
     }
 
     /// <summary>Reads a data header; false when the frame is shorter than the header or a field is invalid.</summary>
-    public static bool TryRead(ReadOnlySpan<byte> frame, out DataHeader header)
+    public static bool TryRead(ReadOnlySpan<byte> frame, out DataHeader header) => TryRead(frame, FrameType.Data, out header);
+
+    public static bool TryRead(ReadOnlySpan<byte> frame, FrameType type, out DataHeader header)
     {
         header = default;
-        if (frame.Length < Size || frame[0] != PeerCodec.Version || frame[1] != (byte)FrameType.Data)
+        if (frame.Length < Size || frame[0] != PeerCodec.Version || frame[1] != (byte)type)
         {
             return false;
         }

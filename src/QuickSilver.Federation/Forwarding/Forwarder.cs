@@ -38,6 +38,12 @@ public sealed partial class BroadcastGateway
 
         Counters.DataFromIsland++;
         var header = new DataHeader(0, DataHeader.DefaultTtl, default, Id, ++_nextSequence);
+        if (tree.Name.Delivery != SessionDelivery.Tree)
+        {
+            ForwardPerReceiverFromRoot(tree, channel.Flow, header, data);
+            return;
+        }
+
         _duplicates.FirstTime(Id, header.Sequence);
         data.CopyTo(_scratch.AsSpan(DataHeader.Size));
         Forward(tree, channel.Flow, header, data.Length, from: null, deliverLocally: false);
@@ -115,13 +121,13 @@ public sealed partial class BroadcastGateway
             }
 
             (header with { Label = tree.Labels[flow] }).Write(frame);
-            SendData(peer, frame, tree.Name.RealTime);
+            SendData(tree, peer, frame);
         }
 
         if (tree.Name.MultiSource && tree.Upstream is { } upstream && upstream != from && tree.UpstreamLabels is { } labels)
         {
             (header with { Label = labels[flow] }).Write(frame);
-            SendData(upstream, frame, tree.Name.RealTime);
+            SendData(tree, upstream, frame);
         }
 
         if (deliverLocally && tree.LocalChannels is { } channels)
@@ -150,9 +156,14 @@ public sealed partial class BroadcastGateway
         }
     }
 
-    private void SendData(GatewayId peer, ReadOnlySpan<byte> frame, bool realTime)
+    private void SendData(SessionTree tree, GatewayId peer, ReadOnlySpan<byte> frame)
     {
-        if (realTime ? _host.SendDatagram(peer, frame) : _host.Send(peer, frame))
+        bool realTime = tree.Name.RealTime;
+        uint endpoint = EndpointOf(tree, peer);
+        bool sent = endpoint != 0
+            ? _host.SendToDataNode(peer, endpoint, frame, realTime)
+            : realTime ? _host.SendDatagram(peer, frame) : _host.Send(peer, frame);
+        if (sent)
         {
             Counters.DataForwarded++;
             if (realTime)

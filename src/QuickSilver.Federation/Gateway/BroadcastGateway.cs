@@ -1,3 +1,4 @@
+using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Forwarding;
 using QuickSilver.Federation.Naming;
 using QuickSilver.Federation.NativeNet;
@@ -31,6 +32,21 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
     private uint _nextSequence;
     private uint _nextRequest;
     private TimeSpan _now;
+    private readonly DataCoordinator? _cluster;
+
+    /// <summary>The control node of a clustered gateway (seed §4): routing, trees and the mediator here, data forwarded
+    /// only by the data nodes listed in <paramref name="cluster"/>, reached through <paramref name="controlHost"/>.
+    /// The plug-in is used for addresses (allocate, reclaim), SROUTE costs and the mediator, never for data.</summary>
+    public BroadcastGateway(GatewayOptions options, IGatewayHost host, INativeNet native, ClusterOptions cluster, IControlHost controlHost)
+        : this(options, host, native)
+    {
+        if (cluster.DataNodes.Contains(options.Gateway.Value))
+        {
+            throw new ArgumentOutOfRangeException(nameof(cluster), "a data node number equals the gateway's own number");
+        }
+
+        _cluster = new DataCoordinator(cluster, controlHost);
+    }
 
     public BroadcastGateway(GatewayOptions options, IGatewayHost host, INativeNet native)
     {
@@ -59,6 +75,22 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
 
     public int DuplicateOrigins => _duplicates.Origins;
 
+    /// <summary>The data-coordination layer when this gateway is a clustered gateway's control node, else null.</summary>
+    public DataCoordinator? Cluster => _cluster;
+
+    /// <summary>A frame from one of this control node's data nodes (HEARTBEAT). Never throws on bad input.</summary>
+    public void OnDataNodeFrame(ReadOnlySpan<byte> frame, TimeSpan now)
+    {
+        _now = now;
+        if (_cluster is null)
+        {
+            Counters.Malformed[(int)FrameError.UnknownType]++;
+            return;
+        }
+
+        _cluster.OnFrame(frame, now);
+    }
+
     /// <summary>A link finished its HELLO exchange. False (and the host should close it) when refused: ourselves, a
     /// duplicate, or the peer bound reached.</summary>
     public bool PeerConnected(GatewayId peer, IslandId island, LinkCosts costs, TimeSpan now)
@@ -73,6 +105,11 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
         var kind = island == Island ? PeerKind.Internal : PeerKind.External;
         var link = new PeeringLink(new PeerInfo(peer, island, kind), costs) { LastHeard = now, LastSent = now };
         _peers[peer] = link;
+        if (_options.CoreCast)
+        {
+            SendControl(peer, PeerCodec.Capabilities(CapabilitiesMessage.CoreCast));
+        }
+
         Router.PeerUp(link.Info, costs);
         return true;
     }
@@ -94,6 +131,7 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
 
         foreach (var tree in _sessions.Values.ToList())
         {
+            tree.PeerEndpoints.Remove(peer);
             tree.Downstream.Remove(peer);
             if (tree.Upstream == peer)
             {
@@ -126,7 +164,26 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
         if (type == FrameType.Data)
         {
             link.LastHeard = now;
+            if (_cluster is not null)
+            {
+                Counters.DataAtControl++; // the control node never forwards data; the peer has not learnt our data node yet
+                return;
+            }
+
             OnData(link, frame);
+            return;
+        }
+
+        if (type is FrameType.CoreCastPayload or FrameType.CoreCastHeader or FrameType.ReceiverData)
+        {
+            link.LastHeard = now;
+            if (_cluster is not null)
+            {
+                Counters.DataAtControl++; // per-receiver delivery is not built for clustered gateways (docs: Not built)
+                return;
+            }
+
+            OnPerReceiverFrame(link, type, frame);
             return;
         }
 
@@ -164,6 +221,15 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
                 break;
             case SrouteResponseMessage m:
                 OnSrouteResponse(m);
+                break;
+            case DataEndpointMessage m:
+                OnDataEndpoint(peer, m);
+                break;
+            case CapabilitiesMessage m:
+                link.CoreCast = (m.Flags & CapabilitiesMessage.CoreCast) != 0;
+                break;
+            case ReceiversMessage m:
+                OnReceivers(peer, m);
                 break;
             default:
                 Counters.Malformed[(int)FrameError.UnknownType]++; // a second HELLO
@@ -211,6 +277,15 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
                 }
             }
 
+            foreach (var (receiver, until) in tree.LocalReceivers.ToList())
+            {
+                if (now > until)
+                {
+                    Counters.ExpiredLocal++;
+                    tree.LocalReceivers.Remove(receiver);
+                }
+            }
+
             if (tree.LocalUntil is { } local && now > local)
             {
                 Counters.ExpiredLocal++;
@@ -219,6 +294,16 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
         }
 
         Maintain(forceJoin: false);
+        foreach (var tree in _sessions.Values)
+        {
+            ReportReceivers(tree);
+        }
+
+        if (_cluster is not null)
+        {
+            _cluster.Tick(now);
+            SyncCluster();
+        }
     }
 
     private void SendControl(GatewayId peer, byte[] frame)
@@ -238,6 +323,52 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
         }
     }
 
+    private void OnDataEndpoint(GatewayId peer, DataEndpointMessage m)
+    {
+        if (_sessions.TryGetValue(m.Session, out var tree) && (tree.Upstream == peer || tree.Downstream.ContainsKey(peer)))
+        {
+            tree.PeerEndpoints[peer] = m.Node;
+            return;
+        }
+
+        Counters.EndpointsStale++;
+    }
+
+    private uint EndpointOf(SessionTree tree, GatewayId peer) => tree.PeerEndpoints.TryGetValue(peer, out var e) ? e : 0;
+
+    /// <summary>A clustered control node: place sessions on data nodes, send the ASSIGNs that changed, and tell the
+    /// tree neighbours of a session that moved (or was just placed) where its data must go now. Runs once per tick, not
+    /// per frame: it encodes every session's ASSIGN to compare, so a data-path change reaches the data node within one
+    /// tick (100 ms in the runtime) instead of costing O(sessions) per control frame.</summary>
+    private void SyncCluster()
+    {
+        if (_cluster is null)
+        {
+            return;
+        }
+
+        foreach (var tree in _cluster.Sync(_sessions, EndpointOf, _now))
+        {
+            if (tree.Upstream is { } up)
+            {
+                SendEndpoint(up, tree);
+            }
+
+            foreach (var peer in tree.Downstream.Keys)
+            {
+                SendEndpoint(peer, tree);
+            }
+        }
+    }
+
+    private void SendEndpoint(GatewayId peer, SessionTree tree)
+    {
+        if (_cluster?.NodeOf(tree.Name) is { } node)
+        {
+            SendControl(peer, PeerCodec.DataEndpoint(tree.Name, node));
+        }
+    }
+
     void IRouterOutput.SendRouteUpdate(GatewayId peer, RouteUpdate update) => SendControl(peer, PeerCodec.Routes(update));
 
 }
@@ -252,4 +383,7 @@ public sealed class PeeringLink(PeerInfo info, LinkCosts costs)
     public TimeSpan LastHeard { get; set; }
 
     public TimeSpan LastSent { get; set; }
+
+    /// <summary>The peer announced CoreCast support (CAPABILITIES).</summary>
+    public bool CoreCast { get; set; }
 }

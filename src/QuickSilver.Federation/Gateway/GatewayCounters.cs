@@ -39,6 +39,25 @@ public sealed class GatewayCounters
     public long ClientNoRoute;
     public long ClientRedirects;
 
+    /// <summary>DATA frames that reached a clustered control node (dropped: it never forwards data).</summary>
+    public long DataAtControl;
+
+    /// <summary>DATA_ENDPOINT frames for a session or a peer not on our tree.</summary>
+    public long EndpointsStale;
+
+    /// <summary>Per-receiver delivery (seed 004): frames sent across links, packets handed to receivers, refusals.</summary>
+    public long CoreCastPayloadsSent;
+    public long CoreCastHeadersSent;
+    public long ReceiverDataSent;
+    public long ReceiverDelivered;
+    public long CoreCastHashMismatch;
+    public long CoreCastOrphanHeaders;
+    public long UnknownReceiver;
+    public long ReceiversRefused;
+
+    /// <summary>RECEIVERS frames for a session we do not have, from a peer not downstream, or for a tree session.</summary>
+    public long ReceiversStale;
+
     /// <summary>Malformed frames, by reason (<see cref="FrameError"/>).</summary>
     public readonly long[] Malformed = new long[Enum.GetValues<FrameError>().Length];
 

@@ -40,6 +40,13 @@ public sealed record GatewayOptions
 
     public IRoutePolicy Policy { get; init; } = OpenPolicy.Instance;
 
+    /// <summary>Announce CoreCast support to peers (CAPABILITIES): they may then send this gateway a per-receiver
+    /// session's payload once and headers per receiver. Off: they send it a full frame per receiver.</summary>
+    public bool CoreCast { get; init; } = true;
+
+    /// <summary>Receivers of one per-receiver session a gateway tracks (its own and those behind its downstream peers).</summary>
+    public int MaxReceivers { get; init; } = Peering.PeerCodec.MaxReceivers;
+
     public RouterOptions Router { get; init; } = new();
 
     public void Validate()
@@ -71,6 +78,7 @@ public sealed record GatewayOptions
         Range(MaxSessions, 1, 1_000_000, nameof(MaxSessions));
         Range(MaxPendingSroutes, 1, 100_000, nameof(MaxPendingSroutes));
         Range(MaxOrigins, 1, 1_000_000, nameof(MaxOrigins));
+        Range(MaxReceivers, 1, Peering.PeerCodec.MaxReceivers, nameof(MaxReceivers));
         Range(MaxPayloadBytes, 1, Peering.PeerCodec.MaxFrameBytes - Forwarding.DataHeader.Size, nameof(MaxPayloadBytes));
     }
 

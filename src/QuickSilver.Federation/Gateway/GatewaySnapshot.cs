@@ -30,7 +30,8 @@ public sealed record GatewaySnapshot(
             t.LocalUntil is not null,
             [.. t.Labels.Select(l => l.Value)],
             t.UpstreamLabels?.Select(l => l.Value).ToArray(),
-            [.. (t.LocalChannels ?? t.RootChannels ?? []).Select(c => c.Address)])).OrderBy(s => s.Name, StringComparer.Ordinal).ToList();
+            [.. (t.LocalChannels ?? t.RootChannels ?? []).Select(c => c.Address)],
+            gateway.Cluster?.NodeOf(t.Name))).OrderBy(s => s.Name, StringComparer.Ordinal).ToList();
         var c = gateway.Counters;
         var counters = new Dictionary<string, long>(StringComparer.Ordinal);
         foreach (var field in typeof(GatewayCounters).GetFields())
@@ -42,6 +43,19 @@ public sealed record GatewaySnapshot(
         }
 
         counters["MalformedTotal"] = c.MalformedTotal;
+        if (gateway.Cluster is { } cluster)
+        {
+            foreach (var field in typeof(Cluster.CoordinatorCounters).GetFields())
+            {
+                if (field.FieldType == typeof(long))
+                {
+                    counters["Cluster" + field.Name] = (long)field.GetValue(cluster.Counters)!;
+                }
+            }
+
+            counters["ClusterMalformedTotal"] = cluster.Counters.MalformedTotal;
+        }
+
         return new GatewaySnapshot(gateway.Id.Value, gateway.Island.Value, peers, routes, sessions, counters);
     }
 }
@@ -50,4 +64,4 @@ public sealed record PeerSnapshot(uint Gateway, uint Island, string Kind, double
 
 public sealed record RouteSnapshot(string Metric, uint Destination, uint Island, uint Cost, uint NextHop, uint[] Path);
 
-public sealed record SessionSnapshot(string Name, bool Root, uint? Upstream, uint[] Downstream, bool LocalClients, uint[] Labels, uint[]? UpstreamLabels, string[] Channels);
+public sealed record SessionSnapshot(string Name, bool Root, uint? Upstream, uint[] Downstream, bool LocalClients, uint[] Labels, uint[]? UpstreamLabels, string[] Channels, uint? DataNode = null);

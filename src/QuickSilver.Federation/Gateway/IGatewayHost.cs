@@ -14,6 +14,10 @@ public interface IGatewayHost
     /// for real-time"): no queue, no retransmission. A host without a datagram path sends it on the link instead.</summary>
     bool SendDatagram(GatewayId peer, ReadOnlySpan<byte> frame);
 
+    /// <summary>Sends a DATA frame to data node <paramref name="node"/> of the clustered gateway <paramref name="peer"/>
+    /// (the peer announced it with DATA_ENDPOINT). A host that cannot reach data nodes sends it to the peer itself.</summary>
+    bool SendToDataNode(GatewayId peer, uint node, ReadOnlySpan<byte> frame, bool realTime) => realTime ? SendDatagram(peer, frame) : Send(peer, frame);
+
     /// <summary>Closes the link to <paramref name="peer"/> (the gateway already forgot it).</summary>
     void Disconnect(GatewayId peer);
 }

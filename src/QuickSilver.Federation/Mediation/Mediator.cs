@@ -43,7 +43,7 @@ public sealed class Mediator
     }
 
     /// <summary>Forwards a client JOIN to a gateway (round robin); <paramref name="done"/> gets the final answer.</summary>
-    public void Join(SessionName session, Action<MediatorReply> done)
+    public void Join(SessionName session, Action<MediatorReply> done, uint receiver = 0)
     {
         Joins++;
         if (_order.Count == 0)
@@ -70,8 +70,8 @@ public sealed class Mediator
             }
 
             target.RecvdJoinRequest(new JoinRequest(session, second =>
-                done(second.Kind == MediatorReplyKind.Redirect ? MediatorReply.NoRoute("redirected twice") : second), reply.TargetOwner, Redirected: true));
-        }));
+                done(second.Kind == MediatorReplyKind.Redirect ? MediatorReply.NoRoute("redirected twice") : second), reply.TargetOwner, Redirected: true, Receiver: receiver));
+        }, Receiver: receiver));
     }
 
     public void Leave(SessionName session)

@@ -28,4 +28,6 @@ public sealed record MediatorReply(MediatorReplyKind Kind, IReadOnlyList<string>
 /// are set when the mediator follows a REDIRECT: the new gateway then joins toward that owner gateway without another
 /// SROUTE discovery and never redirects again. <see cref="Reply"/> is called once, on the gateway's thread, maybe later
 /// (after SROUTE discovery).</summary>
-public sealed record JoinRequest(SessionName Session, Action<MediatorReply> Reply, GatewayId TargetOwner = default, bool Redirected = false);
+/// <param name="Receiver">The client's receiver number in this island (0: anonymous). Sessions with per-receiver delivery
+/// (<see cref="SessionDelivery"/>) deliver to each numbered receiver individually.</param>
+public sealed record JoinRequest(SessionName Session, Action<MediatorReply> Reply, GatewayId TargetOwner = default, bool Redirected = false, uint Receiver = 0);

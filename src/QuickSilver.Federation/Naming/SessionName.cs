@@ -53,6 +53,12 @@ public sealed class SessionName : IEquatable<SessionName>
         }
 
         RealTime = parameters.Any(p => p.Key == "content" && p.Value is "real-time" or "RTP");
+        Delivery = parameters.FirstOrDefault(p => p.Key == "delivery").Value switch
+        {
+            "unicast" => SessionDelivery.Unicast,
+            "corecast" => SessionDelivery.CoreCast,
+            _ => SessionDelivery.Tree,
+        };
         MultiSource = parameters.Any(p => (p.Key == "multi-source" && p.Value == "true") || (p.Key == "single-source" && p.Value == "false"));
     }
 
@@ -75,6 +81,12 @@ public sealed class SessionName : IEquatable<SessionName>
     /// <summary>True with <c>content=real-time</c> (or the seed's <c>content=RTP</c>): data crosses peering links as UDP
     /// datagrams instead of inside the TCP link (seed §5.3: "UDP for sessions with real-time or best-effort requirements").</summary>
     public bool RealTime { get; }
+
+    /// <summary>How the session crosses peering links (<c>delivery=</c>): <see cref="SessionDelivery.Tree"/> (one DATA
+    /// frame per downstream gateway, the default), or per receiver: <see cref="SessionDelivery.Unicast"/> (a full frame
+    /// per receiver) or <see cref="SessionDelivery.CoreCast"/> (the payload once per downstream gateway, then a header
+    /// per receiver; seed 004), the latter falling back to unicast toward a peer that did not announce CoreCast.</summary>
+    public SessionDelivery Delivery { get; }
 
     public static SessionName Parse(string text)
         => TryParse(text, out var name, out var error) ? name : throw new FormatException(error);
@@ -188,6 +200,12 @@ public sealed class SessionName : IEquatable<SessionName>
                     return false;
                 }
 
+                if (key == "delivery" && value is not ("tree" or "unicast" or "corecast"))
+                {
+                    error = $"parameter delivery must be tree, unicast or corecast; got '{Shorten(value)}'";
+                    return false;
+                }
+
                 parameters.Add(new(key, value));
             }
         }
@@ -195,6 +213,13 @@ public sealed class SessionName : IEquatable<SessionName>
         if (parameters.Count > MaxParameters)
         {
             error = $"at most {MaxParameters} parameters; got {parameters.Count}";
+            return false;
+        }
+
+        if (parameters.Any(p => p.Key == "delivery" && p.Value != "tree")
+            && parameters.Any(p => (p.Key == "multi-source" && p.Value == "true") || (p.Key == "single-source" && p.Value == "false")))
+        {
+            error = "parameter delivery=unicast or delivery=corecast needs a single-source session";
             return false;
         }
 
@@ -225,4 +250,17 @@ public sealed class SessionName : IEquatable<SessionName>
     public override int GetHashCode() => StringComparer.Ordinal.GetHashCode(Text);
 
     public override string ToString() => Text;
+}
+
+/// <summary>How a session's packets cross peering links (the session name's <c>delivery=</c> parameter).</summary>
+public enum SessionDelivery : byte
+{
+    /// <summary>One DATA frame per downstream gateway; the egress gateway hands it to its island once.</summary>
+    Tree = 0,
+
+    /// <summary>Per receiver: one full frame per receiver behind each downstream gateway (the seed 004 baseline).</summary>
+    Unicast = 1,
+
+    /// <summary>Per receiver with CoreCast (seed 004): the payload once per downstream gateway, a header per receiver.</summary>
+    CoreCast = 2,
 }

@@ -82,3 +82,11 @@ public interface INativeNetUpcalls
 
     void RecvdLeaveRequest(SessionName session);
 }
+
+/// <summary>A plug-in that can send to one numbered receiver of its island (a unicast medium such as TCP fan-out, or
+/// the simulator): what per-receiver sessions (<see cref="SessionDelivery"/>) use at the egress gateway. A plug-in
+/// without it gets each packet once on the session's Down channel (Algorithm 2's local-multicast option).</summary>
+public interface IReceiverNativeNet : INativeNet
+{
+    bool SendToReceiver(NativeChannel channel, uint receiver, ReadOnlySpan<byte> data);
+}

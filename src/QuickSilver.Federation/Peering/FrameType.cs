@@ -13,6 +13,12 @@ public enum FrameType : byte
     Leave = 8,
     NoRoute = 9,
     Data = 10,
+    DataEndpoint = 11,
+    Capabilities = 12,
+    Receivers = 13,
+    CoreCastPayload = 14,
+    CoreCastHeader = 15,
+    ReceiverData = 16,
 }
 
 /// <summary>Why a frame was refused (one counter each).</summary>

@@ -86,6 +86,24 @@ public static class PeerCodec
 
     public static byte[] NoRoute(SessionName session) => Start(FrameType.NoRoute).String(session.Text).Written.ToArray();
 
+    /// <summary>Receivers in one RECEIVERS frame at most.</summary>
+    public const int MaxReceivers = 1024;
+
+    public static byte[] Capabilities(uint flags) => Start(FrameType.Capabilities).U32(flags).Written.ToArray();
+
+    public static byte[] Receivers(SessionName session, IReadOnlyList<ReceiverId> receivers)
+    {
+        var w = Start(FrameType.Receivers).String(session.Text).U16(checked((ushort)receivers.Count));
+        foreach (var r in receivers)
+        {
+            w.U32(r.Egress.Value).U32(r.Receiver);
+        }
+
+        return w.Written.ToArray();
+    }
+
+    public static byte[] DataEndpoint(SessionName session, uint node) => Start(FrameType.DataEndpoint).String(session.Text).U32(node).Written.ToArray();
+
     /// <summary>Reads the type of a frame without decoding it (data frames take the fast path).</summary>
     public static FrameError PeekType(ReadOnlySpan<byte> frame, out FrameType type)
     {
@@ -106,7 +124,7 @@ public static class PeerCodec
         }
 
         type = (FrameType)frame[1];
-        return type is >= FrameType.Hello and <= FrameType.Data ? FrameError.None : FrameError.UnknownType;
+        return type is >= FrameType.Hello and <= FrameType.ReceiverData ? FrameError.None : FrameError.UnknownType;
     }
 
     /// <summary>Decodes a control frame. Returns <see cref="FrameError.None"/> and the message, or the reason it was refused.</summary>
@@ -131,6 +149,9 @@ public static class PeerCodec
             FrameType.Translation => DecodeTranslation(ref r, out message),
             FrameType.Leave => DecodeSessionOnly(ref r, s => new LeaveMessage(s), out message),
             FrameType.NoRoute => DecodeSessionOnly(ref r, s => new NoRouteMessage(s), out message),
+            FrameType.DataEndpoint => DecodeDataEndpoint(ref r, out message),
+            FrameType.Capabilities => r.U32(out uint flags) ? Ok(new CapabilitiesMessage(flags), out message) : FrameError.Truncated,
+            FrameType.Receivers => DecodeReceivers(ref r, out message),
             _ => FrameError.UnknownType, // Data is not a control frame
         };
         if (error == FrameError.None && r.Remaining != 0)
@@ -402,6 +423,65 @@ public static class PeerCodec
         }
 
         message = make(session!);
+        return FrameError.None;
+    }
+
+    private static FrameError DecodeReceivers(ref SpanReader r, out PeerMessage? message)
+    {
+        message = null;
+        var error = ReadSession(ref r, out var session);
+        if (error != FrameError.None)
+        {
+            return error;
+        }
+
+        if (!r.U16(out ushort count))
+        {
+            return FrameError.Truncated;
+        }
+
+        if (count > MaxReceivers)
+        {
+            return FrameError.BadLength;
+        }
+
+        if (count * 8 > r.Remaining)
+        {
+            return FrameError.Truncated;
+        }
+
+        var receivers = new ReceiverId[count];
+        for (int i = 0; i < count; i++)
+        {
+            r.U32(out uint g);
+            r.U32(out uint id);
+            if (g == 0 || id == 0)
+            {
+                return FrameError.BadValue;
+            }
+
+            receivers[i] = new ReceiverId(new GatewayId(g), id);
+        }
+
+        message = new ReceiversMessage(session!, receivers);
+        return FrameError.None;
+    }
+
+    private static FrameError DecodeDataEndpoint(ref SpanReader r, out PeerMessage? message)
+    {
+        message = null;
+        var error = ReadSession(ref r, out var session);
+        if (error != FrameError.None)
+        {
+            return error;
+        }
+
+        if (!r.U32(out uint node))
+        {
+            return FrameError.Truncated;
+        }
+
+        message = new DataEndpointMessage(session!, node);
         return FrameError.None;
     }
 

@@ -41,3 +41,22 @@ public sealed record LeaveMessage(SessionName Session) : PeerMessage;
 
 /// <summary>NO_ROUTE: the upstream cannot reach the owner island (or the JOIN would loop); the tree state is dropped.</summary>
 public sealed record NoRouteMessage(SessionName Session) : PeerMessage;
+
+/// <summary>DATA_ENDPOINT (ours, for the clustered gateway): the sender's data node that handles
+/// <see cref="Session"/>; the receiver sends that session's DATA toward it instead of toward the sender's control node.
+/// <see cref="Node"/> 0 means the sender itself (an unclustered gateway).</summary>
+public sealed record DataEndpointMessage(SessionName Session, uint Node) : PeerMessage;
+
+/// <summary>CAPABILITIES (ours): sent once after HELLO. Bit 0 of <see cref="Flags"/>: the sender takes CoreCast frames
+/// (payload once, then headers). A peer that never sends it gets per-receiver sessions as plain unicast.</summary>
+public sealed record CapabilitiesMessage(uint Flags) : PeerMessage
+{
+    public const uint CoreCast = 1;
+}
+
+/// <summary>One receiver of a per-receiver session: the egress gateway that delivers to it and its number there.</summary>
+public readonly record struct ReceiverId(GatewayId Egress, uint Receiver);
+
+/// <summary>RECEIVERS (ours, for per-receiver delivery): downstream → upstream, every receiver of the session behind the
+/// sender (its own island's and those its downstream peers reported), replacing the previous list.</summary>
+public sealed record ReceiversMessage(SessionName Session, ReceiverId[] Receivers) : PeerMessage;

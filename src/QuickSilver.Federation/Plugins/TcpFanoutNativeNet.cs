@@ -21,7 +21,7 @@ namespace QuickSilver.Federation.Plugins;
 /// malformed body, too many subscriptions or too many frames for its queue is disconnected and counted.
 /// All hub state lives on the gateway's thread: the connection readers post every frame there.
 /// </summary>
-public sealed class TcpFanoutNativeNet : IHostedNativeNet, IAsyncDisposable
+public sealed class TcpFanoutNativeNet : IHostedNativeNet, IReceiverNativeNet, IAsyncDisposable
 {
     public const byte Sub = 1, Unsub = 2, Pub = 3, Join = 4, Leave = 5, Reply = 6;
 
@@ -36,7 +36,9 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IAsyncDisposable
     private readonly Dictionary<string, NativeChannel> _gatewaySubscriptions = new(StringComparer.Ordinal); // gateway thread
     private INativeNetUpcalls? _upcalls;
     private Func<Action, bool>? _post;
+    private readonly Dictionary<uint, Member> _byReceiver = []; // gateway thread
     private int _members;
+    private int _nextReceiver;
     private long _badFrames;
 
     public TcpFanoutNativeNet(IPEndPoint listen, int poolSize = 64)
@@ -100,6 +102,25 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IAsyncDisposable
     public bool SendData(NativeChannel channel, ReadOnlySpan<byte> data)
     {
         Fan(channel.Address, data, except: null);
+        return true;
+    }
+
+    /// <summary>Per-receiver delivery (<c>delivery=unicast|corecast</c>): a member's receiver number is its connection's
+    /// number at this hub (it sends JOIN on that connection); the packet goes to that member alone, as a PUB on the
+    /// channel's address.</summary>
+    public bool SendToReceiver(NativeChannel channel, uint receiver, ReadOnlySpan<byte> data)
+    {
+        if (!_byReceiver.TryGetValue(receiver, out var member))
+        {
+            return false;
+        }
+
+        if (!member.Connection.TrySend(Encode(Pub, channel.Address, data), dropWhenFull: true))
+        {
+            member.Dropped++;
+            return false;
+        }
+
         return true;
     }
 
@@ -179,7 +200,8 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IAsyncDisposable
 
     private async Task ServeAsync(Socket socket)
     {
-        var member = new Member(new FramedConnection(socket, PeerCodec.MaxFrameBytes));
+        var member = new Member(new FramedConnection(socket, PeerCodec.MaxFrameBytes), (uint)Interlocked.Increment(ref _nextReceiver));
+        _post?.Invoke(() => _byReceiver[member.Receiver] = member);
         await using (member.Connection.ConfigureAwait(false))
         {
             await member.Connection.RunAsync(body =>
@@ -201,6 +223,7 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IAsyncDisposable
                 }
 
                 member.Subscriptions.Clear();
+                _byReceiver.Remove(member.Receiver);
             });
             Interlocked.Decrement(ref _members);
         }
@@ -258,7 +281,7 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IAsyncDisposable
                 }
                 else
                 {
-                    _upcalls!.RecvdJoinRequest(new JoinRequest(session, r => member.Connection.TrySend(Encode(Reply, MulticastNativeNet.Format(r)))));
+                    _upcalls!.RecvdJoinRequest(new JoinRequest(session, r => member.Connection.TrySend(Encode(Reply, MulticastNativeNet.Format(r))), Receiver: member.Receiver));
                 }
 
                 break;
@@ -272,9 +295,11 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IAsyncDisposable
         _stop.Dispose();
     }
 
-    private sealed class Member(FramedConnection connection)
+    private sealed class Member(FramedConnection connection, uint receiver)
     {
         public FramedConnection Connection { get; } = connection;
+
+        public uint Receiver { get; } = receiver;
 
         public HashSet<string> Subscriptions { get; } = new(StringComparer.Ordinal);
 

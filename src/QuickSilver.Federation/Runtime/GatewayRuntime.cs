@@ -2,6 +2,7 @@ using System.Diagnostics;
 using System.Net;
 using System.Net.Sockets;
 using System.Threading.Channels;
+using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Gateway;
 using QuickSilver.Federation.Naming;
 using QuickSilver.Federation.NativeNet;
@@ -18,7 +19,7 @@ namespace QuickSilver.Federation.Runtime;
 /// the first frame must be a HELLO from a configured peer within 5 s, else the connection is closed and counted.
 /// Data frames are dropped (counted) when a link's send queue is full; control frames close the link instead.
 /// </summary>
-public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
+public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposable
 {
     public const int QueueCapacity = 65_536;
 
@@ -41,8 +42,48 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
     private int _pendingConnections;
     private long _helloRefused;
     private long _eventsDropped;
+    private readonly Dictionary<uint, IPEndPoint> _ownNodes = []; // this control node's data nodes
+    private readonly Dictionary<IPEndPoint, uint> _ownNodeSources = [];
+    private readonly Dictionary<uint, IPEndPoint> _peerNodes = []; // clustered peers' data nodes
+    private readonly Dictionary<IPEndPoint, GatewayId> _peerNodeSources = [];
+
+    /// <param name="cluster">Makes this gateway a clustered gateway's control node: its data nodes' numbers and UDP
+    /// addresses (the ASSIGN and HEARTBEAT frames travel as datagrams on the peering port).</param>
+    /// <param name="peerDataNodes">Data nodes of clustered peer gateways: where to send a session's DATA when the peer
+    /// announced one of them (DATA_ENDPOINT), and which sources to accept datagrams from as that peer.</param>
+    public GatewayRuntime(GatewayOptions options, INativeNet native, IPEndPoint listen, IReadOnlyList<PeerConfig> peers,
+        (ClusterOptions Options, IReadOnlyDictionary<uint, IPEndPoint> Addresses)? cluster, IReadOnlyList<DataNodeAddress>? peerDataNodes = null)
+        : this(options, native, listen, peers, cluster?.Options)
+    {
+        foreach (var (node, address) in cluster?.Addresses ?? new Dictionary<uint, IPEndPoint>())
+        {
+            if (!cluster!.Value.Options.DataNodes.Contains(node))
+            {
+                throw new ArgumentException($"data node {node} has an address but is not in ClusterOptions.DataNodes", nameof(cluster));
+            }
+
+            _ownNodes[node] = address;
+            _ownNodeSources[address] = node;
+        }
+
+        foreach (var d in peerDataNodes ?? [])
+        {
+            if (!_peers.ContainsKey(d.Gateway))
+            {
+                throw new ArgumentException($"data node {d.Node} belongs to gateway {d.Gateway}, which is not a configured peer", nameof(peerDataNodes));
+            }
+
+            _peerNodes[d.Node] = d.Address;
+            _peerNodeSources[d.Address] = d.Gateway;
+        }
+    }
 
     public GatewayRuntime(GatewayOptions options, INativeNet native, IPEndPoint listen, IReadOnlyList<PeerConfig> peers)
+        : this(options, native, listen, peers, (ClusterOptions?)null)
+    {
+    }
+
+    private GatewayRuntime(GatewayOptions options, INativeNet native, IPEndPoint listen, IReadOnlyList<PeerConfig> peers, ClusterOptions? clusterOptions)
     {
         ArgumentNullException.ThrowIfNull(options);
         ArgumentNullException.ThrowIfNull(peers);
@@ -54,7 +95,7 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
         }
 
         _native = native;
-        Gateway = new BroadcastGateway(options, this, native);
+        Gateway = clusterOptions is null ? new BroadcastGateway(options, this, native) : new BroadcastGateway(options, this, native, clusterOptions, this);
         _listener = new Socket(listen.AddressFamily, SocketType.Stream, ProtocolType.Tcp);
         _listener.Bind(listen);
         _listener.Listen(options.MaxPeers);
@@ -175,6 +216,23 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
         }
     }
 
+    bool IGatewayHost.SendToDataNode(GatewayId peer, uint node, ReadOnlySpan<byte> frame, bool realTime)
+        => _peerNodes.TryGetValue(node, out var address) ? SendUdp(frame, address) : ((IGatewayHost)this).SendDatagram(peer, frame);
+
+    bool IControlHost.SendToDataNode(uint node, ReadOnlySpan<byte> frame) => _ownNodes.TryGetValue(node, out var address) && SendUdp(frame, address);
+
+    private bool SendUdp(ReadOnlySpan<byte> frame, IPEndPoint address)
+    {
+        try
+        {
+            return _udp.SendTo(frame, SocketFlags.None, address) == frame.Length;
+        }
+        catch (Exception e) when (e is SocketException or ObjectDisposedException)
+        {
+            return false;
+        }
+    }
+
     void IGatewayHost.Disconnect(GatewayId peer)
     {
         if (_links.Remove(peer, out var link))
@@ -217,8 +275,17 @@ public sealed class GatewayRuntime : IGatewayHost, IAsyncDisposable
             var frame = buffer.AsSpan(0, result.ReceivedBytes).ToArray();
             if (!TryPost(() =>
             {
-                // Well-formed is not trusted: only a connected peer's announced address may send datagrams.
-                if (_datagramSources.TryGetValue(from, out var peer) && _links.ContainsKey(peer))
+                // Well-formed is not trusted: only a connected peer's announced address (or one of its configured data
+                // nodes), or one of our own data nodes, may send datagrams.
+                if (_ownNodeSources.ContainsKey(from))
+                {
+                    Gateway.OnDataNodeFrame(frame, Now);
+                }
+                else if (_peerNodeSources.TryGetValue(from, out var viaNode) && _links.ContainsKey(viaNode))
+                {
+                    Gateway.OnFrame(viaNode, frame, Now);
+                }
+                else if (_datagramSources.TryGetValue(from, out var peer) && _links.ContainsKey(peer))
                 {
                     Gateway.OnFrame(peer, frame, Now);
                 }

@@ -1,3 +1,4 @@
+using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Forwarding;
 using QuickSilver.Federation.Gateway;
 using QuickSilver.Federation.Mediation;
@@ -21,6 +22,7 @@ public sealed class FederationSim
     private readonly PriorityQueue<Action, (TimeSpan, long)> _events = new();
     private readonly Dictionary<GatewayId, SimGateway> _gateways = [];
     private readonly Dictionary<(GatewayId, GatewayId), SimLinkState> _links = [];
+    private readonly Dictionary<uint, SimDataNode> _dataNodes = [];
     private long _order;
 
     public FederationSim(int seed, TimeSpan? tick = null)
@@ -42,7 +44,24 @@ public sealed class FederationSim
 
     public long ControlBytesSent { get; private set; }
 
+    /// <summary>Bytes of every data-path frame put on a link (DATA, and the per-receiver frames: CoreCast payload and
+    /// header, receiver data).</summary>
     public long DataBytesSent { get; private set; }
+
+    /// <summary>Bytes of the per-receiver frame types put on links.</summary>
+    public Dictionary<FrameType, long> DataBytesByType { get; } = [];
+
+    /// <summary>Latency between a clustered gateway's control node and its data nodes (one machine room).</summary>
+    public TimeSpan ClusterLatency { get; set; } = TimeSpan.FromMilliseconds(0.2);
+
+    /// <summary>DATA frames put on inter-gateway links, per sender: a data node's number, or 0 for a gateway itself
+    /// (an unclustered gateway, or, if it ever happened, a clustered control node).</summary>
+    public Dictionary<uint, long> DataSentByNode { get; } = [];
+
+    /// <summary>Control↔data-node frames and bytes (both ways).</summary>
+    public long ClusterFramesSent { get; private set; }
+
+    public long ClusterBytesSent { get; private set; }
 
     public IEnumerable<BroadcastGateway> Gateways => _gateways.Values.Select(g => g.Gateway);
 
@@ -57,12 +76,50 @@ public sealed class FederationSim
         var sim = new SimGateway(this, options.Gateway);
         var native = new SimNativeNet(island, options.Gateway);
         sim.Gateway = new BroadcastGateway(options, sim, native);
-        native.Gateway = sim.Gateway;
+        native.Upcalls = sim.Gateway;
         island.Mediator.AddGateway(options.Gateway, sim.Gateway);
         _gateways[options.Gateway] = sim;
         ScheduleTick(sim);
         return sim.Gateway;
     }
+
+    /// <summary>A clustered gateway (seed §4): a control node numbered <paramref name="id"/> with data nodes numbered
+    /// <paramref name="dataNodes"/>, all in <paramref name="island"/>. Data nodes have their own plug-in on the island's
+    /// medium, their own ticks, and can crash on their own (<see cref="CrashDataNode"/>).</summary>
+    public BroadcastGateway AddClusteredGateway(uint id, SimIsland island, uint[] dataNodes, Func<GatewayOptions, GatewayOptions>? configure = null, Func<ClusterOptions, ClusterOptions>? cluster = null)
+    {
+        var options = new GatewayOptions { Gateway = new GatewayId(id), Island = island.Id };
+        options = configure?.Invoke(options) ?? options;
+        var clusterOptions = new ClusterOptions { DataNodes = dataNodes };
+        clusterOptions = cluster?.Invoke(clusterOptions) ?? clusterOptions;
+        var sim = new SimGateway(this, options.Gateway);
+        var native = new SimNativeNet(island, options.Gateway);
+        sim.Gateway = new BroadcastGateway(options, sim, native, clusterOptions, sim);
+        native.Upcalls = sim.Gateway;
+        island.Mediator.AddGateway(options.Gateway, sim.Gateway);
+        _gateways[options.Gateway] = sim;
+        ScheduleTick(sim);
+        foreach (var n in dataNodes)
+        {
+            var nodeNative = new SimNativeNet(island, new GatewayId(n));
+            var node = new SimDataNode(this, n, options.Gateway);
+            node.Node = new DataNode(n, options.Gateway, clusterOptions, node, nodeNative, options.MaxOrigins, options.MaxPayloadBytes);
+            nodeNative.Upcalls = node.Node;
+            nodeNative.IsAlive = () => node.Alive;
+            _dataNodes[n] = node;
+            ScheduleNodeTick(node);
+        }
+
+        return sim.Gateway;
+    }
+
+    public DataNode DataNode(uint id) => _dataNodes[id].Node;
+
+    /// <summary>The data node stops: no ticks, no heartbeats, no frames in or out, its native subscriptions deaf.</summary>
+    public void CrashDataNode(uint id) => _dataNodes[id].Alive = false;
+
+    /// <summary>Injects raw bytes as a control frame to data node <paramref name="node"/> (hostile-input tests).</summary>
+    public void InjectToDataNode(uint node, byte[] frame) => _dataNodes[node].Node.OnControlFrame(frame, Now);
 
     /// <summary>Peers <paramref name="a"/> and <paramref name="b"/> (HELLO both ways after one latency).</summary>
     public void Connect(uint a, uint b, TimeSpan latency, LinkCosts? costs = null)
@@ -147,9 +204,51 @@ public sealed class FederationSim
         });
     }
 
-    private bool Send(GatewayId from, GatewayId to, ReadOnlySpan<byte> frame)
+    private void ScheduleNodeTick(SimDataNode n)
     {
-        if (!_links.TryGetValue((from, to), out var link) || !_gateways[from].Alive)
+        At(Now + TickInterval + TimeSpan.FromMilliseconds(Random.Next(0, 10)), () =>
+        {
+            if (!n.Alive)
+            {
+                return;
+            }
+
+            n.Node.Tick(Now);
+            ScheduleNodeTick(n);
+        });
+    }
+
+    private void ToDataNode(GatewayId gateway, uint node, ReadOnlySpan<byte> frame)
+    {
+        ClusterFramesSent++;
+        ClusterBytesSent += frame.Length;
+        var copy = frame.ToArray();
+        At(Now + ClusterLatency, () =>
+        {
+            if (_dataNodes.TryGetValue(node, out var n) && n.Alive && n.Gateway == gateway && _gateways[gateway].Alive)
+            {
+                n.Node.OnControlFrame(copy, Now);
+            }
+        });
+    }
+
+    private void ToControl(SimDataNode node, ReadOnlySpan<byte> frame)
+    {
+        ClusterFramesSent++;
+        ClusterBytesSent += frame.Length;
+        var copy = frame.ToArray();
+        At(Now + ClusterLatency, () =>
+        {
+            if (node.Alive && _gateways[node.Gateway].Alive)
+            {
+                _gateways[node.Gateway].Gateway.OnDataNodeFrame(copy, Now);
+            }
+        });
+    }
+
+    private bool Send(GatewayId from, GatewayId to, ReadOnlySpan<byte> frame, uint fromNode = 0, uint toNode = 0)
+    {
+        if (!_links.TryGetValue((from, to), out var link) || (fromNode == 0 ? !_gateways[from].Alive : !_dataNodes[fromNode].Alive))
         {
             return false;
         }
@@ -158,6 +257,12 @@ public sealed class FederationSim
         {
             DataSent.Add((from, to, h.Origin, h.Sequence));
             DataBytesSent += frame.Length;
+            DataSentByNode[fromNode] = DataSentByNode.GetValueOrDefault(fromNode) + 1;
+        }
+        else if (frame.Length >= 2 && (FrameType)frame[1] is FrameType.CoreCastPayload or FrameType.CoreCastHeader or FrameType.ReceiverData)
+        {
+            DataBytesSent += frame.Length;
+            DataBytesByType[(FrameType)frame[1]] = DataBytesByType.GetValueOrDefault((FrameType)frame[1]) + frame.Length;
         }
         else
         {
@@ -176,7 +281,23 @@ public sealed class FederationSim
         link.LastArrival = when;
         At(when, () =>
         {
-            if (_links.ContainsKey((from, to)) && _gateways[to].Alive && _gateways[from].Alive)
+            if (!_links.ContainsKey((from, to)))
+            {
+                return;
+            }
+
+            if (toNode != 0 && _dataNodes.TryGetValue(toNode, out var target) && target.Gateway == to)
+            {
+                // A data node's socket: the frame reaches it whether or not its control node is up.
+                if (target.Alive)
+                {
+                    target.Node.OnData(from, copy, Now);
+                }
+
+                return;
+            }
+
+            if (_gateways[to].Alive && (fromNode != 0 || _gateways[from].Alive))
             {
                 _gateways[to].Gateway.OnFrame(from, copy, Now);
             }
@@ -191,7 +312,26 @@ public sealed class FederationSim
         public TimeSpan LastArrival { get; set; }
     }
 
-    private sealed class SimGateway(FederationSim sim, GatewayId id) : IGatewayHost
+    private sealed class SimDataNode(FederationSim sim, uint id, GatewayId gateway) : IDataNodeHost
+    {
+        public uint Id { get; } = id;
+
+        public GatewayId Gateway { get; } = gateway;
+
+        public DataNode Node { get; set; } = null!;
+
+        public bool Alive { get; set; } = true;
+
+        public bool SendToControl(ReadOnlySpan<byte> frame)
+        {
+            sim.ToControl(this, frame);
+            return true;
+        }
+
+        public bool SendData(GatewayId peer, uint endpoint, ReadOnlySpan<byte> frame, bool realTime) => sim.Send(Gateway, peer, frame, Id, endpoint);
+    }
+
+    private sealed class SimGateway(FederationSim sim, GatewayId id) : IGatewayHost, IControlHost
     {
         public GatewayId Id { get; } = id;
 
@@ -203,6 +343,14 @@ public sealed class FederationSim
 
         // The simulated links carry datagrams like frames (in order, no loss of their own).
         public bool SendDatagram(GatewayId peer, ReadOnlySpan<byte> frame) => sim.Send(Id, peer, frame);
+
+        public bool SendToDataNode(GatewayId peer, uint node, ReadOnlySpan<byte> frame, bool realTime) => sim.Send(Id, peer, frame, toNode: node);
+
+        public bool SendToDataNode(uint node, ReadOnlySpan<byte> frame)
+        {
+            sim.ToDataNode(Id, node, frame);
+            return true;
+        }
 
         public void Disconnect(GatewayId peer)
         {
@@ -220,6 +368,7 @@ public sealed class FederationSim
     {
         private readonly FederationSim _sim;
         private readonly Dictionary<string, List<Action<byte[]>>> _medium = new(StringComparer.Ordinal);
+        private readonly Dictionary<uint, Action<byte[]>> _receivers = [];
         private int _nextChannel;
 
         internal SimIsland(FederationSim sim, IslandId id)
@@ -244,8 +393,9 @@ public sealed class FederationSim
         /// <summary>A source in this island sends to a native address (a flow of a native session: "native/flow").</summary>
         public void Publish(string address, byte[] data) => Broadcast(address, data, except: null);
 
-        /// <summary>A client joins through the mediator and, on TRANSLATION, listens on the flow's address.</summary>
-        public SimClient Join(SessionName session, int flow = 0)
+        /// <summary>A client joins through the mediator and, on TRANSLATION, listens on the flow's address; with a
+        /// <paramref name="receiver"/> number and a per-receiver session it is reached individually instead.</summary>
+        public SimClient Join(SessionName session, int flow = 0, uint receiver = 0)
         {
             var client = new SimClient(session);
             Mediator.Join(session, reply =>
@@ -254,10 +404,29 @@ public sealed class FederationSim
                 if (reply.Kind == MediatorReplyKind.Translation)
                 {
                     client.Address = reply.Addresses[flow];
-                    Listen(reply.Addresses[flow], data => client.Received.Add(data));
+                    if (receiver != 0 && session.Delivery != SessionDelivery.Tree)
+                    {
+                        _receivers[receiver] = data => client.Received.Add(data);
+                    }
+                    else
+                    {
+                        Listen(reply.Addresses[flow], data => client.Received.Add(data));
+                    }
                 }
-            });
+            }, receiver);
             return client;
+        }
+
+        /// <summary>A numbered receiver's refresh JOIN.</summary>
+        public void Refresh(SessionName session, uint receiver) => Mediator.Join(session, _ => { }, receiver);
+
+        internal void DeliverToReceiver(uint receiver, byte[] data)
+        {
+            Packets++;
+            if (_receivers.TryGetValue(receiver, out var handler))
+            {
+                _sim.At(_sim.Now, () => handler(data));
+            }
         }
 
         /// <summary>A client's periodic refresh JOIN (soft state); no new subscription.</summary>
@@ -324,9 +493,18 @@ public sealed class FederationSim
         public List<byte[]> Received { get; } = [];
     }
 
-    private sealed class SimNativeNet(SimIsland island, GatewayId gateway) : INativeNet
+    private sealed class SimNativeNet(SimIsland island, GatewayId gateway) : IReceiverNativeNet
     {
-        public BroadcastGateway Gateway { get; set; } = null!;
+        public bool SendToReceiver(NativeChannel channel, uint receiver, ReadOnlySpan<byte> data)
+        {
+            island.DeliverToReceiver(receiver, data.ToArray());
+            return true;
+        }
+
+        public INativeNetUpcalls Upcalls { get; set; } = null!;
+
+        /// <summary>False once the owner (a crashed data node) stopped: its subscriptions hear nothing.</summary>
+        public Func<bool> IsAlive { get; set; } = () => true;
 
         public NativeChannel? AllocateChannel(SessionName session, int flow, ChannelDirection direction)
         {
@@ -336,7 +514,13 @@ public sealed class FederationSim
 
         public void Subscribe(NativeChannel channel)
         {
-            Action<byte[]> handler = data => Gateway.RecvdData(channel, data);
+            Action<byte[]> handler = data =>
+            {
+                if (IsAlive())
+                {
+                    Upcalls.RecvdData(channel, data);
+                }
+            };
             channel.Handle = handler;
             island.Listen(channel.Address, handler);
         }

@@ -40,5 +40,24 @@ public sealed class SessionTree(SessionName name, bool isRoot, FlowLabel[] label
     /// <summary>Up channels (the native session in the owner island), roots only.</summary>
     public NativeChannel[]? RootChannels { get; set; }
 
+    /// <summary>Per tree neighbour, the data node that handles this session there (its DATA_ENDPOINT; absent or 0: the
+    /// neighbour itself). Bounded by the neighbours.</summary>
+    public Dictionary<GatewayId, uint> PeerEndpoints { get; } = [];
+
+    /// <summary>Per-receiver delivery: our island's numbered receivers and until when (soft state, like <see cref="LocalUntil"/>).</summary>
+    public Dictionary<uint, TimeSpan> LocalReceivers { get; } = [];
+
+    /// <summary>Per-receiver delivery: the receivers each downstream peer reported (RECEIVERS).</summary>
+    public Dictionary<GatewayId, HashSet<Peering.ReceiverId>> ReceiversBehind { get; } = [];
+
+    /// <summary>The receiver list last reported upstream (null: not yet, or the upstream changed).</summary>
+    public Peering.ReceiverId[]? ReceiversReported { get; set; }
+
+    /// <summary>CoreCast: per flow, the payload last received (its hash and bytes): one per channel, never per receiver.</summary>
+    public (byte[] Hash, byte[] Data)?[]? CoreCastPayloads { get; set; }
+
+    /// <summary>CoreCast: per (downstream peer, flow), the hash of the payload last sent there (Algorithm 1's "served").</summary>
+    public Dictionary<(GatewayId, int), byte[]> CoreCastServed { get; } = [];
+
     public bool HasInterest => Downstream.Count > 0 || LocalUntil is not null;
 }

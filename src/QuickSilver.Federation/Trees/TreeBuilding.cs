@@ -73,6 +73,7 @@ public sealed partial class BroadcastGateway
 
         tree.Downstream[peer] = _now + _options.JoinHoldTime;
         SendControl(peer, PeerCodec.Translation(new TranslationMessage(session, tree.Labels)));
+        SendEndpoint(peer, tree);
     }
 
     private void OnTranslation(GatewayId peer, TranslationMessage m)
@@ -121,6 +122,18 @@ public sealed partial class BroadcastGateway
     private void AnswerLocal(SessionTree tree, JoinRequest request)
     {
         tree.LocalUntil = _now + _options.JoinHoldTime;
+        if (!tree.IsRoot && tree.Name.Delivery != SessionDelivery.Tree && request.Receiver != 0)
+        {
+            if (tree.LocalReceivers.ContainsKey(request.Receiver) || tree.LocalReceivers.Count < _options.MaxReceivers)
+            {
+                tree.LocalReceivers[request.Receiver] = _now + _options.JoinHoldTime;
+            }
+            else
+            {
+                Counters.ReceiversRefused++;
+            }
+        }
+
         if (tree.IsRoot)
         {
             // Owner-island clients need no federation: they subscribe to the native session itself.
@@ -148,9 +161,9 @@ public sealed partial class BroadcastGateway
                 }
 
                 channels[i] = channel;
-                if (tree.Name.MultiSource)
+                if (tree.Name.MultiSource && _cluster is null)
                 {
-                    _native.Subscribe(channel); // local sources of a multi-source session
+                    _native.Subscribe(channel); // local sources of a multi-source session (a data node's job when clustered)
                 }
             }
 
@@ -163,11 +176,12 @@ public sealed partial class BroadcastGateway
     private void DropLocal(SessionTree tree)
     {
         tree.LocalUntil = null;
+        tree.LocalReceivers.Clear();
         if (tree.LocalChannels is { } channels)
         {
             foreach (var c in channels)
             {
-                if (tree.Name.MultiSource)
+                if (tree.Name.MultiSource && _cluster is null)
                 {
                     _native.Unsubscribe(c);
                 }
@@ -209,7 +223,11 @@ public sealed partial class BroadcastGateway
                 {
                     for (int j = 0; j < i; j++)
                     {
-                        _native.Unsubscribe(roots[j]);
+                        if (_cluster is null)
+                        {
+                            _native.Unsubscribe(roots[j]);
+                        }
+
                         _native.ReclaimChannel(roots[j]);
                     }
 
@@ -217,7 +235,11 @@ public sealed partial class BroadcastGateway
                     return null;
                 }
 
-                _native.Subscribe(channel);
+                if (_cluster is null)
+                {
+                    _native.Subscribe(channel); // clustered: the session's data node subscribes
+                }
+
                 roots[i] = channel;
             }
         }
@@ -246,7 +268,11 @@ public sealed partial class BroadcastGateway
         {
             foreach (var c in roots)
             {
-                _native.Unsubscribe(c);
+                if (_cluster is null)
+                {
+                    _native.Unsubscribe(c);
+                }
+
                 _native.ReclaimChannel(c);
             }
         }
@@ -268,10 +294,12 @@ public sealed partial class BroadcastGateway
 
     private void JoinUpstream(SessionTree tree, GatewayId nextHop, GatewayId[] trail)
     {
+        tree.ReceiversReported = null; // RECEIVERS go with every JOIN (the upstream may be new or have restarted)
         tree.Upstream = nextHop;
         tree.LastJoinSent = _now;
         var path = trail.Length < PeerCodec.MaxPath ? [.. trail, Id] : trail;
         SendControl(nextHop, PeerCodec.Join(new JoinMessage(tree.Name, tree.Target, path)));
+        SendEndpoint(nextHop, tree);
     }
 
     private Route? ChooseRoute(SessionName session, GatewayId target, GatewayId? avoid = null)

@@ -1,0 +1,302 @@
+using QuickSilver.Federation.Naming;
+using QuickSilver.Federation.Peering;
+
+namespace QuickSilver.Federation.Cluster;
+
+/// <summary>
+/// Encodes and decodes control↔data-node frames (docs/federation.md, "Clustered gateway"): [u8 version = 1][u8 type],
+/// little-endian integers, strings as u16 length + UTF-8. Like <see cref="PeerCodec"/> the decoder never throws, checks
+/// every count against its bound and the bytes left before allocating, and refuses trailing bytes; the reason is a
+/// <see cref="FrameError"/> so the receiver counts it.
+/// </summary>
+public static class ClusterCodec
+{
+    public const byte Version = 1;
+
+    /// <summary>Largest control↔data frame.</summary>
+    public const int MaxFrameBytes = 65_536;
+
+    /// <summary>Downstream peers in one ASSIGN (a u8 count).</summary>
+    public const int MaxDownstream = 255;
+
+    /// <summary>Bytes of one native address.</summary>
+    public const int MaxAddressBytes = 256;
+
+    public static byte[] Heartbeat(HeartbeatMessage m)
+        => Start(ClusterFrameType.Heartbeat, m.Node).U32(m.Sessions).U32(m.Forwarded).Written.ToArray();
+
+    public static byte[] Release(ReleaseMessage m) => Start(ClusterFrameType.Release, m.Node).String(m.Session.Text).Written.ToArray();
+
+    public static byte[] Reset(ResetMessage m) => Start(ClusterFrameType.Reset, m.Node).Written.ToArray();
+
+    public static byte[] Assign(AssignMessage m)
+    {
+        var w = Start(ClusterFrameType.Assign, m.Node).U32(m.SequenceBase).String(m.Session.Text).U8(m.Root ? (byte)1 : (byte)0);
+        Labels(w, m.Labels);
+        w.U32(m.Upstream.Value).U32(m.UpstreamEndpoint);
+        Labels(w, m.UpstreamLabels);
+        w.U8(checked((byte)m.Downstream.Length));
+        foreach (var d in m.Downstream)
+        {
+            w.U32(d.Gateway.Value).U32(d.Endpoint);
+        }
+
+        Addresses(w, m.LocalAddresses);
+        Addresses(w, m.RootAddresses);
+        return w.Written.ToArray();
+    }
+
+    public static FrameError Decode(ReadOnlySpan<byte> frame, out ClusterMessage? message)
+    {
+        message = null;
+        if (frame.Length < 6)
+        {
+            return FrameError.Truncated;
+        }
+
+        if (frame[0] != Version)
+        {
+            return FrameError.BadVersion;
+        }
+
+        if (frame.Length > MaxFrameBytes)
+        {
+            return FrameError.TooLarge;
+        }
+
+        var type = (ClusterFrameType)frame[1];
+        var r = new SpanReader(frame[2..]);
+        r.U32(out uint node);
+        if (node == 0)
+        {
+            return FrameError.BadValue;
+        }
+
+        FrameError error;
+        switch (type)
+        {
+            case ClusterFrameType.Heartbeat:
+                uint forwarded = 0;
+                error = r.U32(out uint sessions) && r.U32(out forwarded) ? FrameError.None : FrameError.Truncated;
+                message = error == FrameError.None ? new HeartbeatMessage(node, sessions, forwarded) : null;
+                break;
+            case ClusterFrameType.Release:
+                error = ReadSession(ref r, out var session);
+                message = error == FrameError.None ? new ReleaseMessage(node, session!) : null;
+                break;
+            case ClusterFrameType.Reset:
+                error = FrameError.None;
+                message = new ResetMessage(node);
+                break;
+            case ClusterFrameType.Assign:
+                error = DecodeAssign(ref r, node, out var assign);
+                message = assign;
+                break;
+            default:
+                return FrameError.UnknownType;
+        }
+
+        if (error == FrameError.None && r.Remaining != 0)
+        {
+            message = null;
+            return FrameError.TrailingBytes;
+        }
+
+        if (error != FrameError.None)
+        {
+            message = null;
+        }
+
+        return error;
+    }
+
+    private static FrameError DecodeAssign(ref SpanReader r, uint node, out AssignMessage? message)
+    {
+        message = null;
+        if (!r.U32(out uint sequenceBase))
+        {
+            return FrameError.Truncated;
+        }
+
+        var error = ReadSession(ref r, out var session);
+        if (error != FrameError.None)
+        {
+            return error;
+        }
+
+        int flows = session!.Flows.Count;
+        if (!r.U8(out byte flags))
+        {
+            return FrameError.Truncated;
+        }
+
+        if (flags > 1)
+        {
+            return FrameError.BadValue;
+        }
+
+        error = ReadLabels(ref r, flows, allowEmpty: false, out var labels);
+        if (error != FrameError.None)
+        {
+            return error;
+        }
+
+        if (!r.U32(out uint upstream) || !r.U32(out uint upstreamEndpoint))
+        {
+            return FrameError.Truncated;
+        }
+
+        error = ReadLabels(ref r, flows, allowEmpty: true, out var upstreamLabels);
+        if (error != FrameError.None)
+        {
+            return error;
+        }
+
+        if ((upstream == 0 && (upstreamLabels.Length != 0 || upstreamEndpoint != 0)) || (flags == 1 && upstream != 0))
+        {
+            return FrameError.BadValue; // labels without an upstream, or a root with an upstream
+        }
+
+        if (!r.U8(out byte down))
+        {
+            return FrameError.Truncated;
+        }
+
+        if (down * 8 > r.Remaining)
+        {
+            return FrameError.Truncated;
+        }
+
+        var downstream = new DownstreamPeer[down];
+        for (int i = 0; i < down; i++)
+        {
+            r.U32(out uint g);
+            r.U32(out uint e);
+            if (g == 0 || g == upstream)
+            {
+                return FrameError.BadValue;
+            }
+
+            downstream[i] = new DownstreamPeer(new GatewayId(g), e);
+        }
+
+        error = ReadAddresses(ref r, flows, out var local);
+        if (error != FrameError.None)
+        {
+            return error;
+        }
+
+        error = ReadAddresses(ref r, flows, out var roots);
+        if (error != FrameError.None)
+        {
+            return error;
+        }
+
+        if ((flags == 1) != (roots.Length != 0))
+        {
+            return FrameError.BadValue; // a root needs its Up channels, and only a root has them
+        }
+
+        message = new AssignMessage(node, sequenceBase, session, flags == 1, labels, new GatewayId(upstream), upstreamEndpoint, upstreamLabels, downstream, local, roots);
+        return FrameError.None;
+    }
+
+    private static FrameError ReadSession(ref SpanReader r, out SessionName? session)
+    {
+        session = null;
+        if (!r.String(SessionName.MaxBytes, out string text, out bool bad))
+        {
+            return bad ? FrameError.BadLength : FrameError.Truncated;
+        }
+
+        return SessionName.TryParse(text, out session, out _) ? FrameError.None : FrameError.BadSessionName;
+    }
+
+    private static FrameError ReadLabels(ref SpanReader r, int flows, bool allowEmpty, out FlowLabel[] labels)
+    {
+        labels = [];
+        if (!r.U8(out byte count))
+        {
+            return FrameError.Truncated;
+        }
+
+        if (count != flows && !(allowEmpty && count == 0))
+        {
+            return FrameError.BadLength;
+        }
+
+        if (count * 4 > r.Remaining)
+        {
+            return FrameError.Truncated;
+        }
+
+        labels = new FlowLabel[count];
+        for (int i = 0; i < count; i++)
+        {
+            r.U32(out uint l);
+            if (l == 0)
+            {
+                return FrameError.BadValue;
+            }
+
+            labels[i] = new FlowLabel(l);
+        }
+
+        return FrameError.None;
+    }
+
+    private static FrameError ReadAddresses(ref SpanReader r, int flows, out string[] addresses)
+    {
+        addresses = [];
+        if (!r.U8(out byte count))
+        {
+            return FrameError.Truncated;
+        }
+
+        if (count != 0 && count != flows)
+        {
+            return FrameError.BadLength;
+        }
+
+        if (count * 2 > r.Remaining)
+        {
+            return FrameError.Truncated;
+        }
+
+        addresses = new string[count];
+        for (int i = 0; i < count; i++)
+        {
+            if (!r.String(MaxAddressBytes, out addresses[i], out bool bad))
+            {
+                return bad ? FrameError.BadLength : FrameError.Truncated;
+            }
+
+            if (addresses[i].Length == 0)
+            {
+                return FrameError.BadValue;
+            }
+        }
+
+        return FrameError.None;
+    }
+
+    private static FrameWriter Start(ClusterFrameType type, uint node) => new FrameWriter().U8(Version).U8((byte)type).U32(node);
+
+    private static void Labels(FrameWriter w, FlowLabel[] labels)
+    {
+        w.U8((byte)labels.Length);
+        foreach (var l in labels)
+        {
+            w.U32(l.Value);
+        }
+    }
+
+    private static void Addresses(FrameWriter w, string[] addresses)
+    {
+        w.U8((byte)addresses.Length);
+        foreach (var a in addresses)
+        {
+            w.String(a);
+        }
+    }
+}

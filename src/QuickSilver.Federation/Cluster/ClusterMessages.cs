@@ -1,0 +1,48 @@
+using QuickSilver.Federation.Naming;
+
+namespace QuickSilver.Federation.Cluster;
+
+/// <summary>The control↔data-node frame types (docs/federation.md, "Clustered gateway"). Byte 1 of every frame.</summary>
+public enum ClusterFrameType : byte
+{
+    Heartbeat = 1,
+    Assign = 2,
+    Release = 3,
+    Reset = 4,
+}
+
+/// <summary>A decoded control↔data-node frame.</summary>
+public abstract record ClusterMessage(uint Node);
+
+/// <summary>Data node → control node: alive, how many sessions it holds, packets it forwarded (mod 2^32).</summary>
+public sealed record HeartbeatMessage(uint Node, uint Sessions, uint Forwarded) : ClusterMessage(Node);
+
+/// <summary>A downstream tree neighbour of a session: its gateway number and the data node that receives the session
+/// there (0: the gateway itself).</summary>
+public readonly record struct DownstreamPeer(GatewayId Gateway, uint Endpoint);
+
+/// <summary>
+/// Control node → data node (the seed's subscribe_down / allocate / subscribe_up folded into one idempotent message):
+/// the whole data-path state of one session, re-sent whenever it changes and every
+/// <see cref="ClusterOptions.AssignRefresh"/>. <see cref="Labels"/> are the gateway's own flow labels; the upstream
+/// and its labels (empty until its TRANSLATION arrived); the downstream peers; the native addresses of the Down
+/// channels (local clients; empty when none) and of the Up channels (roots only).
+/// </summary>
+public sealed record AssignMessage(
+    uint Node,
+    uint SequenceBase,
+    SessionName Session,
+    bool Root,
+    FlowLabel[] Labels,
+    GatewayId Upstream,
+    uint UpstreamEndpoint,
+    FlowLabel[] UpstreamLabels,
+    DownstreamPeer[] Downstream,
+    string[] LocalAddresses,
+    string[] RootAddresses) : ClusterMessage(Node);
+
+/// <summary>Control node → data node: stop forwarding <see cref="Session"/> and release its native channels.</summary>
+public sealed record ReleaseMessage(uint Node, SessionName Session) : ClusterMessage(Node);
+
+/// <summary>Control node → data node: drop every session (sent to a node the control node had declared dead).</summary>
+public sealed record ResetMessage(uint Node) : ClusterMessage(Node);

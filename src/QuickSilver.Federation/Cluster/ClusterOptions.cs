@@ -1,0 +1,67 @@
+namespace QuickSilver.Federation.Cluster;
+
+/// <summary>Options of a clustered gateway (seed §4, §5.3.4: one control node, N data nodes), shared by the control
+/// node's <see cref="DataCoordinator"/> and every <see cref="DataNode"/>. <see cref="Validate"/> names the option that
+/// is wrong. The seed gives no value for any of them; the defaults are ours.</summary>
+public sealed record ClusterOptions
+{
+    /// <summary>The data nodes' numbers (the control node's configuration). They share the 32-bit gateway numbering:
+    /// a data node stamps forwarded packets with its own number as the origin, so it must not equal any gateway's or any
+    /// other data node's number in the federation.</summary>
+    public IReadOnlyList<uint> DataNodes { get; init; } = [];
+
+    /// <summary>A data node sends HEARTBEAT this often.</summary>
+    public TimeSpan HeartbeatInterval { get; init; } = TimeSpan.FromSeconds(1);
+
+    /// <summary>The control node declares a data node dead after this long without a HEARTBEAT and moves its sessions.</summary>
+    public TimeSpan HeartbeatTimeout { get; init; } = TimeSpan.FromSeconds(3);
+
+    /// <summary>The control node re-sends every ASSIGN this often even when nothing changed (soft state).</summary>
+    public TimeSpan AssignRefresh { get; init; } = TimeSpan.FromSeconds(10);
+
+    /// <summary>A data node drops a session whose ASSIGN was not refreshed for this long.</summary>
+    public TimeSpan SessionHold { get; init; } = TimeSpan.FromSeconds(35);
+
+    /// <summary>Sessions one data node holds at most; ASSIGNs beyond are refused and counted.</summary>
+    public int MaxSessionsPerNode { get; init; } = 4096;
+
+    public const int MaxDataNodesBound = 256;
+
+    public void Validate()
+    {
+        if (DataNodes.Count is 0 or > MaxDataNodesBound)
+        {
+            throw new ArgumentOutOfRangeException(nameof(DataNodes), $"a clustered gateway needs 1 to {MaxDataNodesBound} data nodes; got {DataNodes.Count}");
+        }
+
+        if (DataNodes.Any(n => n == 0) || DataNodes.Distinct().Count() != DataNodes.Count)
+        {
+            throw new ArgumentOutOfRangeException(nameof(DataNodes), "data node numbers must be distinct and 1 or more");
+        }
+
+        if (HeartbeatInterval <= TimeSpan.Zero)
+        {
+            throw new ArgumentOutOfRangeException(nameof(HeartbeatInterval), "HeartbeatInterval must be positive");
+        }
+
+        if (HeartbeatTimeout <= HeartbeatInterval)
+        {
+            throw new ArgumentOutOfRangeException(nameof(HeartbeatTimeout), $"HeartbeatTimeout ({HeartbeatTimeout.TotalSeconds} s) must exceed HeartbeatInterval ({HeartbeatInterval.TotalSeconds} s)");
+        }
+
+        if (AssignRefresh <= TimeSpan.Zero)
+        {
+            throw new ArgumentOutOfRangeException(nameof(AssignRefresh), "AssignRefresh must be positive");
+        }
+
+        if (SessionHold <= AssignRefresh)
+        {
+            throw new ArgumentOutOfRangeException(nameof(SessionHold), $"SessionHold ({SessionHold.TotalSeconds} s) must exceed AssignRefresh ({AssignRefresh.TotalSeconds} s)");
+        }
+
+        if (MaxSessionsPerNode is < 1 or > 1_000_000)
+        {
+            throw new ArgumentOutOfRangeException(nameof(MaxSessionsPerNode), $"MaxSessionsPerNode must be between 1 and 1000000; got {MaxSessionsPerNode}");
+        }
+    }
+}

@@ -1,0 +1,19 @@
+using QuickSilver.Federation.Naming;
+
+namespace QuickSilver.Federation.Cluster;
+
+/// <summary>What the control node's <see cref="DataCoordinator"/> may do: send a frame to one of its data nodes.</summary>
+public interface IControlHost
+{
+    /// <summary>Sends <paramref name="frame"/> (copied) to data node <paramref name="node"/>; false when it could not.</summary>
+    bool SendToDataNode(uint node, ReadOnlySpan<byte> frame);
+}
+
+/// <summary>What a <see cref="DataNode"/> may do besides its NativeNet plug-in: send a frame to its control node, and
+/// send a DATA frame to a peer gateway (to the data node `endpoint` there, 0: the gateway itself).</summary>
+public interface IDataNodeHost
+{
+    bool SendToControl(ReadOnlySpan<byte> frame);
+
+    bool SendData(GatewayId peer, uint endpoint, ReadOnlySpan<byte> frame, bool realTime);
+}

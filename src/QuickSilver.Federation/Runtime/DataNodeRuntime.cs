@@ -1,0 +1,268 @@
+using System.Diagnostics;
+using System.Globalization;
+using System.Net;
+using System.Net.Sockets;
+using System.Threading.Channels;
+using QuickSilver.Federation.Cluster;
+using QuickSilver.Federation.Naming;
+using QuickSilver.Federation.NativeNet;
+
+namespace QuickSilver.Federation.Runtime;
+
+/// <summary>Where a data node of some gateway takes its datagrams: (gateway, data node number, UDP address). Text
+/// form <c>gateway:node@ip:port</c>, e.g. <c>2:201@127.0.0.1:47401</c>; <see cref="ParseOwn"/> reads <c>node@ip:port</c>.</summary>
+public sealed record DataNodeAddress(GatewayId Gateway, uint Node, IPEndPoint Address)
+{
+    public static DataNodeAddress Parse(string text)
+    {
+        ArgumentNullException.ThrowIfNull(text);
+        int colon = text.IndexOf(':', StringComparison.Ordinal);
+        int at = text.IndexOf('@', StringComparison.Ordinal);
+        if (colon <= 0 || at <= colon + 1
+            || !uint.TryParse(text.AsSpan(0, colon), NumberStyles.None, CultureInfo.InvariantCulture, out uint gateway) || gateway == 0)
+        {
+            throw new FormatException($"data node '{text}' must be <gateway>:<node>@<ip>:<port>");
+        }
+
+        var own = ParseOwn(text[(colon + 1)..]);
+        return own with { Gateway = new GatewayId(gateway) };
+    }
+
+    /// <summary>Reads <c>node@ip:port</c> (a control node's own data node; the gateway is left 0).</summary>
+    public static DataNodeAddress ParseOwn(string text)
+    {
+        ArgumentNullException.ThrowIfNull(text);
+        int at = text.IndexOf('@', StringComparison.Ordinal);
+        if (at <= 0 || !uint.TryParse(text.AsSpan(0, at), NumberStyles.None, CultureInfo.InvariantCulture, out uint node) || node == 0)
+        {
+            throw new FormatException($"data node '{text}' must be <node>@<ip>:<port> with a node number of 1 or more");
+        }
+
+        if (!IPEndPoint.TryParse(text[(at + 1)..], out var endpoint) || endpoint.Port == 0)
+        {
+            throw new FormatException($"data node '{text}': '{text[(at + 1)..]}' is not an ip:port with a non-zero port");
+        }
+
+        return new DataNodeAddress(default, node, endpoint);
+    }
+}
+
+/// <summary>
+/// Runs one <see cref="DataNode"/> on real sockets: a loop thread owns the state machine (ticks every 100 ms), one UDP
+/// socket carries both the control↔data frames (only from the configured control node's address) and the DATA
+/// datagrams (only from a configured peer gateway's or peer data node's address; anything else is counted in
+/// <see cref="DatagramsRefused"/>). The island plug-in (<see cref="IHostedNativeNet"/>) sends into the island and, for
+/// roots and multi-source sessions, listens there. Stopping it (<see cref="DisposeAsync"/>) is a crash as far as the
+/// control node can tell: heartbeats stop.
+/// </summary>
+public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
+{
+    private static readonly TimeSpan TickEvery = TimeSpan.FromMilliseconds(100);
+
+    private readonly Channel<Action> _events = Channel.CreateBounded<Action>(new BoundedChannelOptions(GatewayRuntime.QueueCapacity) { SingleReader = true, FullMode = BoundedChannelFullMode.DropWrite });
+    private readonly Socket _udp;
+    private readonly IPEndPoint _control;
+    private readonly Dictionary<GatewayId, IPEndPoint> _peers;
+    private readonly Dictionary<uint, IPEndPoint> _peerNodes;
+    private readonly Dictionary<IPEndPoint, GatewayId> _sources = [];
+    private readonly IHostedNativeNet _native;
+    private readonly CancellationTokenSource _stop = new();
+    private readonly Stopwatch _clock = Stopwatch.StartNew();
+    private readonly Thread _loop;
+    private Task? _receive;
+    private long _datagramsRefused;
+    private long _eventsDropped;
+
+    /// <param name="peers">The peer gateways' UDP addresses (their peering listen address: a gateway takes datagrams there).</param>
+    /// <param name="peerDataNodes">Data nodes of clustered peer gateways.</param>
+    public DataNodeRuntime(uint node, GatewayId gateway, ClusterOptions options, IHostedNativeNet native, IPEndPoint listen, IPEndPoint control,
+        IReadOnlyDictionary<GatewayId, IPEndPoint> peers, IReadOnlyList<DataNodeAddress> peerDataNodes, int maxPayloadBytes = 65_000)
+    {
+        ArgumentNullException.ThrowIfNull(options);
+        ArgumentNullException.ThrowIfNull(peers);
+        ArgumentNullException.ThrowIfNull(peerDataNodes);
+        options.Validate();
+        _native = native;
+        _control = control;
+        _peers = peers.ToDictionary();
+        _peerNodes = peerDataNodes.ToDictionary(d => d.Node, d => d.Address);
+        foreach (var (g, address) in _peers)
+        {
+            _sources[address] = g;
+        }
+
+        foreach (var d in peerDataNodes)
+        {
+            _sources[d.Address] = d.Gateway;
+        }
+
+        Node = new DataNode(node, gateway, options, this, native, maxPayloadBytes: maxPayloadBytes);
+        _udp = new Socket(listen.AddressFamily, SocketType.Dgram, ProtocolType.Udp);
+        _udp.Bind(listen);
+        _udp.ReceiveBufferSize = 4 << 20;
+        _udp.SendBufferSize = 4 << 20;
+        ListenEndpoint = (IPEndPoint)_udp.LocalEndPoint!;
+        _loop = new Thread(RunLoop) { IsBackground = true, Name = $"data node {node}" };
+    }
+
+    public DataNode Node { get; }
+
+    public IPEndPoint ListenEndpoint { get; }
+
+    public TimeSpan Now => _clock.Elapsed;
+
+    public long DatagramsRefused => Interlocked.Read(ref _datagramsRefused);
+
+    public long EventsDropped => Interlocked.Read(ref _eventsDropped);
+
+    public void Start()
+    {
+        _native.Bind(Node, TryPost);
+        _loop.Start();
+        _receive = Task.Run(ReceiveLoopAsync);
+    }
+
+    /// <summary>Runs <paramref name="func"/> on the loop thread (counters, session count).</summary>
+    public Task<T> InvokeAsync<T>(Func<DataNode, T> func)
+    {
+        var done = new TaskCompletionSource<T>(TaskCreationOptions.RunContinuationsAsynchronously);
+        if (!TryPost(() => done.SetResult(func(Node))))
+        {
+            done.SetException(new InvalidOperationException("the data node's event queue is full or stopped"));
+        }
+
+        return done.Task;
+    }
+
+    bool IDataNodeHost.SendToControl(ReadOnlySpan<byte> frame) => SendTo(frame, _control);
+
+    bool IDataNodeHost.SendData(GatewayId peer, uint endpoint, ReadOnlySpan<byte> frame, bool realTime)
+    {
+        // Data nodes carry every flow as UDP datagrams (a bulk flow's TCP channel between data nodes is not built).
+        var target = endpoint != 0 ? _peerNodes.GetValueOrDefault(endpoint) : _peers.GetValueOrDefault(peer);
+        return target is not null && SendTo(frame, target);
+    }
+
+    private bool SendTo(ReadOnlySpan<byte> frame, IPEndPoint target)
+    {
+        try
+        {
+            return _udp.SendTo(frame, SocketFlags.None, target) == frame.Length;
+        }
+        catch (Exception e) when (e is SocketException or ObjectDisposedException)
+        {
+            return false;
+        }
+    }
+
+    private bool TryPost(Action action)
+    {
+        if (_events.Writer.TryWrite(action))
+        {
+            return true;
+        }
+
+        Interlocked.Increment(ref _eventsDropped);
+        return false;
+    }
+
+    private async Task ReceiveLoopAsync()
+    {
+        var buffer = new byte[65_536];
+        EndPoint any = new IPEndPoint(IPAddress.Any, 0);
+        while (!_stop.IsCancellationRequested)
+        {
+            SocketReceiveFromResult result;
+            try
+            {
+                result = await _udp.ReceiveFromAsync(buffer, SocketFlags.None, any, _stop.Token).ConfigureAwait(false);
+            }
+            catch (Exception e) when (e is OperationCanceledException or ObjectDisposedException)
+            {
+                return;
+            }
+            catch (SocketException)
+            {
+                continue;
+            }
+
+            var from = (IPEndPoint)result.RemoteEndPoint;
+            var frame = buffer.AsSpan(0, result.ReceivedBytes).ToArray();
+            if (from.Equals(_control))
+            {
+                TryPost(() => Node.OnControlFrame(frame, Now));
+            }
+            else if (_sources.TryGetValue(from, out var peer))
+            {
+                TryPost(() => Node.OnData(peer, frame, Now));
+            }
+            else
+            {
+                Interlocked.Increment(ref _datagramsRefused); // well-formed is not trusted: unknown senders are dropped
+            }
+        }
+    }
+
+    private void RunLoop()
+    {
+        var reader = _events.Reader;
+        var nextTick = Now;
+        while (!_stop.IsCancellationRequested)
+        {
+            int batch = 0;
+            while (batch < 4096 && reader.TryRead(out var action))
+            {
+                action();
+                batch++;
+            }
+
+            var now = Now;
+            if (now >= nextTick)
+            {
+                Node.Tick(now);
+                nextTick = now + TickEvery;
+            }
+
+            if (batch == 0)
+            {
+                try
+                {
+                    reader.WaitToReadAsync(_stop.Token).AsTask().Wait(nextTick - now > TimeSpan.Zero ? nextTick - now : TimeSpan.Zero);
+                }
+                catch (AggregateException)
+                {
+                    break;
+                }
+            }
+        }
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        if (_stop.IsCancellationRequested)
+        {
+            return;
+        }
+
+        await _stop.CancelAsync().ConfigureAwait(false);
+        _udp.Dispose();
+        _events.Writer.TryComplete();
+        if (_loop.IsAlive)
+        {
+            _loop.Join(TimeSpan.FromSeconds(2));
+        }
+
+        if (_receive is not null)
+        {
+            try
+            {
+                await _receive.WaitAsync(TimeSpan.FromSeconds(2)).ConfigureAwait(false);
+            }
+            catch (TimeoutException)
+            {
+            }
+        }
+
+        _stop.Dispose();
+    }
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# A clustered gateway on this machine, every part its own process (docs/federation.md, "Clustered gateway"):
+#   island 1: multicast range 239.255.35.x; gateway g1 (TCP+UDP 127.0.0.1:47321)
+#   island 2: multicast range 239.255.36.x, mediator 239.255.34.2:43209; gateway g2 = control node (127.0.0.1:47322,
+#             admin :47332) with data nodes 201 (UDP 127.0.0.1:47421) and 202 (127.0.0.1:47422)
+# A client of island 2 joins bfed://1/239.255.37.1/43210; a source in island 1 sends COUNT messages; the data node
+# that carries the session (201: least loaded, ties to the lower number) is killed; after the control node moved the
+# session (heartbeat timeout 3 s) the source sends COUNT more. Exit code 0 when the client got all 2 x COUNT.
+# MODE=continuous: the source sends 2 x COUNT at 1,000 msg/s through the kill; the client reports what was lost.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+COUNT=${COUNT:-1000}
+dotnet build tools/qs -c Release -v q -nologo >/dev/null
+QS=tools/qs/bin/Release/net10.0/qs
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+NODES="--peer-data-node 2:201@127.0.0.1:47421 --peer-data-node 2:202@127.0.0.1:47422"
+$QS gateway --id 1 --island 1 --listen 127.0.0.1:47321 --peer 2@127.0.0.1:47322 $NODES \
+  --pool-base 239.255.35.0 --port-base 43300 --seconds 90 & pids+=($!)
+$QS gateway --id 2 --island 2 --listen 127.0.0.1:47322 --admin 127.0.0.1:47332 --peer 1@127.0.0.1:47321 \
+  --cluster-node 201@127.0.0.1:47421 --cluster-node 202@127.0.0.1:47422 \
+  --pool-base 239.255.36.0 --port-base 43350 --mediator 239.255.34.2:43209 --seconds 90 & pids+=($!)
+$QS gateway --data-node --id 201 --gateway 2 --island 2 --listen 127.0.0.1:47421 --control 127.0.0.1:47322 \
+  --peer 1@127.0.0.1:47321 --pool-base 239.255.36.0 --port-base 43350 --seconds 90 & node201=$!; pids+=($node201)
+$QS gateway --data-node --id 202 --gateway 2 --island 2 --listen 127.0.0.1:47422 --control 127.0.0.1:47322 \
+  --peer 1@127.0.0.1:47321 --pool-base 239.255.36.0 --port-base 43350 --seconds 90 & pids+=($!)
+sleep 4
+$QS island-recv --mediator 239.255.34.2:43209 --session bfed://1/239.255.37.1/43210 --count $((2 * COUNT)) --seconds 60 & recv=$!
+sleep 3
+if [ "${MODE:-}" = continuous ]; then
+  # Send through the kill (1,000 msg/s for 2 x COUNT messages) and report what was lost during the failover.
+  $QS island-send --group 239.255.37.1:43210 --count $((2 * COUNT)) --size 1000 --rate 1000 & send=$!
+  sleep $((COUNT / 2000 + 1))
+  echo "killing data node 201 (pid $node201)"
+  kill -9 "$node201"
+  wait $send
+  $QS sessions --admin 127.0.0.1:47332
+  wait $recv || true
+  exit 0
+fi
+$QS island-send --group 239.255.37.1:43210 --count "$COUNT" --size 1000 --rate 1000
+sleep 1
+echo "killing data node 201 (pid $node201)"
+kill -9 "$node201"
+sleep 6
+$QS sessions --admin 127.0.0.1:47332
+$QS island-send --group 239.255.37.1:43210 --count "$COUNT" --size 1000 --rate 1000 --first "$COUNT"
+status=0
+wait $recv || status=$?
+exit $status
