@@ -154,11 +154,42 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
                     var leader = cluster.Leader;
                     bool self = leader is { IsRemote: false } && !cluster.LeadershipToken.IsCancellationRequested;
                     await ReportLeaderAsync(self ? leader : leader is { IsRemote: true } ? leader : null).ConfigureAwait(false);
+                    if (leader is IRaftClusterMember { IsRemote: true } remote)
+                    {
+                        await LearnLeaderCommitAsync(remote, token).ConfigureAwait(false);
+                    }
                 }
             }
         }
         catch (OperationCanceledException)
         {
+        }
+    }
+
+    /// <summary>A follower asks the leader for its commit index (the engine's <c>SynchronizeAsync</c>, one request within
+    /// <see cref="RaftGmsOptions.RequestTimeout"/>) and tells the server, with the index it has applied itself: follower
+    /// reads are answered only while this is recent and the gap small (docs/membership.md, "Reads"). A failure tells the
+    /// server nothing, so its last figure ages out.</summary>
+    private async Task LearnLeaderCommitAsync(IRaftClusterMember leader, CancellationToken token)
+    {
+        if (_wal is not { } wal)
+        {
+            return;
+        }
+
+        try
+        {
+            using var timeout = CancellationTokenSource.CreateLinkedTokenSource(token);
+            timeout.CancelAfter(_options.RequestTimeout);
+            if (await leader.SynchronizeAsync(wal.LastCommittedEntryIndex, timeout.Token).ConfigureAwait(false) is { } commit)
+            {
+                long applied = wal.LastAppliedIndex;
+                await OnCoreAsync(server => server.OnLeaderCommit(commit, applied)).ConfigureAwait(false);
+            }
+        }
+        catch (Exception e) when (e is DotNext.Net.Cluster.MemberUnavailableException or OperationCanceledException or ObjectDisposedException or InvalidOperationException)
+        {
+            token.ThrowIfCancellationRequested();
         }
     }
 

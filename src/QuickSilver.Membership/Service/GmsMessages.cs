@@ -27,6 +27,17 @@ internal enum GmsMessageKind : byte
     /// <summary>A GMS replica that does not lead, to a node: send to the leader instead. Number: the leader's address
     /// (IPv4 &lt;&lt; 16 | port), 0 when no leader is known (try another replica).</summary>
     Redirect = 9,
+
+    /// <summary>Node to any replica, a read: send me my current views (the groups I am in and the regions they map to).
+    /// Number: the node's id. A follower answers from its applied state when it is fresh enough
+    /// (<see cref="GmsOptions.FollowerReadMaxLag"/>, <see cref="GmsOptions.FollowerReadMaxAge"/>), otherwise it redirects;
+    /// the leader always answers. Answered by <see cref="Views"/>.</summary>
+    Sync = 11,
+
+    /// <summary>Replica to node, the answer to a <see cref="Sync"/>: <see cref="GmsMessage.Update"/> holds the node's views
+    /// as this replica has applied them (no left groups), <see cref="GmsMessage.Epoch"/> the epoch, Number the Raft log
+    /// index they were read at. The node keeps only views newer than the ones it holds, so it never moves backwards.</summary>
+    Views = 12,
 }
 
 [MessagePackObject]
