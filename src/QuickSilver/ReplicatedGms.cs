@@ -18,7 +18,17 @@ namespace QuickSilver;
 /// <param name="TakeOvers">Times this replica took over as leader.</param>
 /// <param name="FailuresDetected">Nodes it declared dead while leading.</param>
 /// <param name="IdsIssued">Node ids handed out so far (never reused, so a renumbering shows as more ids than nodes).</param>
-public sealed record GmsReplicaStatus(bool IsLeading, NetAddress? Leader, ulong Epoch, int Nodes, int Groups, long CommandsApplied, long TakeOvers, long FailuresDetected, long IdsIssued);
+public sealed record GmsReplicaStatus(bool IsLeading, NetAddress? Leader, ulong Epoch, int Nodes, int Groups, long CommandsApplied, long TakeOvers, long FailuresDetected, long IdsIssued)
+{
+    /// <summary>Reads (a node asking for its views) this replica answered, leading or following.</summary>
+    public long ReadsServed { get; init; }
+
+    /// <summary>Reads it redirected to the leader, following but not fresh enough (docs/membership.md, "Reads").</summary>
+    public long ReadsRedirected { get; init; }
+
+    /// <summary>Log entries its applied state is behind the leader's commit index as it last learned it (0 leading).</summary>
+    public long FollowerLag { get; init; }
+}
 
 /// <summary>
 /// One replica of a replicated GMS (docs/membership.md, "Replicated GMS"): a core thread with the GMS stack (reliable
@@ -99,7 +109,12 @@ public sealed class ReplicatedGms : IAsyncDisposable
     /// applied, take-overs, failures detected, ids issued), read on its core.</summary>
     public Task<GmsReplicaStatus> GetStatusAsync() => _core.InvokeAsync(() => new GmsReplicaStatus(
         _server.IsLeading, _server.IsLeading ? Address : _server.Leader, _server.Epoch, _server.State.NodeCount, _server.State.GroupCount,
-        _server.Machine.CommandsApplied, _server.TakeOvers, _server.FailuresDetected, _server.State.IdsIssued));
+        _server.Machine.CommandsApplied, _server.TakeOvers, _server.FailuresDetected, _server.State.IdsIssued)
+    {
+        ReadsServed = _server.ReadsServed,
+        ReadsRedirected = _server.ReadsRedirected,
+        FollowerLag = _server.FollowerLag,
+    });
 
     /// <summary>The replicated state's bytes (equal on replicas that applied the same commands).</summary>
     internal Task<byte[]> ExportStateAsync() => _core.InvokeAsync(() => _server.Machine.ExportSnapshot());

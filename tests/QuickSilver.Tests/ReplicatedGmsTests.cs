@@ -148,6 +148,22 @@ public sealed class ReplicatedGmsTests : IAsyncLifetime
         uint key = await Eventually(() => RegionKey(a, "g"), k => secure ? k != 0 : k == 0, "a holds g's region key (if secure)");
         Assert.Equal(key, await Eventually(() => RegionKey(b, "g"), k => k == key, "b holds the same key"));
 
+        // A follower answers a's read of its views from its own applied state: over the engine it has learned the
+        // leader's commit index (SynchronizeAsync) recently and applied it (docs/membership.md, "Reads").
+        var follower = replicas.First(r => r != leader);
+        await Eventually(async () =>
+        {
+            await a.Core.InvokeAsync(() =>
+            {
+                a.Stack.Get<MembershipLayer>().Client.RequestViews(follower.Address);
+                return true;
+            });
+            await Task.Delay(150);
+            return await a.Core.InvokeAsync(() => a.Stack.Get<MembershipLayer>().Client.LastReadFrom);
+        }, from => from == follower.Address, "a follower answers a's read");
+        Assert.Equal(views.Item1, await ViewNumber(a, "g"));
+        Assert.True((await follower.GetStatusAsync()).ReadsServed >= 1);
+
         // Stop the leader; another replica takes over and the nodes move to it.
         await leader.DisposeAsync();
         replicas.Remove(leader);
