@@ -34,6 +34,7 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
     private WriteAheadLog? _wal;
     private GmsRaftStateMachine? _machine;
     private Task? _poll;
+    private RaftTls? _tls;
 
     /// <param name="onCore">Runs an action on the GMS server's core thread and completes when it has run.</param>
     public RaftGmsLog(RaftGmsOptions options, Func<Action, Task> onCore, ILogger? logger = null)
@@ -47,6 +48,16 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
     public uint ReplicaId => (uint)_options.Id;
 
     public ILogger Logger { get; }
+
+    /// <summary>Raft peers refused at the TLS handshake (no certificate, or not the cluster secret's key); 0 without a
+    /// <see cref="RaftGmsOptions.ClusterSecret"/>.</summary>
+    public long PeersRefused => _tls?.Refused ?? 0;
+
+    /// <summary>The current Raft term as persisted by this replica (0 before start).</summary>
+    public long Term => _wal is IPersistentState state ? state.Term : 0;
+
+    /// <summary>Whether replica traffic is TLS (a cluster secret was given).</summary>
+    public bool Authenticated => _tls is not null;
 
     /// <summary>The engine (after <see cref="StartAsync"/>).</summary>
     public IRaftCluster Cluster => _cluster ?? throw new InvalidOperationException("The Raft log has not been started.");
@@ -68,8 +79,10 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
         _wal = new WriteAheadLog(new WriteAheadLog.Options { Location = Path.Combine(root, "wal") }, _machine);
 
         var self = _options.Self.ToIPEndPoint();
+        _tls = _options.ClusterSecret is { } secret ? RaftTls.FromSecret(secret, Logger, ReplicaId) : null;
         var configuration = new RaftCluster.TcpConfiguration(self)
         {
+            SslOptions = _tls?.CreateOptions(),
             LowerElectionTimeout = (int)_options.LowerElectionTimeout.TotalMilliseconds,
             UpperElectionTimeout = (int)_options.UpperElectionTimeout.TotalMilliseconds,
             RequestTimeout = _options.RequestTimeout,
@@ -77,6 +90,7 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
             TransmissionBlockSize = 8192,
             ConfigurationStorage = null!, // the engine's in-memory storage: the replica set is fixed by RaftGmsOptions.Peers
         };
+
         var members = ((InMemoryClusterConfigurationStorage<EndPoint>)configuration.ConfigurationStorage).CreateInitialConfigurationBuilder();
         foreach (var peer in _options.Peers)
         {
@@ -225,6 +239,7 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
             await _machine.DisposeAsync().ConfigureAwait(false);
         }
 
+        _tls?.Dispose();
         _stop.Dispose();
     }
 }

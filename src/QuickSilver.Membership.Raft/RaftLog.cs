@@ -17,4 +17,7 @@ internal static partial class RaftLog
 
     [LoggerMessage(EventId = 253, Level = LogLevel.Information, Message = "GMS replica {Replica}: state restored from snapshot {File} ({Bytes} bytes)")]
     public static partial void Restored(ILogger logger, uint replica, string file, int bytes);
+
+    [LoggerMessage(EventId = 254, Level = LogLevel.Warning, Message = "GMS replica {Replica}: refused a Raft peer that presented {What} (not the cluster secret's key); {Count} refused so far")]
+    public static partial void PeerRefused(ILogger logger, uint replica, string what, long count);
 }

@@ -28,6 +28,15 @@ public sealed record GmsReplicaStatus(bool IsLeading, NetAddress? Leader, ulong 
 
     /// <summary>Log entries its applied state is behind the leader's commit index as it last learned it (0 leading).</summary>
     public long FollowerLag { get; init; }
+
+    /// <summary>The engine's current Raft term (a disturbed election shows as a higher one).</summary>
+    public long Term { get; init; }
+
+    /// <summary>Whether its Raft traffic is TLS authenticated by the cluster secret.</summary>
+    public bool RaftAuthenticated { get; init; }
+
+    /// <summary>Raft peers it refused at the TLS handshake (without the cluster secret's key).</summary>
+    public long RaftPeersRefused { get; init; }
 }
 
 /// <summary>
@@ -66,6 +75,11 @@ public sealed class ReplicatedGms : IAsyncDisposable
         Microsoft.Extensions.Logging.ILoggerFactory? loggerFactory = null, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(options);
+        if (options.ClusterSecret is null && security is { Enabled: true, ClusterSecret: { } secret })
+        {
+            options = options with { ClusterSecret = secret }; // replica traffic is authenticated by the nodes' secret too
+        }
+
         options.Validate();
         gms ??= new GmsOptions();
         gms.Validate();
@@ -112,6 +126,9 @@ public sealed class ReplicatedGms : IAsyncDisposable
         _server.Machine.CommandsApplied, _server.TakeOvers, _server.FailuresDetected, _server.State.IdsIssued)
     {
         ReadsServed = _server.ReadsServed,
+        Term = _log.Term,
+        RaftAuthenticated = _log.Authenticated,
+        RaftPeersRefused = _log.PeersRefused,
         ReadsRedirected = _server.ReadsRedirected,
         FollowerLag = _server.FollowerLag,
     });
