@@ -24,7 +24,7 @@ internal sealed class RaftTls : IDisposable
     private readonly ILogger _log;
     private readonly uint _replica;
     private long _refused;
-    private long _lastLogged = long.MinValue;
+    private long _lastLogged = long.MinValue / 2; // "long ago", without overflowing now - _lastLogged
 
     private RaftTls(X509Certificate2 certificate, ILogger log, uint replica)
     {

@@ -105,12 +105,12 @@ internal static class GmsVerb
         }
 
         await using var replica = await ReplicatedGms.StartAsync(options, new GmsOptions { MulticastPoolStart = pool }, security, QsLogging.Factory, stop.Token);
-        Console.WriteLine($"gms replica {id} of {peers.Length} listening on {options.Self} (UDP for nodes, TCP for Raft), data in {Path.GetFullPath(options.DataDirectory)}, pid {Environment.ProcessId}; Ctrl+C stops it");
+        Console.WriteLine($"gms replica {id} of {peers.Length} listening on {options.Self} (UDP for nodes, TCP for Raft{(security.ClusterSecret is not null ? " under TLS keyed by the secret" : "")}), data in {Path.GetFullPath(options.DataDirectory)}, pid {Environment.ProcessId}; Ctrl+C stops it");
         while (!stop.IsCancellationRequested)
         {
             await Task.Delay(TimeSpan.FromSeconds(1), stop.Token).ContinueWith(_ => { }, TaskScheduler.Default);
             var status = await replica.GetStatusAsync();
-            Console.WriteLine($"gms replica {id}: {(status.IsLeading ? "leader" : $"follower of {status.Leader?.ToString() ?? "nobody yet"}")}, epoch {status.Epoch}, {status.Nodes} nodes, {status.IdsIssued} ids issued, {status.Groups} groups, {status.CommandsApplied} commands, {status.FailuresDetected} failures detected");
+            Console.WriteLine($"gms replica {id}: {(status.IsLeading ? "leader" : $"follower of {status.Leader?.ToString() ?? "nobody yet"}")}, epoch {status.Epoch}, {status.Nodes} nodes, {status.IdsIssued} ids issued, {status.Groups} groups, {status.CommandsApplied} commands, {status.FailuresDetected} failures detected, term {status.Term}, reads {status.ReadsServed} served {status.ReadsRedirected} redirected, raft {(status.RaftAuthenticated ? $"tls, {status.RaftPeersRefused} peers refused" : "plain tcp")}");
         }
 
         return 0;
