@@ -97,13 +97,30 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
             members.Add(peer.ToIPEndPoint());
         }
 
-        members.Build();
+        if (!_options.Join)
+        {
+            members.Build(); // a joining replica has no configuration until the leader's reaches it through the log
+        }
         _cluster = new RaftCluster(configuration) { AuditTrail = _wal };
         _cluster.LeaderChanged += OnLeaderChanged;
         await _cluster.StartAsync(cancellationToken).ConfigureAwait(false);
         _poll = PollLeaderAsync(_stop.Token);
         RaftLog.Started(Logger, ReplicaId, _options.Self, _options.Peers, root);
     }
+
+    /// <summary>On the leader: adds the replica at <paramref name="replica"/> (already running with
+    /// <see cref="RaftGmsOptions.Join"/>) to the replica set. The engine copies it the log, then commits a configuration
+    /// that includes it. False if the replica could not be caught up or the change not committed.</summary>
+    public async Task<bool> AddReplicaAsync(NetAddress replica, CancellationToken cancellationToken)
+        => await ((RaftCluster)Cluster).AddMemberAsync(replica.ToIPEndPoint(), cancellationToken).ConfigureAwait(false);
+
+    /// <summary>On the leader: removes the replica at <paramref name="replica"/> from the replica set (commits a
+    /// configuration without it). Stop its process afterwards.</summary>
+    public async Task<bool> RemoveReplicaAsync(NetAddress replica, CancellationToken cancellationToken)
+        => await ((RaftCluster)Cluster).RemoveMemberAsync(replica.ToIPEndPoint(), cancellationToken).ConfigureAwait(false);
+
+    /// <summary>The replica set as this replica's engine knows it now.</summary>
+    public IReadOnlyList<NetAddress> Replicas => [.. Cluster.Members.Select(m => m.EndPoint).OfType<IPEndPoint>().Select(NetAddress.FromIPEndPoint).OrderBy(a => a.Port)];
 
     public void Propose(GmsCommand command, long sequence)
     {

@@ -36,6 +36,12 @@ public sealed record RaftGmsOptions
     /// GMS started with datagram security uses that secret unless this is set.</summary>
     public byte[]? ClusterSecret { get; init; }
 
+    /// <summary>This replica is new to a running GMS (docs/membership.md, "Changing the replica set"): it starts with no
+    /// configuration, takes part in no election, and waits until the leader adds it (<c>AddReplicaAsync</c>,
+    /// <c>qs gms --add-replica</c>), which copies it the log and commits a configuration that includes it. <see cref="Peers"/>
+    /// lists it with the replicas it joins. Default false: the replica set is <see cref="Peers"/>.</summary>
+    public bool Join { get; init; }
+
     /// <summary>The replica's address from <see cref="Peers"/>.</summary>
     public NetAddress Self => Peers[Id - 1];
 

@@ -133,6 +133,40 @@ public sealed class ReplicatedGms : IAsyncDisposable
         FollowerLag = _server.FollowerLag,
     });
 
+    /// <summary>Adds a replica to the running GMS (docs/membership.md, "Changing the replica set"); call it on the leader,
+    /// with the new replica already started with <see cref="RaftGmsOptions.Join"/>. The engine copies it the log, then
+    /// commits a configuration that includes it. Throws <see cref="InvalidOperationException"/> naming the leader when
+    /// this replica does not lead; false when the change was not committed.</summary>
+    public Task<bool> AddReplicaAsync(NetAddress replica, CancellationToken cancellationToken = default)
+        => ChangeReplicasAsync(() => _log.AddReplicaAsync(replica, cancellationToken), "add");
+
+    /// <summary>Removes a replica from the running GMS; call it on the leader, then stop the removed replica. Throws
+    /// <see cref="InvalidOperationException"/> naming the leader when this replica does not lead.</summary>
+    public Task<bool> RemoveReplicaAsync(NetAddress replica, CancellationToken cancellationToken = default)
+        => ChangeReplicasAsync(() => _log.RemoveReplicaAsync(replica, cancellationToken), "remove");
+
+    /// <summary>The replica set as this replica knows it now (it changes with <see cref="AddReplicaAsync"/> and
+    /// <see cref="RemoveReplicaAsync"/>).</summary>
+    public IReadOnlyList<NetAddress> Replicas => _log.Replicas;
+
+    private async Task<bool> ChangeReplicasAsync(Func<Task<bool>> change, string what)
+    {
+        var status = await GetStatusAsync().ConfigureAwait(false);
+        if (status.IsLeading)
+        {
+            try
+            {
+                return await change().ConfigureAwait(false);
+            }
+            catch (DotNext.Net.Cluster.Consensus.Raft.NotLeaderException)
+            {
+                status = await GetStatusAsync().ConfigureAwait(false);
+            }
+        }
+
+        throw new InvalidOperationException($"Cannot {what} a replica at {Address}: it does not lead; the leader is {status.Leader?.ToString() ?? "unknown"}.");
+    }
+
     /// <summary>The replicated state's bytes (equal on replicas that applied the same commands).</summary>
     internal Task<byte[]> ExportStateAsync() => _core.InvokeAsync(() => _server.Machine.ExportSnapshot());
 
