@@ -122,6 +122,24 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
     /// <summary>The replica set as this replica's engine knows it now.</summary>
     public IReadOnlyList<NetAddress> Replicas => [.. Cluster.Members.Select(m => m.EndPoint).OfType<IPEndPoint>().Select(NetAddress.FromIPEndPoint).OrderBy(a => a.Port)];
 
+    /// <summary>The server's replica-set change: on the engine, within 30 s; the outcome goes back to the server.</summary>
+    public void ChangeReplicas(NetAddress replica, bool add) => _ = Task.Run(async () =>
+    {
+        bool committed = false;
+        try
+        {
+            using var timeout = CancellationTokenSource.CreateLinkedTokenSource(_stop.Token);
+            timeout.CancelAfter(TimeSpan.FromSeconds(30));
+            committed = add ? await AddReplicaAsync(replica, timeout.Token).ConfigureAwait(false) : await RemoveReplicaAsync(replica, timeout.Token).ConfigureAwait(false);
+        }
+        catch (Exception e) when (e is NotLeaderException or OperationCanceledException or ObjectDisposedException or InvalidOperationException or QuorumUnreachableException)
+        {
+            RaftLog.NotCommitted(Logger, ReplicaId, 0, e.Message);
+        }
+
+        await OnCoreAsync(server => server.OnReplicaChangeDone(replica, add, committed)).ConfigureAwait(false);
+    });
+
     public void Propose(GmsCommand command, long sequence)
     {
         var cluster = _cluster;

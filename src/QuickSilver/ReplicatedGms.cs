@@ -37,6 +37,12 @@ public sealed record GmsReplicaStatus(bool IsLeading, NetAddress? Leader, ulong 
 
     /// <summary>Raft peers it refused at the TLS handshake (without the cluster secret's key).</summary>
     public long RaftPeersRefused { get; init; }
+
+    /// <summary>Replicas in the replica set as its engine knows it (0: not yet in one, a joining replica).</summary>
+    public int Replicas { get; init; }
+
+    /// <summary>Replica-set changes it committed while leading, on other replicas' requests.</summary>
+    public long ReplicaChanges { get; init; }
 }
 
 /// <summary>
@@ -105,6 +111,17 @@ public sealed class ReplicatedGms : IAsyncDisposable
                     (ulong)Random.Shared.NextInt64(1, long.MaxValue), gms with { Log = raftLog }, logger: logger, log: new RateLimitedLog(logger, core), security: security)
                 .Get<GmsServerLayer>().Server).ConfigureAwait(false);
             await log.StartAsync(cancellationToken).ConfigureAwait(false);
+            if (options.Join)
+            {
+                // A new replica asks the leader (through any replica) to add it, once a second until it is added.
+                var others = options.Peers.Where(p => p != options.Self).ToList();
+                await core.InvokeAsync(() =>
+                {
+                    server.AskToChangeReplicaSet(others, join: true);
+                    return true;
+                }).ConfigureAwait(false);
+            }
+
             return new ReplicatedGms(core, log, server, options);
         }
         catch
@@ -129,6 +146,8 @@ public sealed class ReplicatedGms : IAsyncDisposable
         Term = _log.Term,
         RaftAuthenticated = _log.Authenticated,
         RaftPeersRefused = _log.PeersRefused,
+        Replicas = _log.Replicas.Count,
+        ReplicaChanges = _server.ReplicaChanges,
         ReadsRedirected = _server.ReadsRedirected,
         FollowerLag = _server.FollowerLag,
     });
@@ -144,6 +163,35 @@ public sealed class ReplicatedGms : IAsyncDisposable
     /// <see cref="InvalidOperationException"/> naming the leader when this replica does not lead.</summary>
     public Task<bool> RemoveReplicaAsync(NetAddress replica, CancellationToken cancellationToken = default)
         => ChangeReplicasAsync(() => _log.RemoveReplicaAsync(replica, cancellationToken), "remove");
+
+    /// <summary>Asks the leader to remove this replica from the replica set and waits, at most <paramref name="timeout"/>,
+    /// until it confirms (true) — for a replica leaving on purpose (<c>qs gms --leave-on-exit</c>). Dispose it after.</summary>
+    public async Task<bool> LeaveReplicaSetAsync(TimeSpan timeout)
+    {
+        var others = _log.Replicas.Where(r => r != Address).ToList();
+        if (others.Count == 0)
+        {
+            return false;
+        }
+
+        await _core.InvokeAsync(() =>
+        {
+            _server.AskToChangeReplicaSet(others, join: false);
+            return true;
+        }).ConfigureAwait(false);
+        var deadline = DateTime.UtcNow + timeout;
+        while (DateTime.UtcNow < deadline)
+        {
+            if (await _core.InvokeAsync(() => _server.ReplicaChangeConfirmed).ConfigureAwait(false))
+            {
+                return true;
+            }
+
+            await Task.Delay(50).ConfigureAwait(false);
+        }
+
+        return false;
+    }
 
     /// <summary>The replica set as this replica knows it now (it changes with <see cref="AddReplicaAsync"/> and
     /// <see cref="RemoveReplicaAsync"/>).</summary>

@@ -28,7 +28,9 @@ internal static class GmsVerb
         var id = Cli.Int("--id", "With --peers: this replica's position in --peers, from 1", 1, 1, GmsOptions.MaxReplicas);
         var peers = AddressList("--peers", "Run as one replica of a replicated GMS (Raft): every replica's address, comma-separated, the same list on each; Raft uses TCP on the same ports.");
         var data = new Option<string>("--data") { Description = "With --peers: the directory for this replica's Raft log and snapshots (created if missing)." };
-        var command = new Command("gms", "Run a standalone group membership service, or one replica of a replicated one.") { listen, pool, seconds, security.SecretFile, security.Mode, id, peers, data };
+        var joinSet = new Option<bool>("--join") { Description = "With --peers: this replica is new to a running GMS; it asks the leader to add it to the replica set (--peers lists it with the running replicas)." };
+        var leaveOnExit = new Option<bool>("--leave-on-exit") { Description = "With --peers: when stopping (Ctrl+C or --seconds), ask the leader to remove this replica from the replica set first." };
+        var command = new Command("gms", "Run a standalone group membership service, or one replica of a replicated one.") { listen, pool, seconds, security.SecretFile, security.Mode, id, peers, data, joinSet, leaveOnExit };
         command.SetAction(async (parse, cancellationToken) =>
         {
             if (!security.TryRead(parse, out var datagrams))
@@ -38,12 +40,13 @@ internal static class GmsVerb
 
             if (parse.GetValue(peers) is { Length: > 0 } replicas)
             {
-                return await RunReplicaAsync(parse.GetValue(id), replicas, parse.GetValue(data), NetAddress.Parse(parse.GetValue(pool)!), datagrams, parse.GetValue(seconds), cancellationToken);
+                return await RunReplicaAsync(parse.GetValue(id), replicas, parse.GetValue(data), NetAddress.Parse(parse.GetValue(pool)!), datagrams, parse.GetValue(seconds),
+                    parse.GetValue(joinSet), parse.GetValue(leaveOnExit), cancellationToken);
             }
 
-            if (parse.GetResult(data) is { Implicit: false } || parse.GetResult(id) is { Implicit: false })
+            if (parse.GetResult(data) is { Implicit: false } || parse.GetResult(id) is { Implicit: false } || parse.GetValue(joinSet) || parse.GetValue(leaveOnExit))
             {
-                await Console.Error.WriteLineAsync("--id and --data go with --peers (a replica of a replicated GMS).");
+                await Console.Error.WriteLineAsync("--id, --data, --join and --leave-on-exit go with --peers (a replica of a replicated GMS).");
                 return Cli.BadOptions;
             }
 
@@ -84,9 +87,9 @@ internal static class GmsVerb
 
     /// <summary>A replica of a replicated GMS until Ctrl+C or --seconds; prints its role every 5 seconds.</summary>
     private static async Task<int> RunReplicaAsync(int id, NetAddress[] peers, string? data, NetAddress pool, QuickSilver.Core.Security.DatagramSecurityOptions security,
-        int limit, CancellationToken cancellationToken)
+        int limit, bool join, bool leaveOnExit, CancellationToken cancellationToken)
     {
-        var options = new RaftGmsOptions { Id = id, Peers = peers, DataDirectory = data ?? "" };
+        var options = new RaftGmsOptions { Id = id, Peers = peers, DataDirectory = data ?? "", Join = join };
         try
         {
             options.Validate();
@@ -110,7 +113,13 @@ internal static class GmsVerb
         {
             await Task.Delay(TimeSpan.FromSeconds(1), stop.Token).ContinueWith(_ => { }, TaskScheduler.Default);
             var status = await replica.GetStatusAsync();
-            Console.WriteLine($"gms replica {id}: {(status.IsLeading ? "leader" : $"follower of {status.Leader?.ToString() ?? "nobody yet"}")}, epoch {status.Epoch}, {status.Nodes} nodes, {status.IdsIssued} ids issued, {status.Groups} groups, {status.CommandsApplied} commands, {status.FailuresDetected} failures detected, term {status.Term}, reads {status.ReadsServed} served {status.ReadsRedirected} redirected, raft {(status.RaftAuthenticated ? $"tls, {status.RaftPeersRefused} peers refused" : "plain tcp")}");
+            Console.WriteLine($"gms replica {id}: {(status.IsLeading ? "leader" : $"follower of {status.Leader?.ToString() ?? "nobody yet"}")}, epoch {status.Epoch}, {status.Nodes} nodes, {status.IdsIssued} ids issued, {status.Groups} groups, {status.CommandsApplied} commands, {status.FailuresDetected} failures detected, {status.Replicas} replicas, term {status.Term}, reads {status.ReadsServed} served {status.ReadsRedirected} redirected, raft {(status.RaftAuthenticated ? $"tls, {status.RaftPeersRefused} peers refused" : "plain tcp")}");
+        }
+
+        if (leaveOnExit)
+        {
+            bool left = await replica.LeaveReplicaSetAsync(TimeSpan.FromSeconds(10));
+            Console.WriteLine(left ? $"gms replica {id}: left the replica set" : $"gms replica {id}: the leader did not confirm leaving the replica set within 10 s");
         }
 
         return 0;

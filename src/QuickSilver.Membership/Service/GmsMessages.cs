@@ -38,6 +38,18 @@ internal enum GmsMessageKind : byte
     /// as this replica has applied them (no left groups), <see cref="GmsMessage.Epoch"/> the epoch, Number the Raft log
     /// index they were read at. The node keeps only views newer than the ones it holds, so it never moves backwards.</summary>
     Views = 12,
+
+    /// <summary>Replica to replica: add me (the sender's address) to the replica set; a replica started to join a running
+    /// GMS sends it to every listed replica until one answers <see cref="ReplicaChanged"/>. Only the leader acts on it,
+    /// and only when the GMS seals datagrams (the sender holds the secret) or the sender is a loopback address.</summary>
+    ReplicaJoin = 13,
+
+    /// <summary>Replica to replica: remove me from the replica set (a replica leaving on purpose). As
+    /// <see cref="ReplicaJoin"/>.</summary>
+    ReplicaLeave = 15,
+
+    /// <summary>Leader to replica: the change it asked for was committed (Number 1) or not (0).</summary>
+    ReplicaChanged = 14,
 }
 
 [MessagePackObject]

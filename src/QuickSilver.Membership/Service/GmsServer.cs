@@ -53,6 +53,10 @@ internal sealed class GmsServer
     private long _leaderCommit;
     private TimeSpan? _leaderCommitAt;
     private readonly Dictionary<NodeId, TimeSpan> _lastRead = new();
+    private readonly Alarm _replicaAlarm;
+    private NetAddress[] _askReplicas = [];
+    private bool _askToJoin;
+    private bool _replicaChangeInFlight;
 
     /// <param name="epoch">The epoch this server proposes when it first leads (random in production, seeded in
     /// simulation). A single GMS always uses it; a replicated GMS keeps the epoch of its first leader for ever. A client
@@ -70,6 +74,7 @@ internal sealed class GmsServer
         Machine = new GmsStateMachine(() => new MembershipState(new MulticastAddressPool(gmsOptions.MulticastPoolStart, gmsOptions.MulticastPoolSize), gmsOptions.PinRegion, gmsOptions.UseMulticast));
         _batchAlarm = new Alarm(_ => TryPropose());
         _failureAlarm = new Alarm(_ => DetectFailures());
+        _replicaAlarm = new Alarm(_ => AskReplicaChange());
         _channel.SetReceiver(OnMessage, OnPeerFailed);
         _gmsLog = log ?? _options.Log ?? new LocalGmsLog();
         _gmsLog.Start(this);
@@ -139,6 +144,80 @@ internal sealed class GmsServer
     /// <summary>How many log entries this replica's applied state is behind the leader's commit index as it last learned
     /// it (0 on the leader).</summary>
     public long FollowerLag => IsLeading ? 0 : Math.Max(0, _leaderCommit - _appliedIndex);
+
+    /// <summary>Replica-set changes this replica committed while leading (replicas added or removed on request).</summary>
+    public long ReplicaChanges { get; private set; }
+
+    /// <summary>Replica-set change requests refused: not sealed and not from loopback, or another change under way.</summary>
+    public long ReplicaChangesRefused { get; private set; }
+
+    /// <summary>Set once the leader confirmed the change this replica asked for (<see cref="AskToChangeReplicaSet"/>).</summary>
+    public bool ReplicaChangeConfirmed { get; private set; }
+
+    /// <summary>Asks the replicas at <paramref name="others"/> (every replica but this one) to add this replica to the
+    /// replica set, or to remove it, once a second until the leader confirms (<see cref="ReplicaChangeConfirmed"/>).</summary>
+    internal void AskToChangeReplicaSet(IReadOnlyList<NetAddress> others, bool join)
+    {
+        _askReplicas = [.. others];
+        _askToJoin = join;
+        ReplicaChangeConfirmed = false;
+        AskReplicaChange();
+    }
+
+    private void AskReplicaChange()
+    {
+        if (ReplicaChangeConfirmed)
+        {
+            return;
+        }
+
+        var bytes = GmsCodec.Encode(new GmsMessage { Kind = _askToJoin ? GmsMessageKind.ReplicaJoin : GmsMessageKind.ReplicaLeave });
+        foreach (var replica in _askReplicas)
+        {
+            _channel.Send(replica, bytes);
+        }
+
+        _scheduler.ScheduleAfter(_replicaAlarm, TimeSpan.FromSeconds(1));
+    }
+
+    /// <summary>A replica asks the leader to add or remove it: done through the log (the engine's membership change), one
+    /// change at a time, only from a holder of the secret (sealed datagrams) or a loopback address.</summary>
+    private void OnReplicaChangeRequest(NetAddress from, bool add)
+    {
+        if (!IsLeading)
+        {
+            if (_takeOver is null)
+            {
+                Redirects++;
+                Send(from, new GmsMessage { Kind = GmsMessageKind.Redirect, Number = LeaderAddress.Pack(_leader) });
+            }
+
+            return;
+        }
+
+        if ((KeyWrap is null && !from.IsLoopback) || _replicaChangeInFlight)
+        {
+            ReplicaChangesRefused++;
+            Drops.Increment(DropReason.NotForThisNode);
+            return;
+        }
+
+        _replicaChangeInFlight = true;
+        _gmsLog.ChangeReplicas(from, add);
+    }
+
+    /// <summary>The log's answer to <see cref="IGmsLog.ChangeReplicas"/>: the replica that asked is told.</summary>
+    internal void OnReplicaChangeDone(NetAddress replica, bool add, bool committed)
+    {
+        _replicaChangeInFlight = false;
+        if (committed)
+        {
+            ReplicaChanges++;
+        }
+
+        GmsLogMessages.ReplicaSetChanged(_log, _gmsLog.ReplicaId, replica, add ? "add" : "remove", committed);
+        Send(replica, new GmsMessage { Kind = GmsMessageKind.ReplicaChanged, Number = committed ? 1UL : 0UL });
+    }
 
     /// <summary>The log applied entries up to <paramref name="index"/> (commands through <see cref="OnCommitted"/> first;
     /// the engine's own entries too), so reads know how far this replica has come.</summary>
@@ -333,10 +412,22 @@ internal sealed class GmsServer
             return;
         }
 
-        if (message.Kind == GmsMessageKind.Sync)
+        switch (message.Kind)
         {
-            OnSync(from);
-            return;
+            case GmsMessageKind.Sync:
+                OnSync(from);
+                return;
+            case GmsMessageKind.ReplicaJoin or GmsMessageKind.ReplicaLeave:
+                OnReplicaChangeRequest(from, message.Kind == GmsMessageKind.ReplicaJoin);
+                return;
+            case GmsMessageKind.ReplicaChanged:
+                if (message.Number == 1 && Array.IndexOf(_askReplicas, from) >= 0)
+                {
+                    ReplicaChangeConfirmed = true;
+                    _scheduler.Cancel(_replicaAlarm);
+                }
+
+                return;
         }
 
         if (!IsLeading)

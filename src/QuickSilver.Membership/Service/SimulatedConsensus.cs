@@ -184,6 +184,9 @@ internal sealed class SimulatedConsensus
 
         public void Propose(GmsCommand command, long sequence) => consensus.Append(this, command, sequence);
 
+        /// <summary>The stand-in has a fixed replica set.</summary>
+        public void ChangeReplicas(NetAddress replica, bool add) => Server?.OnReplicaChangeDone(replica, add, committed: false);
+
         internal void CatchUp()
         {
             while (Server is { } server && _applied < consensus._entries.Count && !_paused && !Isolated)
