@@ -52,7 +52,7 @@ internal sealed class GmsClient
 {
     private readonly IAlarmScheduler _scheduler;
     private readonly IControlChannel _channel;
-    private readonly NetAddress[] _replicas;
+    private NetAddress[] _replicas;
     private NetAddress _gms;
     private bool _heardSinceHello;
     private readonly ulong _incarnation;
@@ -114,6 +114,13 @@ internal sealed class GmsClient
 
     /// <summary>Views in read answers that were not newer than the ones this node held, and so were not applied.</summary>
     public long StaleViewsIgnored { get; private set; }
+
+    /// <summary>Replicas this client learned of from a listed replica's redirect (a replica added at run time), at most
+    /// up to <see cref="GmsOptions.MaxReplicas"/> in all.</summary>
+    public long ReplicasLearned { get; private set; }
+
+    /// <summary>The replicas this client knows: the ones it was given and the ones it learned of.</summary>
+    public IReadOnlyList<NetAddress> Replicas => _replicas;
 
     /// <summary>The replica that answered the last read.</summary>
     public NetAddress? LastReadFrom { get; private set; }
@@ -325,6 +332,15 @@ internal sealed class GmsClient
             case GmsMessageKind.Redirect:
                 // A replica that does not lead: go to the leader it names, or (none known) to the next replica at the
                 // next Hello retry.
+                if (LeaderAddress.Unpack(message.Number) is { } added && _replicas.Length > 1 && Array.IndexOf(_replicas, added) < 0
+                    && _replicas.Length < GmsOptions.MaxReplicas && !added.IsMulticast && added.Ip != 0 && added.Port != 0)
+                {
+                    // A listed replica names a leader this node was not given: a replica added at run time
+                    // (docs/membership.md, "Changing the replica set"). Trust it as far as the replica that named it.
+                    _replicas = [.. _replicas, added];
+                    ReplicasLearned++;
+                }
+
                 if (LeaderAddress.Unpack(message.Number) is { } leader && Array.IndexOf(_replicas, leader) >= 0 && leader != from)
                 {
                     MoveTo(leader, hello: !SeekingLeader, forget: false); // seeking: the leader has this round's Hello already
