@@ -111,13 +111,39 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
     /// <summary>On the leader: adds the replica at <paramref name="replica"/> (already running with
     /// <see cref="RaftGmsOptions.Join"/>) to the replica set. The engine copies it the log, then commits a configuration
     /// that includes it. False if the replica could not be caught up or the change not committed.</summary>
-    public async Task<bool> AddReplicaAsync(NetAddress replica, CancellationToken cancellationToken)
-        => await ((RaftCluster)Cluster).AddMemberAsync(replica.ToIPEndPoint(), cancellationToken).ConfigureAwait(false);
+    public Task<bool> AddReplicaAsync(NetAddress replica, CancellationToken cancellationToken)
+        => ChangeAsync(replica, add: true, cancellationToken);
 
     /// <summary>On the leader: removes the replica at <paramref name="replica"/> from the replica set (commits a
     /// configuration without it). Stop its process afterwards.</summary>
-    public async Task<bool> RemoveReplicaAsync(NetAddress replica, CancellationToken cancellationToken)
-        => await ((RaftCluster)Cluster).RemoveMemberAsync(replica.ToIPEndPoint(), cancellationToken).ConfigureAwait(false);
+    public Task<bool> RemoveReplicaAsync(NetAddress replica, CancellationToken cancellationToken)
+        => ChangeAsync(replica, add: false, cancellationToken);
+
+    /// <summary>One change, idempotent: true at once when the replica is already in (out of) the set. The engine takes one
+    /// change at a time; while another is under way (the replica's own request racing an operator's, say) this waits
+    /// for it and tries again, until <paramref name="cancellationToken"/>.</summary>
+    private async Task<bool> ChangeAsync(NetAddress replica, bool add, CancellationToken cancellationToken)
+    {
+        var cluster = (RaftCluster)Cluster;
+        while (true)
+        {
+            if (Replicas.Contains(replica) == add)
+            {
+                return true;
+            }
+
+            try
+            {
+                return add
+                    ? await cluster.AddMemberAsync(replica.ToIPEndPoint(), cancellationToken).ConfigureAwait(false)
+                    : await cluster.RemoveMemberAsync(replica.ToIPEndPoint(), cancellationToken).ConfigureAwait(false);
+            }
+            catch (RaftCluster<RaftClusterMember>.ConcurrentMembershipModificationException)
+            {
+                await Task.Delay(100, cancellationToken).ConfigureAwait(false);
+            }
+        }
+    }
 
     /// <summary>The replica set as this replica's engine knows it now.</summary>
     public IReadOnlyList<NetAddress> Replicas => [.. Cluster.Members.Select(m => m.EndPoint).OfType<IPEndPoint>().Select(NetAddress.FromIPEndPoint).OrderBy(a => a.Port)];
@@ -132,8 +158,9 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
             timeout.CancelAfter(TimeSpan.FromSeconds(30));
             committed = add ? await AddReplicaAsync(replica, timeout.Token).ConfigureAwait(false) : await RemoveReplicaAsync(replica, timeout.Token).ConfigureAwait(false);
         }
-        catch (Exception e) when (e is NotLeaderException or OperationCanceledException or ObjectDisposedException or InvalidOperationException or QuorumUnreachableException)
+        catch (Exception e)
         {
+            // Whatever the engine throws, the server must hear back (it handles one change at a time).
             RaftLog.NotCommitted(Logger, ReplicaId, 0, e.Message);
         }
 

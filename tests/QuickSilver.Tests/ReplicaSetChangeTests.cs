@@ -6,8 +6,9 @@ namespace QuickSilver.Tests;
 
 /// <summary>
 /// Changing the replica set of a running replicated GMS (docs/membership.md, "Changing the replica set"), real DotNext
-/// Raft over loopback in this process: a fourth replica started with <see cref="RaftGmsOptions.Join"/> is added by the
-/// leader and catches up to the same state; a follower is removed and stopped; then the leader is stopped too, and
+/// Raft over loopback in this process: a fourth replica started with <see cref="RaftGmsOptions.Join"/> asks to be added
+/// while the test adds it through the leader too (the two requests race; the change is idempotent and waits for a
+/// concurrent one), and it catches up to the same state; a follower is removed and stopped; then the leader is stopped too, and
 /// the remaining two (the added one among them) elect a leader, which is possible only if the added replica votes and
 /// the removed one no longer counts (two of four would not be a majority). A node keeps its id throughout and joins a
 /// group through the new leader. Assertions on outcomes with generous limits.
