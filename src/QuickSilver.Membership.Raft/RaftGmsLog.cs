@@ -34,6 +34,13 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
     private WriteAheadLog? _wal;
     private GmsRaftStateMachine? _machine;
     private Task? _poll;
+    private string? _replicaFile;
+    private IReadOnlyList<NetAddress>? _savedReplicas;
+
+    /// <summary>The replica set this replica last knew, saved in its data directory whenever it changes, one address a
+    /// line: a restart starts from it rather than from <see cref="RaftGmsOptions.Peers"/>, which a change may have made
+    /// stale.</summary>
+    public const string ReplicaFileName = "replicas.txt";
     private RaftTls? _tls;
 
     /// <param name="onCore">Runs an action on the GMS server's core thread and completes when it has run.</param>
@@ -92,15 +99,24 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
         };
 
         var members = ((InMemoryClusterConfigurationStorage<EndPoint>)configuration.ConfigurationStorage).CreateInitialConfigurationBuilder();
-        foreach (var peer in _options.Peers)
+        _replicaFile = Path.Combine(root, ReplicaFileName);
+        var saved = LoadReplicaSet(_replicaFile);
+        if (saved is not null && !saved.SequenceEqual(_options.Peers.OrderBy(a => a.Ip).ThenBy(a => a.Port)))
+        {
+            RaftLog.ReplicaSetFromDisk(Logger, ReplicaId, saved, _options.Peers);
+        }
+
+        foreach (var peer in saved ?? _options.Peers)
         {
             members.Add(peer.ToIPEndPoint());
         }
 
-        if (!_options.Join)
+        if (!_options.Join || saved is not null)
         {
             members.Build(); // a joining replica has no configuration until the leader's reaches it through the log
         }
+
+        _savedReplicas = saved;
         _cluster = new RaftCluster(configuration) { AuditTrail = _wal };
         _cluster.LeaderChanged += OnLeaderChanged;
         await _cluster.StartAsync(cancellationToken).ConfigureAwait(false);
@@ -218,6 +234,56 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
         return OnCoreAsync(server => server.OnLeaderChanged(self ? null : address, self));
     }
 
+    /// <summary>The saved replica set, sorted; null when there is none (or it cannot be read: then --peers decides).</summary>
+    internal static IReadOnlyList<NetAddress>? LoadReplicaSet(string path)
+    {
+        try
+        {
+            if (!File.Exists(path))
+            {
+                return null;
+            }
+
+            var list = File.ReadAllLines(path).Select(l => l.Trim()).Where(l => l.Length > 0).Select(NetAddress.Parse).OrderBy(a => a.Ip).ThenBy(a => a.Port).ToList();
+            GmsOptions.ValidateReplicas(list, path);
+            return list.Count > 0 ? list : null;
+        }
+        catch (Exception e) when (e is IOException or FormatException or ArgumentException or UnauthorizedAccessException)
+        {
+            return null;
+        }
+    }
+
+    /// <summary>Saves the replica set when it differs from the one saved (write to a temporary file, then rename).</summary>
+    private void SaveReplicaSet()
+    {
+        if (_replicaFile is null || _cluster is null)
+        {
+            return;
+        }
+
+        var now = Replicas.OrderBy(a => a.Ip).ThenBy(a => a.Port).ToList();
+        // Only a set this replica belongs to, with others in it when it was given others (a joining replica not yet added
+        // must not save itself alone: restarted, it would lead a GMS of one).
+        if (now.Count == 0 || !now.Contains(_options.Self) || (now.Count == 1 && _options.Peers.Count > 1)
+            || (_savedReplicas is not null && now.SequenceEqual(_savedReplicas)))
+        {
+            return;
+        }
+
+        try
+        {
+            string temporary = _replicaFile + ".tmp";
+            File.WriteAllLines(temporary, now.Select(a => a.ToString()));
+            File.Move(temporary, _replicaFile, overwrite: true);
+            _savedReplicas = now;
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            RaftLog.NotCommitted(Logger, ReplicaId, 0, e.Message); // the set is saved again at the next poll
+        }
+    }
+
     private async Task PollLeaderAsync(CancellationToken token)
     {
         using var timer = new PeriodicTimer(LeaderPoll);
@@ -227,6 +293,7 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
             {
                 if (_cluster is { } cluster)
                 {
+                    SaveReplicaSet();
                     var leader = cluster.Leader;
                     bool self = leader is { IsRemote: false } && !cluster.LeadershipToken.IsCancellationRequested;
                     await ReportLeaderAsync(self ? leader : leader is { IsRemote: true } ? leader : null).ConfigureAwait(false);

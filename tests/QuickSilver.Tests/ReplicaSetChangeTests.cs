@@ -11,7 +11,8 @@ namespace QuickSilver.Tests;
 /// concurrent one), and it catches up to the same state; a follower is removed and stopped; then the leader is stopped too, and
 /// the remaining two (the added one among them) elect a leader, which is possible only if the added replica votes and
 /// the removed one no longer counts (two of four would not be a majority). A node keeps its id throughout and joins a
-/// group through the new leader. Assertions on outcomes with generous limits.
+/// group through the new leader. Restarted with the old list of four, the added replica starts from the set it saved
+/// (three) and, with the other survivor, is a majority again. Assertions on outcomes with generous limits.
 /// </summary>
 public sealed class ReplicaSetChangeTests : IAsyncLifetime
 {
@@ -134,5 +135,15 @@ public sealed class ReplicaSetChangeTests : IAsyncLifetime
         await Eventually(() => next.GetSnapshotAsync(), s => s.GroupsByName.ContainsKey("h"), "the node joined h through the new leader");
         Assert.Equal(id0, node.Id);
         Assert.Equal(0, (await next.GetStatusAsync()).FailuresDetected);
+
+        // The added replica restarts, given the stale list of four: it starts from the set it saved (three, without the
+        // removed one), so with the other survivor it is a majority again (two of four would not be).
+        var set3 = string.Join(",", next.Replicas);
+        await added.DisposeAsync();
+        var restarted = await StartReplica(addresses, 4);
+        Assert.Equal(set3, string.Join(",", restarted.Replicas));
+        var again = await LeaderOf([next, restarted]);
+        await node.JoinGroupAsync("i");
+        await Eventually(() => again.GetSnapshotAsync(), s => s.GroupsByName.ContainsKey("i"), "the node joined i after the restart");
     }
 }
