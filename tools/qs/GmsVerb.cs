@@ -113,7 +113,7 @@ internal static class GmsVerb
         {
             await Task.Delay(TimeSpan.FromSeconds(1), stop.Token).ContinueWith(_ => { }, TaskScheduler.Default);
             var status = await replica.GetStatusAsync();
-            Console.WriteLine($"gms replica {id}: {(status.IsLeading ? "leader" : $"follower of {status.Leader?.ToString() ?? "nobody yet"}")}, epoch {status.Epoch}, {status.Nodes} nodes, {status.IdsIssued} ids issued, {status.Groups} groups, {status.CommandsApplied} commands, {status.FailuresDetected} failures detected, {status.Replicas} replicas, term {status.Term}, reads {status.ReadsServed} served {status.ReadsRedirected} redirected, raft {(status.RaftAuthenticated ? $"tls, {status.RaftPeersRefused} peers refused" : "plain tcp")}");
+            Console.WriteLine($"gms replica {id}: {(status.IsLeading ? "leader" : $"follower of {status.Leader?.ToString() ?? "nobody yet"}")}, epoch {status.Epoch}, {status.Nodes} nodes, {status.IdsIssued} ids issued, {status.Groups} groups, {status.CommandsApplied} commands, {status.FailuresDetected} failures detected, {status.Replicas} replicas, term {status.Term}, lag {status.FollowerLag}, reads {status.ReadsServed} served {status.ReadsRedirected} redirected, raft {(status.RaftAuthenticated ? $"tls, {status.RaftPeersRefused} peers refused" : "plain tcp")}");
         }
 
         if (leaveOnExit)
