@@ -53,7 +53,8 @@ public sealed partial class ReplicatedGmsTlsProcessTests(ITestOutputHelper outpu
         using var tools = new ToolSet();
         var clock = Stopwatch.StartNew();
         var replicas = Enumerable.Range(1, 3).Select(i => tools.Start(Tool.Qs("gms", "--id", i.ToString(CultureInfo.InvariantCulture), "--peers", peers,
-            "--data", Path.Combine(_data, $"r{i}"), "--multicast", pool, "--seconds", "120", "--secret-file", cluster))).ToList();
+            "--data", Path.Combine(_data, $"r{i}"), "--multicast", pool, "--seconds", "120", "--secret-file", cluster,
+            "--election-timeout", "2000"))).ToList(); // patient: parallel tests must not starve them into an election of their own
         Tool? leader = null;
         while (leader is null && clock.Elapsed < TimeSpan.FromSeconds(60))
         {

@@ -138,11 +138,16 @@ public sealed class ReplicaSetChangeTests : IAsyncLifetime
 
         // The added replica restarts, given the stale list of four: it starts from the set it saved (three, without the
         // removed one), so with the other survivor it is a majority again (two of four would not be).
-        var set3 = string.Join(",", next.Replicas);
+        var survivor = replicas.Single(); // the one of the first three neither removed nor stopped
+        var set3 = await Eventually(() => Task.FromResult(string.Join(",", added.Replicas)), set => set.Split(',').Length == 3, "the added replica knows the set of three");
+        string file = Path.Combine(_root, "r4", RaftGmsLog.ReplicaFileName);
+        await Eventually(() => Task.FromResult(File.Exists(file) ? string.Join(",", File.ReadAllLines(file).Select(NetAddress.Parse).OrderBy(a => a.Port)) : ""),
+            saved => saved == set3, "the added replica saved the set of three");
+        string roles = $"removed {follower.Address}, stopped leader {leader.Address}, added {added.Address}, survivor {survivor.Address}";
         await added.DisposeAsync();
         var restarted = await StartReplica(addresses, 4);
-        Assert.Equal(set3, string.Join(",", restarted.Replicas));
-        var again = await LeaderOf([next, restarted]);
+        Assert.True(set3 == string.Join(",", restarted.Replicas), $"{set3} vs {string.Join(",", restarted.Replicas)}: {roles}");
+        var again = await LeaderOf([survivor, restarted]);
         await node.JoinGroupAsync("i");
         await Eventually(() => again.GetSnapshotAsync(), s => s.GroupsByName.ContainsKey("i"), "the node joined i after the restart");
     }

@@ -40,7 +40,9 @@ public sealed class ReplicatedGmsTlsTests : IAsyncLifetime
         MulticastPoolStart = new NetAddress(0xEFFC0000u | ((uint)Random.Shared.Next(1, 200) << 8), (ushort)Random.Shared.Next(20000, 60000)),
     };
 
-    private async Task<ReplicatedGms> StartReplica(NetAddress[] peers, int id, byte[] secret)
+    /// <param name="patient">Long election timeouts (2 to 4 s): the three honest replicas must not hold an election of their
+    /// own because parallel tests starve them of CPU, or a changed leader would prove nothing about the intruder.</param>
+    private async Task<ReplicatedGms> StartReplica(NetAddress[] peers, int id, byte[] secret, bool patient = true)
     {
         var replica = await ReplicatedGms.StartAsync(new RaftGmsOptions
         {
@@ -48,6 +50,9 @@ public sealed class ReplicatedGmsTlsTests : IAsyncLifetime
             Peers = peers,
             DataDirectory = Path.Combine(_root, $"r{id}"),
             ClusterSecret = secret,
+            LowerElectionTimeout = TimeSpan.FromMilliseconds(patient ? 2000 : 300),
+            UpperElectionTimeout = TimeSpan.FromMilliseconds(patient ? 4000 : 600),
+            RequestTimeout = TimeSpan.FromMilliseconds(patient ? 1000 : 250),
         }, Gms);
         _owned.Add(replica);
         return replica;
@@ -118,7 +123,7 @@ public sealed class ReplicatedGmsTlsTests : IAsyncLifetime
         Assert.All(before, s => Assert.Equal(0, s.RaftPeersRefused));
 
         // The intruder lists the three and itself, with another secret: it stands for election again and again.
-        var intruder = await StartReplica([.. peers, addresses[3]], 4, RandomNumberGenerator.GetBytes(32));
+        var intruder = await StartReplica([.. peers, addresses[3]], 4, RandomNumberGenerator.GetBytes(32), patient: false);
         await Eventually(async () => (await Task.WhenAll(replicas.Select(r => r.GetStatusAsync()))).Sum(s => s.RaftPeersRefused),
             refused => refused >= 3, "the replicas refused the intruder's handshakes");
         await Task.Delay(TimeSpan.FromSeconds(2)); // several of its election timeouts (300-600 ms)

@@ -29,8 +29,9 @@ internal static class GmsVerb
         var peers = AddressList("--peers", "Run as one replica of a replicated GMS (Raft): every replica's address, comma-separated, the same list on each; Raft uses TCP on the same ports.");
         var data = new Option<string>("--data") { Description = "With --peers: the directory for this replica's Raft log and snapshots (created if missing)." };
         var joinSet = new Option<bool>("--join") { Description = "With --peers: this replica is new to a running GMS; it asks the leader to add it to the replica set (--peers lists it with the running replicas)." };
+        var election = Cli.Int("--election-timeout", "With --peers: the shortest Raft election timeout in ms (the longest is twice it; Raft requests time out at a third of it, 250 ms at the default)", 300, 30, 60_000);
         var leaveOnExit = new Option<bool>("--leave-on-exit") { Description = "With --peers: when stopping (Ctrl+C or --seconds), ask the leader to remove this replica from the replica set first." };
-        var command = new Command("gms", "Run a standalone group membership service, or one replica of a replicated one.") { listen, pool, seconds, security.SecretFile, security.Mode, id, peers, data, joinSet, leaveOnExit };
+        var command = new Command("gms", "Run a standalone group membership service, or one replica of a replicated one.") { listen, pool, seconds, security.SecretFile, security.Mode, id, peers, data, joinSet, leaveOnExit, election };
         command.SetAction(async (parse, cancellationToken) =>
         {
             if (!security.TryRead(parse, out var datagrams))
@@ -41,12 +42,12 @@ internal static class GmsVerb
             if (parse.GetValue(peers) is { Length: > 0 } replicas)
             {
                 return await RunReplicaAsync(parse.GetValue(id), replicas, parse.GetValue(data), NetAddress.Parse(parse.GetValue(pool)!), datagrams, parse.GetValue(seconds),
-                    parse.GetValue(joinSet), parse.GetValue(leaveOnExit), cancellationToken);
+                    parse.GetValue(joinSet), parse.GetValue(leaveOnExit), parse.GetValue(election), cancellationToken);
             }
 
-            if (parse.GetResult(data) is { Implicit: false } || parse.GetResult(id) is { Implicit: false } || parse.GetValue(joinSet) || parse.GetValue(leaveOnExit))
+            if (parse.GetResult(data) is { Implicit: false } || parse.GetResult(id) is { Implicit: false } || parse.GetValue(joinSet) || parse.GetValue(leaveOnExit) || parse.GetResult(election) is { Implicit: false })
             {
-                await Console.Error.WriteLineAsync("--id, --data, --join and --leave-on-exit go with --peers (a replica of a replicated GMS).");
+                await Console.Error.WriteLineAsync("--id, --data, --join, --leave-on-exit and --election-timeout go with --peers (a replica of a replicated GMS).");
                 return Cli.BadOptions;
             }
 
@@ -87,9 +88,18 @@ internal static class GmsVerb
 
     /// <summary>A replica of a replicated GMS until Ctrl+C or --seconds; prints its role every 5 seconds.</summary>
     private static async Task<int> RunReplicaAsync(int id, NetAddress[] peers, string? data, NetAddress pool, QuickSilver.Core.Security.DatagramSecurityOptions security,
-        int limit, bool join, bool leaveOnExit, CancellationToken cancellationToken)
+        int limit, bool join, bool leaveOnExit, int electionMs, CancellationToken cancellationToken)
     {
-        var options = new RaftGmsOptions { Id = id, Peers = peers, DataDirectory = data ?? "", Join = join };
+        var options = new RaftGmsOptions
+        {
+            Id = id,
+            Peers = peers,
+            DataDirectory = data ?? "",
+            Join = join,
+            LowerElectionTimeout = TimeSpan.FromMilliseconds(electionMs),
+            UpperElectionTimeout = TimeSpan.FromMilliseconds(electionMs * 2),
+            RequestTimeout = TimeSpan.FromMilliseconds(electionMs == 300 ? 250 : electionMs / 3.0), // the default keeps RaftGmsOptions' 250 ms
+        };
         try
         {
             options.Validate();
