@@ -7,7 +7,7 @@ using QuickSilver.Benchmarks;
 //            dotnet run -c Release --project benchmarks/QuickSilver.Benchmarks -- pathcost --size 100 --messages 6000000
 // Before and after Stack v2, back to back: benchmarks/pathcost-before-after.sh (docs/benchmarks.md, issue 10)
 // The replicated GMS (docs/membership.md, "Replicated GMS"): failover time and view-change latency, 1 vs 3 replicas:
-//            dotnet run -c Release --project benchmarks/QuickSilver.Benchmarks -- gmsfailover --kills 20
+//            dotnet run -c Release --project benchmarks/QuickSilver.Benchmarks -- gmsfailover --kills 20 [--raft-tls]
 //            dotnet run -c Release --project benchmarks/QuickSilver.Benchmarks -- gmsviewchange --joins 20 --groups 10000 --repeats 3
 if (args.Length > 0 && args[0] is "gmsfailover" or "gmsviewchange")
 {

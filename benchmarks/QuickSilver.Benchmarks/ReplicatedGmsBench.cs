@@ -27,6 +27,8 @@ internal static class ReplicatedGmsBench
     public static async Task<int> RunAsync(string[] args)
     {
         string mode = args.Length > 0 ? args[0] : "";
+        s_secret = args.Contains("--raft-tls") ? QuickSilver.Core.Security.DatagramSecurityOptions.GenerateSecret() : null;
+        Console.WriteLine($"replica traffic: {(s_secret is null ? "plain TCP" : "TLS keyed by a cluster secret (--raft-tls)")}");
         int Arg(string name, int fallback)
         {
             int i = Array.IndexOf(args, name);
@@ -43,7 +45,7 @@ internal static class ReplicatedGmsBench
 
     private static int Usage()
     {
-        Console.Error.WriteLine("usage: gmsfailover [--kills N] | gmsviewchange [--joins N] [--groups N] [--repeats N]");
+        Console.Error.WriteLine("usage: gmsfailover [--kills N] [--raft-tls] | gmsviewchange [--joins N] [--groups N] [--repeats N] [--raft-tls]");
         return 2;
     }
 
@@ -56,8 +58,11 @@ internal static class ReplicatedGmsBench
         MulticastPoolStart = new NetAddress(0xEFFC0000u | ((uint)Random.Shared.Next(1, 200) << 8), (ushort)Random.Shared.Next(20000, 60000)),
     };
 
+    /// <summary>With --raft-tls: the replicas' Raft traffic is TLS keyed by this secret (docs/membership.md, "Replica traffic").</summary>
+    private static byte[]? s_secret;
+
     private static Task<ReplicatedGms> Replica(NetAddress[] peers, int id, string root)
-        => ReplicatedGms.StartAsync(new RaftGmsOptions { Id = id, Peers = peers, DataDirectory = Path.Combine(root, $"r{id}") }, Gms);
+        => ReplicatedGms.StartAsync(new RaftGmsOptions { Id = id, Peers = peers, DataDirectory = Path.Combine(root, $"r{id}"), ClusterSecret = s_secret }, Gms);
 
     private static async Task<int> LeaderIndex(IReadOnlyList<ReplicatedGms?> replicas, TimeSpan limit)
     {

@@ -14,19 +14,28 @@ internal sealed class GmsRaftStateMachine(DirectoryInfo location, RaftGmsLog log
 {
     protected override async ValueTask<bool> ApplyAsync(LogEntry entry, CancellationToken token)
     {
+        long index = entry.Index;
         if (entry.IsConfiguration || !entry.TryGetPayload(out var payload) || payload.IsEmpty)
         {
-            return false; // the engine's own entries (a new leader's no-op, membership configuration)
+            // The engine's own entries (a new leader's no-op, membership configuration): nothing to apply, but reads count
+            // them (FollowerReadMaxLag compares log indices).
+            await log.OnCoreAsync(server => server.OnApplied(index)).ConfigureAwait(false);
+            return false;
         }
 
         var command = GmsStateMachine.TryDecode(payload.ToArray());
         if (command is null)
         {
             RaftLog.NotACommand(log.Logger, log.ReplicaId, entry.Index);
+            await log.OnCoreAsync(server => server.OnApplied(index)).ConfigureAwait(false);
             return false;
         }
 
-        await log.OnCoreAsync(server => server.OnCommitted(command)).ConfigureAwait(false);
+        await log.OnCoreAsync(server =>
+        {
+            server.OnCommitted(command);
+            server.OnApplied(index);
+        }).ConfigureAwait(false);
         return entry.Index % snapshotEvery == 0;
     }
 

@@ -34,6 +34,14 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
     private WriteAheadLog? _wal;
     private GmsRaftStateMachine? _machine;
     private Task? _poll;
+    private string? _replicaFile;
+    private IReadOnlyList<NetAddress>? _savedReplicas;
+
+    /// <summary>The replica set this replica last knew, saved in its data directory whenever it changes, one address a
+    /// line: a restart starts from it rather than from <see cref="RaftGmsOptions.Peers"/>, which a change may have made
+    /// stale.</summary>
+    public const string ReplicaFileName = "replicas.txt";
+    private RaftTls? _tls;
 
     /// <param name="onCore">Runs an action on the GMS server's core thread and completes when it has run.</param>
     public RaftGmsLog(RaftGmsOptions options, Func<Action, Task> onCore, ILogger? logger = null)
@@ -47,6 +55,16 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
     public uint ReplicaId => (uint)_options.Id;
 
     public ILogger Logger { get; }
+
+    /// <summary>Raft peers refused at the TLS handshake (no certificate, or not the cluster secret's key); 0 without a
+    /// <see cref="RaftGmsOptions.ClusterSecret"/>.</summary>
+    public long PeersRefused => _tls?.Refused ?? 0;
+
+    /// <summary>The current Raft term as persisted by this replica (0 before start).</summary>
+    public long Term => _wal is IPersistentState state ? state.Term : 0;
+
+    /// <summary>Whether replica traffic is TLS (a cluster secret was given).</summary>
+    public bool Authenticated => _tls is not null;
 
     /// <summary>The engine (after <see cref="StartAsync"/>).</summary>
     public IRaftCluster Cluster => _cluster ?? throw new InvalidOperationException("The Raft log has not been started.");
@@ -68,8 +86,10 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
         _wal = new WriteAheadLog(new WriteAheadLog.Options { Location = Path.Combine(root, "wal") }, _machine);
 
         var self = _options.Self.ToIPEndPoint();
+        _tls = _options.ClusterSecret is { } secret ? RaftTls.FromSecret(secret, Logger, ReplicaId) : null;
         var configuration = new RaftCluster.TcpConfiguration(self)
         {
+            SslOptions = _tls?.CreateOptions(),
             LowerElectionTimeout = (int)_options.LowerElectionTimeout.TotalMilliseconds,
             UpperElectionTimeout = (int)_options.UpperElectionTimeout.TotalMilliseconds,
             RequestTimeout = _options.RequestTimeout,
@@ -77,19 +97,91 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
             TransmissionBlockSize = 8192,
             ConfigurationStorage = null!, // the engine's in-memory storage: the replica set is fixed by RaftGmsOptions.Peers
         };
+
         var members = ((InMemoryClusterConfigurationStorage<EndPoint>)configuration.ConfigurationStorage).CreateInitialConfigurationBuilder();
-        foreach (var peer in _options.Peers)
+        _replicaFile = Path.Combine(root, ReplicaFileName);
+        var saved = LoadReplicaSet(_replicaFile);
+        if (saved is not null && !saved.SequenceEqual(_options.Peers.OrderBy(a => a.Ip).ThenBy(a => a.Port)))
+        {
+            RaftLog.ReplicaSetFromDisk(Logger, ReplicaId, saved, _options.Peers);
+        }
+
+        foreach (var peer in saved ?? _options.Peers)
         {
             members.Add(peer.ToIPEndPoint());
         }
 
-        members.Build();
+        if (!_options.Join || saved is not null)
+        {
+            members.Build(); // a joining replica has no configuration until the leader's reaches it through the log
+        }
+
+        _savedReplicas = saved;
         _cluster = new RaftCluster(configuration) { AuditTrail = _wal };
         _cluster.LeaderChanged += OnLeaderChanged;
         await _cluster.StartAsync(cancellationToken).ConfigureAwait(false);
         _poll = PollLeaderAsync(_stop.Token);
         RaftLog.Started(Logger, ReplicaId, _options.Self, _options.Peers, root);
     }
+
+    /// <summary>On the leader: adds the replica at <paramref name="replica"/> (already running with
+    /// <see cref="RaftGmsOptions.Join"/>) to the replica set. The engine copies it the log, then commits a configuration
+    /// that includes it. False if the replica could not be caught up or the change not committed.</summary>
+    public Task<bool> AddReplicaAsync(NetAddress replica, CancellationToken cancellationToken)
+        => ChangeAsync(replica, add: true, cancellationToken);
+
+    /// <summary>On the leader: removes the replica at <paramref name="replica"/> from the replica set (commits a
+    /// configuration without it). Stop its process afterwards.</summary>
+    public Task<bool> RemoveReplicaAsync(NetAddress replica, CancellationToken cancellationToken)
+        => ChangeAsync(replica, add: false, cancellationToken);
+
+    /// <summary>One change, idempotent: true at once when the replica is already in (out of) the set. The engine takes one
+    /// change at a time; while another is under way (the replica's own request racing an operator's, say) this waits
+    /// for it and tries again, until <paramref name="cancellationToken"/>.</summary>
+    private async Task<bool> ChangeAsync(NetAddress replica, bool add, CancellationToken cancellationToken)
+    {
+        var cluster = (RaftCluster)Cluster;
+        while (true)
+        {
+            if (Replicas.Contains(replica) == add)
+            {
+                return true;
+            }
+
+            try
+            {
+                return add
+                    ? await cluster.AddMemberAsync(replica.ToIPEndPoint(), cancellationToken).ConfigureAwait(false)
+                    : await cluster.RemoveMemberAsync(replica.ToIPEndPoint(), cancellationToken).ConfigureAwait(false);
+            }
+            catch (RaftCluster<RaftClusterMember>.ConcurrentMembershipModificationException)
+            {
+                await Task.Delay(100, cancellationToken).ConfigureAwait(false);
+            }
+        }
+    }
+
+    /// <summary>The replica set as this replica's engine knows it now.</summary>
+    public IReadOnlyList<NetAddress> Replicas => [.. Cluster.Members.Select(m => m.EndPoint).OfType<IPEndPoint>().Select(NetAddress.FromIPEndPoint).OrderBy(a => a.Port)];
+
+    /// <summary>The server's replica-set change: on the engine, within 30 s; the outcome goes back to the server.</summary>
+    public void ChangeReplicas(NetAddress replica, bool add) => _ = Task.Run(async () =>
+    {
+        bool committed = false;
+        try
+        {
+            using var timeout = CancellationTokenSource.CreateLinkedTokenSource(_stop.Token);
+            timeout.CancelAfter(TimeSpan.FromSeconds(30));
+            committed = add ? await AddReplicaAsync(replica, timeout.Token).ConfigureAwait(false) : await RemoveReplicaAsync(replica, timeout.Token).ConfigureAwait(false);
+        }
+        catch (Exception e)
+        {
+            // Whatever the engine throws, the server must hear back (it handles one change at a time).
+            RaftLog.NotCommitted(Logger, ReplicaId, 0, e.Message);
+        }
+
+        await OnCoreAsync(server => server.OnReplicaChangeDone(replica, add, committed)).ConfigureAwait(false);
+    });
 
     public void Propose(GmsCommand command, long sequence)
     {
@@ -142,6 +234,56 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
         return OnCoreAsync(server => server.OnLeaderChanged(self ? null : address, self));
     }
 
+    /// <summary>The saved replica set, sorted; null when there is none (or it cannot be read: then --peers decides).</summary>
+    internal static IReadOnlyList<NetAddress>? LoadReplicaSet(string path)
+    {
+        try
+        {
+            if (!File.Exists(path))
+            {
+                return null;
+            }
+
+            var list = File.ReadAllLines(path).Select(l => l.Trim()).Where(l => l.Length > 0).Select(NetAddress.Parse).OrderBy(a => a.Ip).ThenBy(a => a.Port).ToList();
+            GmsOptions.ValidateReplicas(list, path);
+            return list.Count > 0 ? list : null;
+        }
+        catch (Exception e) when (e is IOException or FormatException or ArgumentException or UnauthorizedAccessException)
+        {
+            return null;
+        }
+    }
+
+    /// <summary>Saves the replica set when it differs from the one saved (write to a temporary file, then rename).</summary>
+    private void SaveReplicaSet()
+    {
+        if (_replicaFile is null || _cluster is null)
+        {
+            return;
+        }
+
+        var now = Replicas.OrderBy(a => a.Ip).ThenBy(a => a.Port).ToList();
+        // Only a set this replica belongs to, with others in it when it was given others (a joining replica not yet added
+        // must not save itself alone: restarted, it would lead a GMS of one).
+        if (now.Count == 0 || !now.Contains(_options.Self) || (now.Count == 1 && _options.Peers.Count > 1)
+            || (_savedReplicas is not null && now.SequenceEqual(_savedReplicas)))
+        {
+            return;
+        }
+
+        try
+        {
+            string temporary = _replicaFile + ".tmp";
+            File.WriteAllLines(temporary, now.Select(a => a.ToString()));
+            File.Move(temporary, _replicaFile, overwrite: true);
+            _savedReplicas = now;
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            RaftLog.NotCommitted(Logger, ReplicaId, 0, e.Message); // the set is saved again at the next poll
+        }
+    }
+
     private async Task PollLeaderAsync(CancellationToken token)
     {
         using var timer = new PeriodicTimer(LeaderPoll);
@@ -151,14 +293,46 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
             {
                 if (_cluster is { } cluster)
                 {
+                    SaveReplicaSet();
                     var leader = cluster.Leader;
                     bool self = leader is { IsRemote: false } && !cluster.LeadershipToken.IsCancellationRequested;
                     await ReportLeaderAsync(self ? leader : leader is { IsRemote: true } ? leader : null).ConfigureAwait(false);
+                    if (leader is IRaftClusterMember { IsRemote: true } remote)
+                    {
+                        await LearnLeaderCommitAsync(remote, token).ConfigureAwait(false);
+                    }
                 }
             }
         }
         catch (OperationCanceledException)
         {
+        }
+    }
+
+    /// <summary>A follower asks the leader for its commit index (the engine's <c>SynchronizeAsync</c>, one request within
+    /// <see cref="RaftGmsOptions.RequestTimeout"/>) and tells the server, with the index it has applied itself: follower
+    /// reads are answered only while this is recent and the gap small (docs/membership.md, "Reads"). A failure tells the
+    /// server nothing, so its last figure ages out.</summary>
+    private async Task LearnLeaderCommitAsync(IRaftClusterMember leader, CancellationToken token)
+    {
+        if (_wal is not { } wal)
+        {
+            return;
+        }
+
+        try
+        {
+            using var timeout = CancellationTokenSource.CreateLinkedTokenSource(token);
+            timeout.CancelAfter(_options.RequestTimeout);
+            if (await leader.SynchronizeAsync(wal.LastCommittedEntryIndex, timeout.Token).ConfigureAwait(false) is { } commit)
+            {
+                long applied = wal.LastAppliedIndex;
+                await OnCoreAsync(server => server.OnLeaderCommit(commit, applied)).ConfigureAwait(false);
+            }
+        }
+        catch (Exception e) when (e is DotNext.Net.Cluster.MemberUnavailableException or OperationCanceledException or ObjectDisposedException or InvalidOperationException)
+        {
+            token.ThrowIfCancellationRequested();
         }
     }
 
@@ -194,6 +368,7 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
             await _machine.DisposeAsync().ConfigureAwait(false);
         }
 
+        _tls?.Dispose();
         _stop.Dispose();
     }
 }

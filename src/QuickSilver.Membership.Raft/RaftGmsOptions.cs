@@ -30,6 +30,18 @@ public sealed record RaftGmsOptions
     /// <summary>A snapshot is written every this many applied commands (and the log before it may be dropped).</summary>
     public int SnapshotEvery { get; init; } = 256;
 
+    /// <summary>The cluster secret (at least 32 bytes; the one of <c>--secret-file</c>): when set, every Raft connection
+    /// between replicas is TLS 1.3, authenticated both ways by a key derived from it and encrypted
+    /// (docs/membership.md, "Replica traffic"); a peer without it is refused and counted. Null: plain TCP. A replicated
+    /// GMS started with datagram security uses that secret unless this is set.</summary>
+    public byte[]? ClusterSecret { get; init; }
+
+    /// <summary>This replica is new to a running GMS (docs/membership.md, "Changing the replica set"): it starts with no
+    /// configuration, takes part in no election, and waits until the leader adds it (<c>AddReplicaAsync</c>,
+    /// <c>qs gms --add-replica</c>), which copies it the log and commits a configuration that includes it. <see cref="Peers"/>
+    /// lists it with the replicas it joins. Default false: the replica set is <see cref="Peers"/>.</summary>
+    public bool Join { get; init; }
+
     /// <summary>The replica's address from <see cref="Peers"/>.</summary>
     public NetAddress Self => Peers[Id - 1];
 
@@ -63,6 +75,11 @@ public sealed record RaftGmsOptions
         if (RequestTimeout <= TimeSpan.Zero || RequestTimeout >= LowerElectionTimeout)
         {
             throw new ArgumentException($"RaftGmsOptions.RequestTimeout ({RequestTimeout}) must be positive and shorter than LowerElectionTimeout ({LowerElectionTimeout}).", nameof(RequestTimeout));
+        }
+
+        if (ClusterSecret is { Length: < QuickSilver.Core.Security.DatagramSecurityOptions.MinSecretBytes })
+        {
+            throw new ArgumentException($"RaftGmsOptions.ClusterSecret must be at least {QuickSilver.Core.Security.DatagramSecurityOptions.MinSecretBytes} bytes; got {ClusterSecret.Length}.", nameof(ClusterSecret));
         }
 
         if (SnapshotEvery < 1 || SnapshotEvery > 1 << 20)

@@ -17,4 +17,10 @@ internal static partial class RaftLog
 
     [LoggerMessage(EventId = 253, Level = LogLevel.Information, Message = "GMS replica {Replica}: state restored from snapshot {File} ({Bytes} bytes)")]
     public static partial void Restored(ILogger logger, uint replica, string file, int bytes);
+
+    [LoggerMessage(EventId = 254, Level = LogLevel.Warning, Message = "GMS replica {Replica}: refused a Raft peer that presented {What} (not the cluster secret's key); {Count} refused so far")]
+    public static partial void PeerRefused(ILogger logger, uint replica, string what, long count);
+
+    [LoggerMessage(EventId = 255, Level = LogLevel.Warning, Message = "GMS replica {Replica}: starting from the replica set saved on disk ({Saved}), not --peers ({Peers}): it changed at run time")]
+    public static partial void ReplicaSetFromDisk(ILogger logger, uint replica, IEnumerable<NetAddress> saved, IEnumerable<NetAddress> peers);
 }

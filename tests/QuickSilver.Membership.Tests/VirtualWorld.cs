@@ -52,6 +52,10 @@ internal sealed class VirtualWorld : IAlarmScheduler
 
     public void Restore(NetAddress address) => _endpoints[address].Down = false;
 
+    /// <summary>Messages from the first address to the second for which this returns true vanish (a partition between
+    /// two endpoints that both stay up; no failure is reported).</summary>
+    public Func<NetAddress, NetAddress, bool>? Drop { get; set; }
+
     /// <summary>Delivers raw bytes to <paramref name="to"/> as if <paramref name="from"/> sent them.</summary>
     public void Inject(NetAddress from, NetAddress to, byte[] bytes)
         => After(Latency, () => _endpoints[to].OnMessage?.Invoke(from, bytes));
@@ -83,7 +87,7 @@ internal sealed class VirtualWorld : IAlarmScheduler
             var copy = message.ToArray();
             world.After(world.Latency, () =>
             {
-                if (world._endpoints.TryGetValue(peer, out var target) && !target.Down && !Down)
+                if (world._endpoints.TryGetValue(peer, out var target) && !target.Down && !Down && world.Drop?.Invoke(address, peer) != true)
                 {
                     target.Peers.Add(address);
                     target.OnMessage?.Invoke(address, copy);

@@ -148,6 +148,41 @@ public sealed class ReplicatedGmsTests : IAsyncLifetime
         uint key = await Eventually(() => RegionKey(a, "g"), k => secure ? k != 0 : k == 0, "a holds g's region key (if secure)");
         Assert.Equal(key, await Eventually(() => RegionKey(b, "g"), k => k == key, "b holds the same key"));
 
+        // A follower answers a's read of its views from its own applied state: over the engine it has learned the
+        // leader's commit index (SynchronizeAsync) recently and applied it (docs/membership.md, "Reads").
+        ReplicatedGms? answered = null;
+        await Eventually(async () =>
+        {
+            // A replica that follows now (an election may have moved the leader on a loaded machine), and still does after.
+            ReplicatedGms? follower = null;
+            foreach (var replica in replicas)
+            {
+                if (!(await replica.GetStatusAsync()).IsLeading)
+                {
+                    follower = replica;
+                    break;
+                }
+            }
+
+            if (follower is null)
+            {
+                return false;
+            }
+
+            await a.Core.InvokeAsync(() =>
+            {
+                a.Stack.Get<MembershipLayer>().Client.RequestViews(follower.Address);
+                return true;
+            });
+            await Task.Delay(150);
+            var from = await a.Core.InvokeAsync(() => a.Stack.Get<MembershipLayer>().Client.LastReadFrom);
+            answered = follower;
+            return from == follower.Address && !(await follower.GetStatusAsync()).IsLeading;
+        }, yes => yes, "a follower answers a's read");
+        Assert.Equal(views.Item1, await ViewNumber(a, "g"));
+        Assert.True((await answered!.GetStatusAsync()).ReadsServed >= 1);
+        leader = await LeaderOf(replicas);
+
         // Stop the leader; another replica takes over and the nodes move to it.
         await leader.DisposeAsync();
         replicas.Remove(leader);

@@ -28,7 +28,10 @@ internal static class GmsVerb
         var id = Cli.Int("--id", "With --peers: this replica's position in --peers, from 1", 1, 1, GmsOptions.MaxReplicas);
         var peers = AddressList("--peers", "Run as one replica of a replicated GMS (Raft): every replica's address, comma-separated, the same list on each; Raft uses TCP on the same ports.");
         var data = new Option<string>("--data") { Description = "With --peers: the directory for this replica's Raft log and snapshots (created if missing)." };
-        var command = new Command("gms", "Run a standalone group membership service, or one replica of a replicated one.") { listen, pool, seconds, security.SecretFile, security.Mode, id, peers, data };
+        var joinSet = new Option<bool>("--join") { Description = "With --peers: this replica is new to a running GMS; it asks the leader to add it to the replica set (--peers lists it with the running replicas)." };
+        var election = Cli.Int("--election-timeout", "With --peers: the shortest Raft election timeout in ms (the longest is twice it; Raft requests time out at a third of it, 250 ms at the default)", 300, 30, 60_000);
+        var leaveOnExit = new Option<bool>("--leave-on-exit") { Description = "With --peers: when stopping (Ctrl+C or --seconds), ask the leader to remove this replica from the replica set first." };
+        var command = new Command("gms", "Run a standalone group membership service, or one replica of a replicated one.") { listen, pool, seconds, security.SecretFile, security.Mode, id, peers, data, joinSet, leaveOnExit, election };
         command.SetAction(async (parse, cancellationToken) =>
         {
             if (!security.TryRead(parse, out var datagrams))
@@ -38,12 +41,13 @@ internal static class GmsVerb
 
             if (parse.GetValue(peers) is { Length: > 0 } replicas)
             {
-                return await RunReplicaAsync(parse.GetValue(id), replicas, parse.GetValue(data), NetAddress.Parse(parse.GetValue(pool)!), datagrams, parse.GetValue(seconds), cancellationToken);
+                return await RunReplicaAsync(parse.GetValue(id), replicas, parse.GetValue(data), NetAddress.Parse(parse.GetValue(pool)!), datagrams, parse.GetValue(seconds),
+                    parse.GetValue(joinSet), parse.GetValue(leaveOnExit), parse.GetValue(election), cancellationToken);
             }
 
-            if (parse.GetResult(data) is { Implicit: false } || parse.GetResult(id) is { Implicit: false })
+            if (parse.GetResult(data) is { Implicit: false } || parse.GetResult(id) is { Implicit: false } || parse.GetValue(joinSet) || parse.GetValue(leaveOnExit) || parse.GetResult(election) is { Implicit: false })
             {
-                await Console.Error.WriteLineAsync("--id and --data go with --peers (a replica of a replicated GMS).");
+                await Console.Error.WriteLineAsync("--id, --data, --join, --leave-on-exit and --election-timeout go with --peers (a replica of a replicated GMS).");
                 return Cli.BadOptions;
             }
 
@@ -84,9 +88,18 @@ internal static class GmsVerb
 
     /// <summary>A replica of a replicated GMS until Ctrl+C or --seconds; prints its role every 5 seconds.</summary>
     private static async Task<int> RunReplicaAsync(int id, NetAddress[] peers, string? data, NetAddress pool, QuickSilver.Core.Security.DatagramSecurityOptions security,
-        int limit, CancellationToken cancellationToken)
+        int limit, bool join, bool leaveOnExit, int electionMs, CancellationToken cancellationToken)
     {
-        var options = new RaftGmsOptions { Id = id, Peers = peers, DataDirectory = data ?? "" };
+        var options = new RaftGmsOptions
+        {
+            Id = id,
+            Peers = peers,
+            DataDirectory = data ?? "",
+            Join = join,
+            LowerElectionTimeout = TimeSpan.FromMilliseconds(electionMs),
+            UpperElectionTimeout = TimeSpan.FromMilliseconds(electionMs * 2),
+            RequestTimeout = TimeSpan.FromMilliseconds(electionMs == 300 ? 250 : electionMs / 3.0), // the default keeps RaftGmsOptions' 250 ms
+        };
         try
         {
             options.Validate();
@@ -105,12 +118,18 @@ internal static class GmsVerb
         }
 
         await using var replica = await ReplicatedGms.StartAsync(options, new GmsOptions { MulticastPoolStart = pool }, security, QsLogging.Factory, stop.Token);
-        Console.WriteLine($"gms replica {id} of {peers.Length} listening on {options.Self} (UDP for nodes, TCP for Raft), data in {Path.GetFullPath(options.DataDirectory)}, pid {Environment.ProcessId}; Ctrl+C stops it");
+        Console.WriteLine($"gms replica {id} of {peers.Length} listening on {options.Self} (UDP for nodes, TCP for Raft{(security.ClusterSecret is not null ? " under TLS keyed by the secret" : "")}), data in {Path.GetFullPath(options.DataDirectory)}, pid {Environment.ProcessId}; Ctrl+C stops it");
         while (!stop.IsCancellationRequested)
         {
             await Task.Delay(TimeSpan.FromSeconds(1), stop.Token).ContinueWith(_ => { }, TaskScheduler.Default);
             var status = await replica.GetStatusAsync();
-            Console.WriteLine($"gms replica {id}: {(status.IsLeading ? "leader" : $"follower of {status.Leader?.ToString() ?? "nobody yet"}")}, epoch {status.Epoch}, {status.Nodes} nodes, {status.IdsIssued} ids issued, {status.Groups} groups, {status.CommandsApplied} commands, {status.FailuresDetected} failures detected");
+            Console.WriteLine($"gms replica {id}: {(status.IsLeading ? "leader" : $"follower of {status.Leader?.ToString() ?? "nobody yet"}")}, epoch {status.Epoch}, {status.Nodes} nodes, {status.IdsIssued} ids issued, {status.Groups} groups, {status.CommandsApplied} commands, {status.FailuresDetected} failures detected, {status.Replicas} replicas, term {status.Term}, lag {status.FollowerLag}, reads {status.ReadsServed} served {status.ReadsRedirected} redirected, raft {(status.RaftAuthenticated ? $"tls, {status.RaftPeersRefused} peers refused" : "plain tcp")}");
+        }
+
+        if (leaveOnExit)
+        {
+            bool left = await replica.LeaveReplicaSetAsync(TimeSpan.FromSeconds(10));
+            Console.WriteLine(left ? $"gms replica {id}: left the replica set" : $"gms replica {id}: the leader did not confirm leaving the replica set within 10 s");
         }
 
         return 0;

@@ -52,7 +52,7 @@ internal sealed class GmsClient
 {
     private readonly IAlarmScheduler _scheduler;
     private readonly IControlChannel _channel;
-    private readonly NetAddress[] _replicas;
+    private NetAddress[] _replicas;
     private NetAddress _gms;
     private bool _heardSinceHello;
     private readonly ulong _incarnation;
@@ -68,6 +68,9 @@ internal sealed class GmsClient
     private ulong _epoch;
     private bool _epochChanged;
     private bool _stopped;
+
+    /// <summary>A read of this node's views (<see cref="RequestViews"/>) is under way: its answer or a redirect is expected.</summary>
+    private bool _readPending;
 
     /// <summary>The client moved to another replica and has not been welcomed there yet: the next Welcome re-asks for
     /// every join and leave.</summary>
@@ -103,6 +106,25 @@ internal sealed class GmsClient
 
     public DropCounters Drops { get; } = new();
 
+    /// <summary>Read answers (<see cref="GmsMessageKind.Views"/>) received, from the leader or a follower.</summary>
+    public long ReadsAnswered { get; private set; }
+
+    /// <summary>Reads a follower redirected to the leader (it was too far behind, or cut off from the leader).</summary>
+    public long ReadsRedirected { get; private set; }
+
+    /// <summary>Views in read answers that were not newer than the ones this node held, and so were not applied.</summary>
+    public long StaleViewsIgnored { get; private set; }
+
+    /// <summary>Replicas this client learned of from a listed replica's redirect (a replica added at run time), at most
+    /// up to <see cref="GmsOptions.MaxReplicas"/> in all.</summary>
+    public long ReplicasLearned { get; private set; }
+
+    /// <summary>The replicas this client knows: the ones it was given and the ones it learned of.</summary>
+    public IReadOnlyList<NetAddress> Replicas => _replicas;
+
+    /// <summary>The replica that answered the last read.</summary>
+    public NetAddress? LastReadFrom { get; private set; }
+
     /// <summary>Raised after each update from the GMS has been applied to the local views.</summary>
     public event Action<NodeUpdate>? ViewsChanged;
 
@@ -133,6 +155,24 @@ internal sealed class GmsClient
     }
 
     public GroupView? FindGroup(string name) => _groupsByName.GetValueOrDefault(name);
+
+    /// <summary>Asks the GMS for this node's current views, a read (docs/membership.md, "Reads"): with several replicas it
+    /// goes to a follower (<paramref name="replica"/>, or the one after the leader in the list), which answers from its
+    /// applied state when fresh enough or redirects to the leader, to whom the read then goes. Only views newer than the
+    /// ones held are applied. Used after losing the leader (views committed but never sent to this node) and by
+    /// callers that want to check their views. Nothing while unregistered.</summary>
+    public void RequestViews(NetAddress? replica = null)
+    {
+        if (!IsRegistered)
+        {
+            return;
+        }
+
+        var to = replica is { } r && Array.IndexOf(_replicas, r) >= 0 ? r
+            : _replicas.Length > 1 ? _replicas[(Array.IndexOf(_replicas, _gms) + 1) % _replicas.Length] : _gms;
+        _readPending = true;
+        _channel.Send(to, GmsCodec.Encode(new GmsMessage { Kind = GmsMessageKind.Sync, Number = Node!.Value.Value }));
+    }
 
     public RegionView? FindRegion(RegionId region) => _regions.GetValueOrDefault(region);
 
@@ -265,6 +305,22 @@ internal sealed class GmsClient
             return;
         }
 
+        if (message.Kind == GmsMessageKind.Views)
+        {
+            OnViews(from, message);
+            return;
+        }
+
+        if (from != _gms && message.Kind == GmsMessageKind.Redirect && IsRegistered && _readPending
+            && (LeaderAddress.Unpack(message.Number) is not { } named || named == _gms))
+        {
+            // A follower would not answer a read (too far behind the leader, or cut off from it): ask the leader.
+            ReadsRedirected++;
+            _readPending = false;
+            _channel.Send(_gms, GmsCodec.Encode(new GmsMessage { Kind = GmsMessageKind.Sync, Number = Node!.Value.Value }));
+            return;
+        }
+
         if (from != _gms && message.Kind is not (GmsMessageKind.Welcome or GmsMessageKind.Redirect))
         {
             return; // a replica this client no longer talks to (a deposed leader's late message)
@@ -276,6 +332,15 @@ internal sealed class GmsClient
             case GmsMessageKind.Redirect:
                 // A replica that does not lead: go to the leader it names, or (none known) to the next replica at the
                 // next Hello retry.
+                if (LeaderAddress.Unpack(message.Number) is { } added && _replicas.Length > 1 && Array.IndexOf(_replicas, added) < 0
+                    && _replicas.Length < GmsOptions.MaxReplicas && !added.IsMulticast && added.Ip != 0 && added.Port != 0)
+                {
+                    // A listed replica names a leader this node was not given: a replica added at run time
+                    // (docs/membership.md, "Changing the replica set"). Trust it as far as the replica that named it.
+                    _replicas = [.. _replicas, added];
+                    ReplicasLearned++;
+                }
+
                 if (LeaderAddress.Unpack(message.Number) is { } leader && Array.IndexOf(_replicas, leader) >= 0 && leader != from)
                 {
                     MoveTo(leader, hello: !SeekingLeader, forget: false); // seeking: the leader has this round's Hello already
@@ -353,6 +418,62 @@ internal sealed class GmsClient
         }
     }
 
+    /// <summary>A read's answer, from any replica: applied only within this node's epoch, only for groups it wants, and
+    /// only views newer than the ones it holds (a follower may be behind the leader's last update; a node never moves
+    /// backwards). Groups left are never taken from a read.</summary>
+    private void OnViews(NetAddress from, GmsMessage message)
+    {
+        if (!IsRegistered || message.Epoch != _epoch || _epochChanged)
+        {
+            return;
+        }
+
+        var update = GmsCodec.FromWire(Node!.Value, message.Update, KeyWrap);
+        if (update is null)
+        {
+            Drops.Increment(DropReason.Malformed);
+            return;
+        }
+
+        ReadsAnswered++;
+        _readPending = false;
+        LastReadFrom = from;
+        var groups = new List<GroupView>();
+        foreach (var group in update.GroupViews)
+        {
+            if (!_wanted.Contains(group.Name) || (_groups.TryGetValue(group.Group, out var known) && known.ViewNumber >= group.ViewNumber))
+            {
+                StaleViewsIgnored++;
+                continue;
+            }
+
+            groups.Add(group);
+        }
+
+        var referenced = update.GroupViews.Where(g => _wanted.Contains(g.Name)).SelectMany(g => g.Regions).Select(r => r.Region).ToHashSet();
+        var regions = new List<RegionView>();
+        foreach (var region in update.RegionViews)
+        {
+            if (!referenced.Contains(region.Region))
+            {
+                continue;
+            }
+
+            if (_regions.TryGetValue(region.Region, out var known) && known.ViewNumber >= region.ViewNumber)
+            {
+                StaleViewsIgnored++;
+                continue;
+            }
+
+            regions.Add(region);
+        }
+
+        if (groups.Count > 0 || regions.Count > 0)
+        {
+            Apply(new NodeUpdate(update.Node, [.. groups], [.. regions], []));
+        }
+    }
+
     private void Apply(NodeUpdate update)
     {
         if (_epochChanged)
@@ -422,6 +543,7 @@ internal sealed class GmsClient
             // Another replica may lead now: keep the id and views, and ask the next one (it redirects if it does not lead).
             _welcomesPending = true;
             MoveTo(_replicas[(Array.IndexOf(_replicas, _gms) + 1) % _replicas.Length], hello: true, forget: true);
+            RequestViews(_gms); // a follower may answer at once: views the old leader committed but never sent
             return;
         }
 

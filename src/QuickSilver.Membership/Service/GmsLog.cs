@@ -21,6 +21,11 @@ internal interface IGmsLog
     /// <see cref="GmsServer.OnProposalDone"/> with <paramref name="sequence"/>, and the command itself, if committed,
     /// through <see cref="GmsServer.OnCommitted"/>.</summary>
     void Propose(GmsCommand command, long sequence);
+
+    /// <summary>On the leader: adds (or removes) the replica at <paramref name="replica"/> to (from) the replica set; the
+    /// outcome comes back through <see cref="GmsServer.OnReplicaChangeDone"/>. A log that cannot change its replica set
+    /// reports false.</summary>
+    void ChangeReplicas(NetAddress replica, bool add);
 }
 
 /// <summary>The single, unreplicated GMS: it leads from the start and every proposal commits at once, in place.</summary>
@@ -42,6 +47,8 @@ internal sealed class LocalGmsLog : IGmsLog
         server.OnCommitted(command);
         server.OnProposalDone(sequence, committed: true);
     }
+
+    public void ChangeReplicas(NetAddress replica, bool add) => _server?.OnReplicaChangeDone(replica, add, committed: false);
 }
 
 /// <summary>Packs a leader's GMS address into a <see cref="GmsMessageKind.Redirect"/>'s number (0: no leader known).</summary>

@@ -27,4 +27,7 @@ internal static partial class GmsLogMessages
 
     [LoggerMessage(EventId = 206, Level = LogLevel.Information, Message = "GMS replica {Replica}: leading, epoch {Epoch}, {Nodes} nodes adopted")]
     public static partial void Leading(ILogger logger, uint replica, ulong epoch, int nodes);
+
+    [LoggerMessage(EventId = 207, Level = LogLevel.Information, Message = "GMS replica {Replica}: replica set change ({Change} {Address}) committed: {Committed}")]
+    public static partial void ReplicaSetChanged(ILogger logger, uint replica, NetAddress address, string change, bool committed);
 }

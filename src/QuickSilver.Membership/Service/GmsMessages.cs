@@ -27,6 +27,29 @@ internal enum GmsMessageKind : byte
     /// <summary>A GMS replica that does not lead, to a node: send to the leader instead. Number: the leader's address
     /// (IPv4 &lt;&lt; 16 | port), 0 when no leader is known (try another replica).</summary>
     Redirect = 9,
+
+    /// <summary>Node to any replica, a read: send me my current views (the groups I am in and the regions they map to).
+    /// Number: the node's id. A follower answers from its applied state when it is fresh enough
+    /// (<see cref="GmsOptions.FollowerReadMaxLag"/>, <see cref="GmsOptions.FollowerReadMaxAge"/>), otherwise it redirects;
+    /// the leader always answers. Answered by <see cref="Views"/>.</summary>
+    Sync = 11,
+
+    /// <summary>Replica to node, the answer to a <see cref="Sync"/>: <see cref="GmsMessage.Update"/> holds the node's views
+    /// as this replica has applied them (no left groups), <see cref="GmsMessage.Epoch"/> the epoch, Number the Raft log
+    /// index they were read at. The node keeps only views newer than the ones it holds, so it never moves backwards.</summary>
+    Views = 12,
+
+    /// <summary>Replica to replica: add me (the sender's address) to the replica set; a replica started to join a running
+    /// GMS sends it to every listed replica until one answers <see cref="ReplicaChanged"/>. Only the leader acts on it,
+    /// and only when the GMS seals datagrams (the sender holds the secret) or the sender is a loopback address.</summary>
+    ReplicaJoin = 13,
+
+    /// <summary>Replica to replica: remove me from the replica set (a replica leaving on purpose). As
+    /// <see cref="ReplicaJoin"/>.</summary>
+    ReplicaLeave = 15,
+
+    /// <summary>Leader to replica: the change it asked for was committed (Number 1) or not (0).</summary>
+    ReplicaChanged = 14,
 }
 
 [MessagePackObject]

@@ -55,6 +55,24 @@ public sealed record GmsOptions
     /// <summary>The burst of <see cref="MaxRequestsPerSecond"/>: enough for a node to join all its groups at start.</summary>
     public int RequestBurst { get; init; } = 10_000;
 
+    /// <summary>Whether a replica that does not lead answers reads (<see cref="GmsMessageKind.Sync"/>: a node asking for
+    /// its current views) from its applied state when it is fresh enough; false: it redirects every read to the leader.
+    /// The leader always answers. Default true.</summary>
+    public bool FollowerReads { get; init; } = true;
+
+    /// <summary>A follower answers a read only when the leader's commit index, as it last learned it, is at most this many
+    /// Raft log entries ahead of the entries it has applied (each GMS batch is one entry; the engine adds a few of its
+    /// own). Otherwise it redirects the node to the leader. Default 4; 0 to answer only when fully caught up.</summary>
+    public int FollowerReadMaxLag { get; init; } = 4;
+
+    /// <summary>A follower answers a read only when it learned the leader's commit index at most this long ago (a follower
+    /// cut off from the leader does not know how far behind it is, and stops answering). Default 1 s.</summary>
+    public TimeSpan FollowerReadMaxAge { get; init; } = TimeSpan.FromSeconds(1);
+
+    /// <summary>Each replica answers one node's reads at most once per this interval (a read costs the node's whole set of
+    /// views); more are dropped and counted. Default 100 ms.</summary>
+    public TimeSpan MinReadInterval { get; init; } = TimeSpan.FromMilliseconds(100);
+
     /// <summary>Designer override of regions (QSM §1.3): a region name for a node's address, or null.</summary>
     public Func<NetAddress, string?>? PinRegion { get; init; }
 
@@ -118,5 +136,8 @@ public sealed record GmsOptions
         OptionChecks.InRange(MaxGroupNameBytes, 1, MaxMessageBytes / 2, $"GmsOptions.{nameof(MaxGroupNameBytes)}");
         OptionChecks.InRange(MaxRequestsPerSecond, 1, 10_000_000, $"GmsOptions.{nameof(MaxRequestsPerSecond)}");
         OptionChecks.InRange(RequestBurst, 1, 100_000_000, $"GmsOptions.{nameof(RequestBurst)}");
+        OptionChecks.InRange(FollowerReadMaxLag, 0, 1_000_000, $"GmsOptions.{nameof(FollowerReadMaxLag)}");
+        OptionChecks.Positive(FollowerReadMaxAge, $"GmsOptions.{nameof(FollowerReadMaxAge)}");
+        OptionChecks.Positive(MinReadInterval, $"GmsOptions.{nameof(MinReadInterval)}");
     }
 }

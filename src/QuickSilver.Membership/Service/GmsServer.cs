@@ -49,6 +49,14 @@ internal sealed class GmsServer
     private GmsCommand? _inFlightCommand;
     private string? _takeOver;
     private NetAddress? _leader;
+    private long _appliedIndex;
+    private long _leaderCommit;
+    private TimeSpan? _leaderCommitAt;
+    private readonly Dictionary<NodeId, TimeSpan> _lastRead = new();
+    private readonly Alarm _replicaAlarm;
+    private NetAddress[] _askReplicas = [];
+    private bool _askToJoin;
+    private bool _replicaChangeInFlight;
 
     /// <param name="epoch">The epoch this server proposes when it first leads (random in production, seeded in
     /// simulation). A single GMS always uses it; a replicated GMS keeps the epoch of its first leader for ever. A client
@@ -66,6 +74,7 @@ internal sealed class GmsServer
         Machine = new GmsStateMachine(() => new MembershipState(new MulticastAddressPool(gmsOptions.MulticastPoolStart, gmsOptions.MulticastPoolSize), gmsOptions.PinRegion, gmsOptions.UseMulticast));
         _batchAlarm = new Alarm(_ => TryPropose());
         _failureAlarm = new Alarm(_ => DetectFailures());
+        _replicaAlarm = new Alarm(_ => AskReplicaChange());
         _channel.SetReceiver(OnMessage, OnPeerFailed);
         _gmsLog = log ?? _options.Log ?? new LocalGmsLog();
         _gmsLog.Start(this);
@@ -117,6 +126,119 @@ internal sealed class GmsServer
 
     /// <summary>Hellos of registered nodes dropped by the request rate limit (a node that keeps saying Hello).</summary>
     public long HellosRateLimited { get; private set; }
+
+    /// <summary>Reads (<see cref="GmsMessageKind.Sync"/>) this replica answered, leading or following.</summary>
+    public long ReadsServed { get; private set; }
+
+    /// <summary>Reads this replica, following, redirected to the leader because it was not fresh enough (or follower reads
+    /// are off).</summary>
+    public long ReadsRedirected { get; private set; }
+
+    /// <summary>Reads dropped: from an address that is not a registered node here, or a node's second read within
+    /// <see cref="GmsOptions.MinReadInterval"/>.</summary>
+    public long ReadsDropped { get; private set; }
+
+    /// <summary>The Raft log index of the last entry this replica applied (any entry, the engine's own included).</summary>
+    public long AppliedIndex => _appliedIndex;
+
+    /// <summary>How many log entries this replica's applied state is behind the leader's commit index as it last learned
+    /// it (0 on the leader).</summary>
+    public long FollowerLag => IsLeading ? 0 : Math.Max(0, _leaderCommit - _appliedIndex);
+
+    /// <summary>Replica-set changes this replica committed while leading (replicas added or removed on request).</summary>
+    public long ReplicaChanges { get; private set; }
+
+    /// <summary>Replica-set change requests refused: not sealed and not from loopback, or another change under way.</summary>
+    public long ReplicaChangesRefused { get; private set; }
+
+    /// <summary>Set once the leader confirmed the change this replica asked for (<see cref="AskToChangeReplicaSet"/>).</summary>
+    public bool ReplicaChangeConfirmed { get; private set; }
+
+    /// <summary>Asks the replicas at <paramref name="others"/> (every replica but this one) to add this replica to the
+    /// replica set, or to remove it, once a second until the leader confirms (<see cref="ReplicaChangeConfirmed"/>).</summary>
+    internal void AskToChangeReplicaSet(IReadOnlyList<NetAddress> others, bool join)
+    {
+        _askReplicas = [.. others];
+        _askToJoin = join;
+        ReplicaChangeConfirmed = false;
+        AskReplicaChange();
+    }
+
+    private void AskReplicaChange()
+    {
+        if (ReplicaChangeConfirmed)
+        {
+            return;
+        }
+
+        var bytes = GmsCodec.Encode(new GmsMessage { Kind = _askToJoin ? GmsMessageKind.ReplicaJoin : GmsMessageKind.ReplicaLeave });
+        foreach (var replica in _askReplicas)
+        {
+            _channel.Send(replica, bytes);
+        }
+
+        _scheduler.ScheduleAfter(_replicaAlarm, TimeSpan.FromSeconds(1));
+    }
+
+    /// <summary>A replica asks the leader to add or remove it: done through the log (the engine's membership change), one
+    /// change at a time, only from a holder of the secret (sealed datagrams) or a loopback address.</summary>
+    private void OnReplicaChangeRequest(NetAddress from, bool add)
+    {
+        if (!IsLeading)
+        {
+            if (_takeOver is null)
+            {
+                Redirects++;
+                Send(from, new GmsMessage { Kind = GmsMessageKind.Redirect, Number = LeaderAddress.Pack(_leader) });
+            }
+
+            return;
+        }
+
+        if ((KeyWrap is null && !from.IsLoopback) || _replicaChangeInFlight)
+        {
+            ReplicaChangesRefused++;
+            Drops.Increment(DropReason.NotForThisNode);
+            return;
+        }
+
+        _replicaChangeInFlight = true;
+        _gmsLog.ChangeReplicas(from, add);
+    }
+
+    /// <summary>The log's answer to <see cref="IGmsLog.ChangeReplicas"/>: the replica that asked is told.</summary>
+    internal void OnReplicaChangeDone(NetAddress replica, bool add, bool committed)
+    {
+        _replicaChangeInFlight = false;
+        if (committed)
+        {
+            ReplicaChanges++;
+        }
+
+        GmsLogMessages.ReplicaSetChanged(_log, _gmsLog.ReplicaId, replica, add ? "add" : "remove", committed);
+        Send(replica, new GmsMessage { Kind = GmsMessageKind.ReplicaChanged, Number = committed ? 1UL : 0UL });
+    }
+
+    /// <summary>The log applied entries up to <paramref name="index"/> (commands through <see cref="OnCommitted"/> first;
+    /// the engine's own entries too), so reads know how far this replica has come.</summary>
+    internal void OnApplied(long index) => _appliedIndex = Math.Max(_appliedIndex, index);
+
+    /// <summary>A follower learned the leader's commit index (<paramref name="leaderCommit"/>) now; with
+    /// <paramref name="applied"/>, the entries it had applied at that moment (0: unknown). Reads are answered only while
+    /// this is recent and the lag small (<see cref="GmsOptions.FollowerReadMaxAge"/>, <see cref="GmsOptions.FollowerReadMaxLag"/>).</summary>
+    internal void OnLeaderCommit(long leaderCommit, long applied = 0)
+    {
+        _appliedIndex = Math.Max(_appliedIndex, applied);
+        _leaderCommit = Math.Max(0, leaderCommit);
+        _leaderCommitAt = _scheduler.Now;
+    }
+
+    /// <summary>Whether this replica may answer a read now: it leads, or it follows with follower reads on, has learned
+    /// the leader's commit index within <see cref="GmsOptions.FollowerReadMaxAge"/>, and has applied all but at most
+    /// <see cref="GmsOptions.FollowerReadMaxLag"/> entries of it.</summary>
+    public bool CanServeReads => Epoch != 0 && (IsLeading || (_takeOver is null && _options.FollowerReads
+        && _leaderCommitAt is { } at && _scheduler.Now - at <= _options.FollowerReadMaxAge
+        && _leaderCommit - _appliedIndex <= _options.FollowerReadMaxLag));
 
     /// <summary>The log says who leads. Becoming leader: propose a take-over and wait for it to be applied (then every
     /// command of earlier terms has been applied too). Not leading: drop the sessions and pending requests (the new
@@ -290,6 +412,24 @@ internal sealed class GmsServer
             return;
         }
 
+        switch (message.Kind)
+        {
+            case GmsMessageKind.Sync:
+                OnSync(from);
+                return;
+            case GmsMessageKind.ReplicaJoin or GmsMessageKind.ReplicaLeave:
+                OnReplicaChangeRequest(from, message.Kind == GmsMessageKind.ReplicaJoin);
+                return;
+            case GmsMessageKind.ReplicaChanged:
+                if (message.Number == 1 && Array.IndexOf(_askReplicas, from) >= 0)
+                {
+                    ReplicaChangeConfirmed = true;
+                    _scheduler.Cancel(_replicaAlarm);
+                }
+
+                return;
+        }
+
         if (!IsLeading)
         {
             if (_takeOver is null)
@@ -351,6 +491,57 @@ internal sealed class GmsServer
                 Drops.Increment(DropReason.Malformed);
                 break;
         }
+    }
+
+    /// <summary>A read: the node at <paramref name="from"/> asks for its current views. Answered from this replica's
+    /// applied state when it may serve reads (<see cref="CanServeReads"/>), at most once per node per
+    /// <see cref="GmsOptions.MinReadInterval"/>; a follower that may not redirects the node to the leader. Only a
+    /// registered node's own address gets an answer, and only its own views.</summary>
+    private void OnSync(NetAddress from)
+    {
+        if (!CanServeReads)
+        {
+            if (!IsLeading && _takeOver is null)
+            {
+                ReadsRedirected++;
+                Redirects++;
+                Send(from, new GmsMessage { Kind = GmsMessageKind.Redirect, Number = LeaderAddress.Pack(_leader) });
+            }
+
+            return;
+        }
+
+        if (Machine.RegistrationAt(from) is not { } registration || !State.IsAlive(registration.Node))
+        {
+            ReadsDropped++;
+            Drops.Increment(DropReason.NotForThisNode);
+            return;
+        }
+
+        var now = _scheduler.Now;
+        if (_lastRead.TryGetValue(registration.Node, out var last) && now - last < _options.MinReadInterval)
+        {
+            ReadsDropped++;
+            Drops.Increment(DropReason.ReceiveBufferFull);
+            return;
+        }
+
+        if (_lastRead.Count >= _options.MaxNodes * 2)
+        {
+            _lastRead.Clear(); // bounded: at most two entries per registrable node before it starts again
+        }
+
+        _lastRead[registration.Node] = now;
+        if (IsLeading && _sessions.TryGetValue(from, out var session))
+        {
+            session.LastHeard = now;
+        }
+
+        ReadsServed++;
+        var node = registration.Node;
+        var groups = State.GroupsOf(node).Select(State.GroupViewOf).OrderBy(v => v.Group.Value).ToList();
+        var regions = groups.SelectMany(g => g.Regions).Select(r => r.Region).Distinct().OrderBy(r => r.Value).Select(State.RegionViewOf);
+        SendUpdate(from, new NodeUpdate(node, [.. groups], [.. regions], []), GmsMessageKind.Views);
     }
 
     /// <summary>A join within the node's limits goes into the next batch; one it already asked for is not repeated.</summary>
@@ -558,9 +749,11 @@ internal sealed class GmsServer
     /// region views before group views (a group view refers to region views, so those must arrive first), and the
     /// groups left travel with the first part. The client applies each part as it comes.
     /// </summary>
-    private void SendUpdate(NetAddress to, NodeUpdate update)
+    private void SendUpdate(NetAddress to, NodeUpdate update, GmsMessageKind kind = GmsMessageKind.Update)
     {
-        var bytes = GmsCodec.Encode(new GmsMessage { Kind = GmsMessageKind.Update, Update = GmsCodec.ToWire(update, KeyWrap) });
+        var bytes = GmsCodec.Encode(kind == GmsMessageKind.Views
+            ? new GmsMessage { Kind = kind, Update = GmsCodec.ToWire(update, KeyWrap), Epoch = Epoch, Number = (ulong)_appliedIndex }
+            : new GmsMessage { Kind = kind, Update = GmsCodec.ToWire(update, KeyWrap) });
         int items = update.RegionViews.Length + update.GroupViews.Length;
         if (bytes.Length <= _channel.MaxMessageBytes || items <= 1)
         {
@@ -588,8 +781,8 @@ internal sealed class GmsServer
             GroupViews = update.GroupViews[(half - regionsFirst)..],
             LeftGroups = [],
         };
-        SendUpdate(to, first);
-        SendUpdate(to, second);
+        SendUpdate(to, first, kind);
+        SendUpdate(to, second, kind);
     }
 
     private void Send(NetAddress to, GmsMessage message) => Send(to, GmsCodec.Encode(message));

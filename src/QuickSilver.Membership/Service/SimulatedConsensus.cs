@@ -10,11 +10,29 @@ namespace QuickSilver.Membership.Service;
 /// <see cref="CommitDelay"/>, when every live member applies the log's entries in order, each through the codec as the
 /// real replicas do. A crashed member applies nothing; a recovered one is given a fresh server that replays the whole log
 /// (a replica without a snapshot). It does not model terms, split votes, or a deposed leader that keeps talking.
+/// <para>For follower reads: the entry at position i is log index i + 1; every <see cref="HeartbeatInterval"/> while
+/// someone leads (as Raft's AppendEntries heartbeats do) each live follower learns the leader's commit index. A member
+/// can be <see cref="Member.Isolated"/> (cut off from the leader: it learns nothing and applies nothing, while nodes may
+/// still reach it) or <see cref="Member.Paused"/> (a slow follower: it learns the commit index but applies nothing).</para>
 /// </summary>
-internal sealed class SimulatedConsensus(IAlarmScheduler scheduler)
+internal sealed class SimulatedConsensus
 {
+    private readonly IAlarmScheduler scheduler;
     private readonly List<byte[]> _entries = new();
     private readonly List<Member> _members = new();
+    private readonly Alarm _heartbeat;
+
+    public SimulatedConsensus(IAlarmScheduler scheduler)
+    {
+        this.scheduler = scheduler;
+        _heartbeat = new Alarm(_ => Heartbeat());
+    }
+
+    /// <summary>How often followers learn the leader's commit index (Raft heartbeats). Default 50 ms.</summary>
+    public TimeSpan HeartbeatInterval { get; set; } = TimeSpan.FromMilliseconds(50);
+
+    /// <summary>Entries appended to the shared log.</summary>
+    public int Count => _entries.Count;
 
     public TimeSpan CommitDelay { get; set; } = TimeSpan.FromMilliseconds(3);
 
@@ -43,6 +61,27 @@ internal sealed class SimulatedConsensus(IAlarmScheduler scheduler)
         {
             member.Server!.OnLeaderChanged(leader.Address, member == leader);
         }
+
+        if (!_heartbeat.IsScheduled)
+        {
+            scheduler.ScheduleAfter(_heartbeat, HeartbeatInterval);
+        }
+    }
+
+    /// <summary>The leader's heartbeat: each live follower it reaches learns its commit index.</summary>
+    private void Heartbeat()
+    {
+        if (Leader is not { Alive: true, Isolated: false } leader)
+        {
+            return; // no heartbeats until the next election
+        }
+
+        foreach (var member in _members.Where(m => m != leader && m.Alive && !m.Isolated && m.Server is not null))
+        {
+            member.Server!.OnLeaderCommit(_entries.Count);
+        }
+
+        scheduler.ScheduleAfter(_heartbeat, HeartbeatInterval);
     }
 
     /// <summary>The member crashed: it applies nothing more; if it led, the others learn there is no leader.</summary>
@@ -90,10 +129,42 @@ internal sealed class SimulatedConsensus(IAlarmScheduler scheduler)
     internal sealed class Member(SimulatedConsensus consensus, uint id, NetAddress address) : IGmsLog
     {
         private int _applied;
+        private bool _paused;
 
         public NetAddress Address { get; } = address;
 
         public bool Alive { get; internal set; } = true;
+
+        /// <summary>Cut off from the leader: it neither applies entries nor learns the commit index until set back (then it
+        /// catches up).</summary>
+        public bool Isolated
+        {
+            get => _isolated;
+            set
+            {
+                _isolated = value;
+                if (!value && !_paused)
+                {
+                    CatchUp();
+                }
+            }
+        }
+
+        private bool _isolated;
+
+        /// <summary>Slow: it learns the leader's commit index but applies nothing until set back (then it catches up).</summary>
+        public bool Paused
+        {
+            get => _paused;
+            set
+            {
+                _paused = value;
+                if (!value && !Isolated)
+                {
+                    CatchUp();
+                }
+            }
+        }
 
         public GmsServer? Server { get; private set; }
 
@@ -113,11 +184,15 @@ internal sealed class SimulatedConsensus(IAlarmScheduler scheduler)
 
         public void Propose(GmsCommand command, long sequence) => consensus.Append(this, command, sequence);
 
+        /// <summary>The stand-in has a fixed replica set.</summary>
+        public void ChangeReplicas(NetAddress replica, bool add) => Server?.OnReplicaChangeDone(replica, add, committed: false);
+
         internal void CatchUp()
         {
-            while (Server is { } server && _applied < consensus._entries.Count)
+            while (Server is { } server && _applied < consensus._entries.Count && !_paused && !Isolated)
             {
                 server.OnCommitted(GmsStateMachine.TryDecode(consensus._entries[_applied++])!);
+                server.OnApplied(_applied);
             }
         }
     }

@@ -1,0 +1,154 @@
+using QuickSilver.Core.Io;
+using QuickSilver.Membership.Raft;
+using QuickSilver.Membership.Service;
+
+namespace QuickSilver.Tests;
+
+/// <summary>
+/// Changing the replica set of a running replicated GMS (docs/membership.md, "Changing the replica set"), real DotNext
+/// Raft over loopback in this process: a fourth replica started with <see cref="RaftGmsOptions.Join"/> asks to be added
+/// while the test adds it through the leader too (the two requests race; the change is idempotent and waits for a
+/// concurrent one), and it catches up to the same state; a follower is removed and stopped; then the leader is stopped too, and
+/// the remaining two (the added one among them) elect a leader, which is possible only if the added replica votes and
+/// the removed one no longer counts (two of four would not be a majority). A node keeps its id throughout and joins a
+/// group through the new leader. Restarted with the old list of four, the added replica starts from the set it saved
+/// (three) and, with the other survivor, is a majority again. Assertions on outcomes with generous limits.
+/// </summary>
+public sealed class ReplicaSetChangeTests : IAsyncLifetime
+{
+    private static readonly TimeSpan Limit = TimeSpan.FromSeconds(60);
+    private readonly string _root = Path.Combine(Path.GetTempPath(), $"qs-raftgms-set-{Guid.NewGuid():N}");
+    private readonly List<IAsyncDisposable> _owned = new();
+
+    public Task InitializeAsync() => Task.CompletedTask;
+
+    public async Task DisposeAsync()
+    {
+        foreach (var owned in Enumerable.Reverse(_owned))
+        {
+            try
+            {
+                await owned.DisposeAsync();
+            }
+            catch (ObjectDisposedException)
+            {
+            }
+        }
+
+        if (Directory.Exists(_root))
+        {
+            Directory.Delete(_root, recursive: true);
+        }
+    }
+
+    private static readonly GmsOptions Gms = new()
+    {
+        BatchInterval = TimeSpan.FromMilliseconds(20),
+        MulticastPoolStart = new NetAddress(0xEFFC0000u | ((uint)Random.Shared.Next(1, 200) << 8), (ushort)Random.Shared.Next(20000, 60000)),
+    };
+
+    private async Task<ReplicatedGms> StartReplica(NetAddress[] peers, int id, bool join = false)
+    {
+        var replica = await ReplicatedGms.StartAsync(new RaftGmsOptions { Id = id, Peers = peers, DataDirectory = Path.Combine(_root, $"r{id}"), Join = join }, Gms);
+        _owned.Add(replica);
+        return replica;
+    }
+
+    private static async Task<T> Eventually<T>(Func<Task<T>> probe, Func<T, bool> done, string what)
+    {
+        var deadline = DateTime.UtcNow + Limit;
+        while (true)
+        {
+            var value = await probe();
+            if (done(value))
+            {
+                return value;
+            }
+
+            Assert.True(DateTime.UtcNow < deadline, $"Not within {Limit}: {what} (last: {value})");
+            await Task.Delay(50);
+        }
+    }
+
+    private static async Task<ReplicatedGms> LeaderOf(IEnumerable<ReplicatedGms> replicas)
+    {
+        var list = replicas.ToList();
+        int index = await Eventually(async () =>
+        {
+            for (int i = 0; i < list.Count; i++)
+            {
+                if ((await list[i].GetStatusAsync()).IsLeading)
+                {
+                    return i;
+                }
+            }
+
+            return -1;
+        }, i => i >= 0, "a replica leads");
+        return list[index];
+    }
+
+    [Fact]
+    public async Task A_replica_is_added_and_another_removed_at_run_time_and_the_new_set_survives_losing_its_leader()
+    {
+        var addresses = ReplicatedGms.FreeLoopbackAddresses(4);
+        var replicas = new List<ReplicatedGms>();
+        for (int id = 1; id <= 3; id++)
+        {
+            replicas.Add(await StartReplica(addresses[..3], id));
+        }
+
+        var leader = await LeaderOf(replicas);
+        var node = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions { GmsReplicas = addresses });
+        _owned.Add(node);
+        await node.JoinGroupAsync("g");
+        uint id0 = node.Id;
+
+        // A fourth replica joins: it waits, unconfigured, until the leader adds it; then it holds the same state.
+        var added = await StartReplica(addresses, 4, join: true);
+        leader = await LeaderOf(replicas); // (on a loaded machine an election may have moved it)
+        var follower = replicas.First(r => r != leader);
+        var refusal = await Assert.ThrowsAsync<InvalidOperationException>(() => follower.AddReplicaAsync(added.Address));
+        Assert.Contains("does not lead", refusal.Message, StringComparison.Ordinal);
+        Assert.True(await leader.AddReplicaAsync(added.Address));
+        await Eventually(() => added.GetStatusAsync(), s => s.Nodes == 1 && s.Groups == 1 && s.Leader == leader.Address, "the added replica caught up and follows the leader");
+        await Eventually(() => Task.FromResult(leader.Replicas.Count), n => n == 4, "the leader's replica set has four");
+        await Eventually(async () => Convert.ToBase64String(await leader.ExportStateAsync()) == Convert.ToBase64String(await added.ExportStateAsync()),
+            same => same, "the added replica holds the leader's state");
+
+        // A follower is removed, then stopped.
+        Assert.True(await leader.RemoveReplicaAsync(follower.Address));
+        await Eventually(() => Task.FromResult(leader.Replicas), r => r.Count == 3 && !r.Contains(follower.Address), "the leader's replica set lost the follower");
+        await follower.DisposeAsync();
+        replicas.Remove(follower);
+        var set = string.Join(",", leader.Replicas);
+        foreach (var replica in replicas.Append(added))
+        {
+            await Eventually(() => Task.FromResult(string.Join(",", replica.Replicas)), r => r == set, $"replica {replica.Address} has the new replica set");
+        }
+
+        // The leader stops too: the two left (the added one among them) are a majority of the new set of three.
+        await leader.DisposeAsync();
+        replicas.Remove(leader);
+        var next = await LeaderOf([.. replicas, added]);
+        await node.JoinGroupAsync("h");
+        await Eventually(() => next.GetSnapshotAsync(), s => s.GroupsByName.ContainsKey("h"), "the node joined h through the new leader");
+        Assert.Equal(id0, node.Id);
+        Assert.Equal(0, (await next.GetStatusAsync()).FailuresDetected);
+
+        // The added replica restarts, given the stale list of four: it starts from the set it saved (three, without the
+        // removed one), so with the other survivor it is a majority again (two of four would not be).
+        var survivor = replicas.Single(); // the one of the first three neither removed nor stopped
+        var set3 = await Eventually(() => Task.FromResult(string.Join(",", added.Replicas)), set => set.Split(',').Length == 3, "the added replica knows the set of three");
+        string file = Path.Combine(_root, "r4", RaftGmsLog.ReplicaFileName);
+        await Eventually(() => Task.FromResult(File.Exists(file) ? string.Join(",", File.ReadAllLines(file).Select(NetAddress.Parse).OrderBy(a => a.Port)) : ""),
+            saved => saved == set3, "the added replica saved the set of three");
+        string roles = $"removed {follower.Address}, stopped leader {leader.Address}, added {added.Address}, survivor {survivor.Address}";
+        await added.DisposeAsync();
+        var restarted = await StartReplica(addresses, 4);
+        Assert.True(set3 == string.Join(",", restarted.Replicas), $"{set3} vs {string.Join(",", restarted.Replicas)}: {roles}");
+        var again = await LeaderOf([survivor, restarted]);
+        await node.JoinGroupAsync("i");
+        await Eventually(() => again.GetSnapshotAsync(), s => s.GroupsByName.ContainsKey("i"), "the node joined i after the restart");
+    }
+}
