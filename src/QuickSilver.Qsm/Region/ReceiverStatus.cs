@@ -27,6 +27,7 @@ internal sealed class ReceiverStatus
     private readonly RegionOptions _options;
     private readonly int _packetBytes;
     private readonly Dictionary<uint, PartitionFlow> _partition = new();
+    private readonly Dictionary<uint, PartitionFlow> _blocks = new(); // as a block's aggregator: its partitions' aggregates per sender
     private readonly Alarm _timer;
     private readonly Alarm _gapTimer;
     private uint _window;     // this member's share of the receive window per sender (bytes)
@@ -99,6 +100,7 @@ internal sealed class ReceiverStatus
     public void OnViewInstalled()
     {
         _partition.Clear();
+        _blocks.Clear();
         foreach (var stream in _member.Streams.Values)
         {
             stream.Report.Reset();
@@ -161,13 +163,16 @@ internal sealed class ReceiverStatus
             }
         }
 
-        foreach (var (sender, flow) in _partition)
+        foreach (var flows in (ReadOnlySpan<Dictionary<uint, PartitionFlow>>)[_partition, _blocks])
         {
-            var summary = flow.Aggregate();
-            if (summary.Missing != 0)
+            foreach (var (sender, flow) in flows)
             {
-                open = true;
-                Forward(sender, flow, summary);
+                var summary = flow.Aggregate();
+                if (summary.Missing != 0)
+                {
+                    open = true;
+                    Forward(sender, flow, summary);
+                }
             }
         }
 
@@ -236,7 +241,7 @@ internal sealed class ReceiverStatus
         if (!_partition.TryGetValue(sender, out var flow))
         {
             var members = _member.Layout[_member.Partition].Members;
-            flow = new PartitionFlow(members.Count);
+            flow = new PartitionFlow(members.Count, block: -1);
             for (int i = 0; i < members.Count; i++)
             {
                 flow.Nodes[i] = _member.View!.Members[members[i]].Node.Value;
@@ -249,21 +254,80 @@ internal sealed class ReceiverStatus
             _partition.Add(sender, flow);
         }
 
-        if (slot >= flow.Positions.Length)
+        Apply(sender, flow, slot, new PartitionSummary(position, window, Complete: true, missing, highest, flow.Nodes[Math.Min(slot, flow.Nodes.Length - 1)], position));
+    }
+
+    /// <summary>Whether this region has more partitions than <see cref="RegionOptions.ReportFanIn"/>: then partition
+    /// leaders report through their block's aggregator (the leader of the block's first partition).</summary>
+    private bool Blocked => _member.Partitions > _options.ReportFanIn;
+
+    /// <summary>The view index (and partition) of the aggregator of <paramref name="partition"/>'s block.</summary>
+    private int AggregatorOf(int partition) => partition / _options.ReportFanIn * _options.ReportFanIn;
+
+    /// <summary>A partition leader's aggregate (<see cref="FlowStatus.Partial"/>), for this member as its block's
+    /// aggregator; false if it is not one this member takes (another view, a block this member does not aggregate, a
+    /// source that is not that partition's leader, a sender it has not heard).</summary>
+    public bool OnPartialReport(NetAddress from, in FlowStatus status)
+    {
+        var view = _member.View;
+        if (view is null || status.View != view.ViewNumber || !Blocked || status.Partition >= _member.Partitions
+            || _member.Index != AggregatorOf(status.Partition) || !_member.Streams.ContainsKey(status.Sender)
+            || view.Members[status.Partition].Address != from || view.Members[status.Partition].Node.Value != status.Reporter)
+        {
+            return false;
+        }
+
+        ReportsReceived++;
+        UpdateBlock(status.Sender, status.Partition, new PartitionSummary(status.Position, status.WindowBytes, status.Complete, status.Missing,
+            status.Highest, status.Slowest, status.Leading));
+        return true;
+    }
+
+    /// <summary>As a block's aggregator: one partition's aggregate (its leader's, or this member's own partition's).</summary>
+    private void UpdateBlock(uint sender, int partition, in PartitionSummary summary)
+    {
+        int block = partition / _options.ReportFanIn;
+        if (!_blocks.TryGetValue(sender, out var flow))
+        {
+            int first = block * _options.ReportFanIn;
+            int count = Math.Min(_options.ReportFanIn, _member.Partitions - first);
+            flow = new PartitionFlow(count, block);
+            for (int i = 0; i < count; i++)
+            {
+                if (_member.Layout[first + i].Members.TrueForAll(m => _member.View!.Members[m].Node.Value == sender))
+                {
+                    flow.Exempt(i); // a partition of the sender alone never reports
+                }
+            }
+
+            _blocks.Add(sender, flow);
+        }
+
+        Apply(sender, flow, partition % _options.ReportFanIn, summary);
+    }
+
+    /// <summary>One slot's new report (a member's, or a partition's aggregate), and the next hop's report if it moved far
+    /// enough, became complete or names a new gap.</summary>
+    private void Apply(uint sender, PartitionFlow flow, int slot, in PartitionSummary report)
+    {
+        if (slot >= flow.Positions.Length || report.Position == ulong.MaxValue)
         {
             return;
         }
 
-        if (position < flow.Positions[slot])
+        if (report.Position < flow.Positions[slot])
         {
-            return; // an older report, overtaken: a member's position never goes back in a view
+            return; // an older report, overtaken: a position never goes back in a view
         }
 
-        flow.Positions[slot] = position;
-        flow.Windows[slot] = window;
-        flow.Missing[slot] = missing;
-        flow.Highest[slot] = highest;
+        flow.Positions[slot] = report.Position;
+        flow.Windows[slot] = report.Window;
+        flow.Missing[slot] = report.Missing;
+        flow.Highest[slot] = report.Highest;
         flow.Heard[slot] = true;
+        flow.SlotComplete[slot] = report.Complete;
+        flow.SlotSlowest[slot] = report.Slowest;
+        flow.SlotLeading[slot] = report.Leading;
         var summary = flow.Aggregate();
         ulong threshold = _member.Streams.TryGetValue(sender, out var own) ? Threshold(own) : _firstThreshold;
         if (summary.Position >= flow.Forwarded + threshold || (summary.Complete && !flow.ForwardedComplete)
@@ -299,8 +363,25 @@ internal sealed class ReceiverStatus
         }
 
         var view = _member.View!;
+        if (flow.Block < 0 && Blocked)
+        {
+            // A partition's aggregate in a region of many partitions: to its block's aggregator (in place if that is this member).
+            int aggregator = AggregatorOf(_member.Partition);
+            if (aggregator == _member.Index)
+            {
+                UpdateBlock(sender, _member.Partition, summary);
+                return;
+            }
+
+            ReportsSent++;
+            _sink(view.Members[aggregator].Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, sender, _member.Partition,
+                Aggregate: true, summary.Complete, summary.Position, summary.Window, summary.Missing, summary.Highest, summary.Slowest, summary.Leading,
+                Partial: true));
+            return;
+        }
+
         ReportsSent++;
-        _sink(stream.Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, sender, _member.Partition,
+        _sink(stream.Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, sender, flow.Block < 0 ? _member.Partition : flow.Block,
             Aggregate: true, summary.Complete, summary.Position, summary.Window, summary.Missing, summary.Highest, summary.Slowest, summary.Leading));
     }
 
@@ -337,12 +418,15 @@ internal sealed class ReceiverStatus
             }
 
             ShareWindow(active);
-            foreach (var (sender, flow) in _partition)
+            foreach (var flows in (ReadOnlySpan<Dictionary<uint, PartitionFlow>>)[_partition, _blocks])
             {
-                var summary = flow.Aggregate();
-                if (summary.Position != flow.Forwarded || summary.Complete != flow.ForwardedComplete || Repeat(ref flow.Repeated, summary.Missing != 0))
+                foreach (var (sender, flow) in flows)
                 {
-                    Forward(sender, flow, summary);
+                    var summary = flow.Aggregate();
+                    if (summary.Position != flow.Forwarded || summary.Complete != flow.ForwardedComplete || Repeat(ref flow.Repeated, summary.Missing != 0))
+                    {
+                        Forward(sender, flow, summary);
+                    }
                 }
             }
         }
@@ -359,15 +443,20 @@ internal sealed class ReceiverStatus
         return gap || (ticks <= LastRepeat && (ticks & (ticks - 1)) == 0);
     }
 
-    /// <summary>A partition leader's view of its members' reports on one sender's stream.</summary>
-    private sealed class PartitionFlow(int members)
+    /// <summary>A partition leader's view of its members' reports on one sender's stream, or (<see cref="Block"/> ≥ 0) a
+    /// block aggregator's view of its partitions' aggregates.</summary>
+    private sealed class PartitionFlow(int members, int block)
     {
+        public readonly int Block = block;
         public readonly ulong[] Positions = new ulong[members];
         public readonly uint[] Windows = new uint[members];
         public readonly bool[] Heard = new bool[members];
         public readonly ulong[] Missing = new ulong[members];
         public readonly ulong[] Highest = new ulong[members];
         public readonly uint[] Nodes = new uint[members];
+        public readonly bool[] SlotComplete = new bool[members];  // a member's report is complete; a partition's, when it says so
+        public readonly uint[] SlotSlowest = new uint[members];
+        public readonly ulong[] SlotLeading = new ulong[members];
         public ulong Forwarded;
         public ulong ForwardedMissing;
         public bool ForwardedComplete;
@@ -379,6 +468,8 @@ internal sealed class ReceiverStatus
             Highest[slot] = ulong.MaxValue;
             Windows[slot] = uint.MaxValue;
             Heard[slot] = true;
+            SlotComplete[slot] = true;
+            SlotLeading[slot] = ulong.MaxValue;
         }
 
         public PartitionSummary Aggregate()
@@ -394,15 +485,16 @@ internal sealed class ReceiverStatus
                     continue;
                 }
 
+                complete &= SlotComplete[i];
                 if (Positions[i] < minimum)
                 {
                     minimum = Positions[i];
-                    slowest = Nodes[i];
+                    slowest = SlotSlowest[i];
                 }
 
-                if (Positions[i] != ulong.MaxValue)
+                if (SlotLeading[i] != ulong.MaxValue)
                 {
-                    leading = Math.Max(leading, Positions[i]); // not the sender itself (exempt)
+                    leading = Math.Max(leading, SlotLeading[i]); // not the sender itself (exempt)
                 }
 
                 highest = Math.Min(highest, Highest[i]);

@@ -399,7 +399,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
             return;
         }
 
-        if (status.Aggregate)
+        if (status.Aggregate && !status.Partial)
         {
             if (SenderFor(status.Region, status.Sender) is { } sender)
             {
@@ -421,7 +421,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     /// <see cref="StatusOutbox"/> when the transport has no free slot.</summary>
     private void SendStatus(NetAddress to, in FlowStatus status)
     {
-        if (status.Aggregate && status.Sender == _node && _senders.TryGetValue(status.Region, out var own))
+        if (status.Aggregate && !status.Partial && status.Sender == _node && _senders.TryGetValue(status.Region, out var own))
         {
             own.OnStatus(to, status, local: true);
             return;

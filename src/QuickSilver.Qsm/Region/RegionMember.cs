@@ -116,7 +116,8 @@ internal sealed class RegionMember
     internal void EnableFlowStatus(FlowStatusSink sink) => _status ??= new ReceiverStatus(this, sink, _data.MaxDatagramSize);
 
     /// <summary>A partition member's flow status, for this member as its partition leader; false if not taken.</summary>
-    internal bool OnFlowStatus(NetAddress from, in FlowStatus status) => _status?.OnMemberReport(from, status) ?? false;
+    internal bool OnFlowStatus(NetAddress from, in FlowStatus status)
+        => status.Partial ? _status?.OnPartialReport(from, status) ?? false : _status?.OnMemberReport(from, status) ?? false;
 
     internal uint Node => _node;
 

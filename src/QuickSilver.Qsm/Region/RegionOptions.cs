@@ -112,6 +112,12 @@ public sealed record RegionOptions
     /// most 10 minutes; default 2 s.</summary>
     public TimeSpan LaggardTimeout { get; init; } = TimeSpan.FromSeconds(2);
 
+    /// <summary>With <see cref="RegionFlowControl.ReceiverWindow"/>: how many partitions' reports one node combines. In
+    /// a region of more partitions, each block of this many partitions reports through the leader of its first
+    /// partition, so a sender hears one report per block, not per partition (docs/qsm.md, "Flow control"). 2 to 1,024;
+    /// default 16 (80 members at the default replication factor).</summary>
+    public int ReportFanIn { get; init; } = 16;
+
     public void Validate()
     {
         OptionChecks.InRange(ReplicationFactor, 1, 100, $"RegionOptions.{nameof(ReplicationFactor)}");
@@ -126,6 +132,7 @@ public sealed record RegionOptions
         OptionChecks.InRange(ReceiveWindowBytes, 65_536, 1 << 30, $"RegionOptions.{nameof(ReceiveWindowBytes)}");
         OptionChecks.Positive(StatusInterval, $"RegionOptions.{nameof(StatusInterval)}");
         OptionChecks.Positive(GapReportInterval, $"RegionOptions.{nameof(GapReportInterval)}");
+        OptionChecks.InRange(ReportFanIn, 2, 1024, $"RegionOptions.{nameof(ReportFanIn)}");
         if (GapReportInterval > StatusInterval)
         {
             throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(GapReportInterval)}", GapReportInterval,

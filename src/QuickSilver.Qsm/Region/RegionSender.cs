@@ -531,8 +531,9 @@ internal sealed class RegionSender : IDatagramFeed
             return;
         }
 
-        if (status.View != _view.ViewNumber || status.Partition >= _reports.Length
-            || _view.Members[status.Partition].Node.Value != status.Reporter || (!local && _view.Members[status.Partition].Address != from))
+        int reporter = ReporterIndex(status.Partition);
+        if (status.View != _view.ViewNumber || status.Partition >= _reports.Length || reporter >= _view.Count
+            || _view.Members[reporter].Node.Value != status.Reporter || (!local && _view.Members[reporter].Address != from))
         {
             Drops.Increment(DropReason.NotForThisNode);
             return;
@@ -767,28 +768,41 @@ internal sealed class RegionSender : IDatagramFeed
     /// <summary>Packets resent because a flow status named them missing (receiver window mode).</summary>
     public long RetransmittedOnStatus { get; private set; }
 
+    /// <summary>In a region of more than <see cref="RegionOptions.ReportFanIn"/> partitions, reports come one per block of
+    /// that many partitions, from the leader of the block's first partition; else one per partition from its leader.</summary>
+    private int ReportSlots(int partitions) => partitions > _options.ReportFanIn ? (partitions + _options.ReportFanIn - 1) / _options.ReportFanIn : partitions;
+
+    /// <summary>The view index of the node that sends report slot <paramref name="slot"/>.</summary>
+    private int ReporterIndex(int slot)
+        => _view.PartitionCount(_options.ReplicationFactor) > _options.ReportFanIn ? slot * _options.ReportFanIn : slot;
+
     /// <summary>A new view: its partitions have not reported yet.</summary>
     private void ResetReports()
     {
         _limiting = -1;
         _heldBy = 0;
         int partitions = _view.PartitionCount(_options.ReplicationFactor);
-        if (_reports.Length != partitions)
+        int slots = ReportSlots(partitions);
+        int perSlot = partitions > _options.ReportFanIn ? _options.ReportFanIn : 1;
+        if (_reports.Length != slots)
         {
-            _reports = new PartitionReport[partitions];
+            _reports = new PartitionReport[slots];
         }
         else
         {
             Array.Clear(_reports);
         }
 
-        // A partition of this node alone has no one to report: it stands for nothing (the local member is read in place).
-        for (int j = 0; j < partitions; j++)
+        // A partition (or block) of this node alone has no one to report: it stands for nothing (the local member is read in place).
+        for (int j = 0; j < slots; j++)
         {
             bool onlyThisNode = true;
-            for (int i = j; i < _view.Count; i += partitions)
+            for (int p = j * perSlot; p < Math.Min(partitions, (j + 1) * perSlot); p++)
             {
-                onlyThisNode &= _view.Members[i].Node.Value == _node;
+                for (int i = p; i < _view.Count; i += partitions)
+                {
+                    onlyThisNode &= _view.Members[i].Node.Value == _node;
+                }
             }
 
             if (onlyThisNode)
