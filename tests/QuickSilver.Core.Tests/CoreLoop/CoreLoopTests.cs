@@ -279,5 +279,13 @@ public sealed class CoreLoopTests
 
         Wait(() => core.Counters.UpcallFaultCount == 1, "the fault to be counted");
         Assert.True(await core.InvokeAsync(() => true).WaitAsync(Patience), "core stopped serving downcalls after a handler fault");
+
+        // The socket still receives after the fault (the .NET-sockets backends re-arm their receive even so).
+        using (var sender = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp))
+        {
+            sender.SendTo(new byte[8], endpoint.LocalAddress.ToIPEndPoint());
+        }
+
+        Wait(() => core.Counters.UpcallFaultCount == 2, "the second datagram's fault to be counted");
     }
 }

@@ -89,45 +89,51 @@ internal sealed class CompletionReceiver : ICompletion
         }
 
         int handled = 0;
-        switch (_args.SocketError)
+        try
         {
-            case SocketError.Success:
-                if (_group is not null && !IsForGroup(_args.ReceiveMessageFromPacketInfo.Address))
-                {
-                    _endpoint.DropNotForGroup();
-                }
-                else
-                {
-                    _endpoint.OnReceived(NetAddress.FromIPEndPoint((IPEndPoint)_args.RemoteEndPoint!), _buffer.AsSpan(0, _args.BytesTransferred));
-                }
-
-                handled++;
-                break;
-            case SocketError.MessageSize: // Windows: the datagram did not fit the buffer
-                _endpoint.DropOversized(1);
-                handled++;
-                break;
-            case SocketError.OperationAborted:
-                return 0; // the socket was closed under the receive
-            default:
-                break; // e.g. an ICMP error reported on the socket; not fatal for a datagram socket
-        }
-
-        // Drain what is queued in the socket before anything else (QSM §2.5).
-        while (!_closed && !_endpoint.IsClosed && _socket.Available > 0 && _endpoint.Core.Now < deadline)
-        {
-            if (!ReceiveOne())
+            switch (_args.SocketError)
             {
-                break;
+                case SocketError.Success:
+                    handled++;
+                    if (_group is not null && !IsForGroup(_args.ReceiveMessageFromPacketInfo.Address))
+                    {
+                        _endpoint.DropNotForGroup();
+                    }
+                    else
+                    {
+                        _endpoint.OnReceived(NetAddress.FromIPEndPoint((IPEndPoint)_args.RemoteEndPoint!), _buffer.AsSpan(0, _args.BytesTransferred));
+                    }
+
+                    break;
+                case SocketError.MessageSize: // Windows: the datagram did not fit the buffer
+                    handled++;
+                    _endpoint.DropOversized(1);
+                    break;
+                case SocketError.OperationAborted:
+                    return 0; // the socket was closed under the receive
+                default:
+                    break; // e.g. an ICMP error reported on the socket; not fatal for a datagram socket
             }
 
-            handled++;
+            // Drain what is queued in the socket before anything else (QSM §2.5).
+            while (!_closed && !_endpoint.IsClosed && _socket.Available > 0 && _endpoint.Core.Now < deadline)
+            {
+                handled++;
+                if (!ReceiveOne())
+                {
+                    handled--;
+                    break;
+                }
+            }
         }
-
-        _endpoint.CountBatch(handled);
-        if (!_closed && !_endpoint.IsClosed)
+        finally
         {
-            Arm();
+            // Re-armed even when a handler threw (the core counts the fault and carries on): a socket must not go deaf.
+            _endpoint.CountBatch(handled);
+            if (!_closed && !_endpoint.IsClosed && _args.SocketError != SocketError.OperationAborted)
+            {
+                Arm();
+            }
         }
 
         return handled;
