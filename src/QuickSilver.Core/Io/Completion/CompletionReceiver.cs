@@ -8,7 +8,7 @@ namespace QuickSilver.Core.Io.Completion;
 /// One socket's receive loop on the completion backend: one pinned buffer and one reused
 /// <see cref="SocketAsyncEventArgs"/>. The asynchronous receive only tells the core that data has arrived (and carries
 /// the first datagram); the core then drains the rest with non-blocking synchronous receives into the same buffer and
-/// re-arms, so the steady state costs no managed allocation per datagram on the core thread (UdpEndpoint tests check it).
+/// re-arms, so the steady state costs no managed allocation per datagram on the core thread (CompletionBackendTests checks it).
 /// A wildcard-bound group socket (<see cref="GroupBindStrategy.Wildcard"/>) receives with IP_PKTINFO and drops every
 /// datagram not addressed to its group.
 /// </summary>
