@@ -36,6 +36,9 @@ public class UdpRateBenchmarks
     [GlobalSetup(Target = nameof(Portable))]
     public void SetupPortable() => SetupCore(IoBackendKind.Portable);
 
+    [GlobalSetup(Target = nameof(Completion))]
+    public void SetupCompletion() => SetupCore(IoBackendKind.Completion);
+
     [GlobalSetup(Target = nameof(PlainSocket))]
     public void SetupPlain()
     {
@@ -51,6 +54,9 @@ public class UdpRateBenchmarks
 
     [Benchmark(OperationsPerInvoke = DatagramsPerInvoke)]
     public void Portable() => SendThroughCore();
+
+    [Benchmark(OperationsPerInvoke = DatagramsPerInvoke)]
+    public void Completion() => SendThroughCore();
 
     [GlobalCleanup]
     public void Cleanup()

@@ -10,11 +10,17 @@ var receivers = new Option<int>("--receivers") { Description = "Receiver cores (
 var datagrams = new Option<int>("--datagrams") { Description = "Datagrams the sender multicasts.", DefaultValueFactory = _ => 1_000_000 };
 var size = new Option<int>("--size") { Description = "Datagram size in bytes (28..1472).", DefaultValueFactory = _ => 100 };
 var seconds = new Option<int>("--seconds") { Description = "Give up after this many seconds.", DefaultValueFactory = _ => 60 };
-var backend = new Option<IoBackendKind>("--backend") { Description = "I/O backend: Auto, Epoll or Portable.", DefaultValueFactory = _ => IoBackendKind.Auto };
+var backend = new Option<IoBackendKind>("--backend") { Description = "I/O backend: Auto, Epoll, Completion or Portable.", DefaultValueFactory = _ => IoBackendKind.Auto };
+var compare = new Option<IoBackendKind[]>("--compare")
+{
+    Description = "Compare backends side by side in one run (e.g. --compare Epoll Completion): each round runs each backend once, in turn; prints the median rate of each and its ratio to the first.",
+    AllowMultipleArgumentsPerToken = true,
+};
+var rounds = new Option<int>("--rounds") { Description = "Rounds for --compare (1..20).", DefaultValueFactory = _ => 3 };
 
 var root = new RootCommand("QuickSilver core demo: cores exchanging datagrams over loopback IP multicast.")
 {
-    receivers, datagrams, size, seconds, backend,
+    receivers, datagrams, size, seconds, backend, compare, rounds,
 };
 
 root.SetAction(parse =>
@@ -36,6 +42,19 @@ root.SetAction(parse =>
     {
         Console.Error.WriteLine(e.Message);
         return 2;
+    }
+
+    var backends = parse.GetValue(compare);
+    if (backends is { Length: > 0 })
+    {
+        int roundCount = parse.GetValue(rounds);
+        if (roundCount is < 1 or > 20)
+        {
+            Console.Error.WriteLine($"--rounds must be in 1..20, got {roundCount}.");
+            return 2;
+        }
+
+        return Compare(options, backends, roundCount);
     }
 
     Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
@@ -69,3 +88,40 @@ root.SetAction(parse =>
 });
 
 return root.Parse(args).Invoke();
+
+// Alternates the backends round by round, so a noisy neighbour on a shared machine hits each about equally.
+static int Compare(MulticastProbeOptions options, IoBackendKind[] backends, int rounds)
+{
+    Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
+        $"compare {string.Join(" vs ", backends)}: {rounds} rounds, 1 sender + {options.Receivers} receiver cores, {options.Datagrams:N0} datagrams of {options.DatagramBytes} B over loopback IP multicast"));
+    var rates = backends.Select(_ => new List<double>()).ToArray();
+    bool complete = true;
+    for (int round = 0; round < rounds; round++)
+    {
+        for (int b = 0; b < backends.Length; b++)
+        {
+            var result = MulticastProbeRun.Execute(options with { Backend = backends[b] });
+            complete &= result.Complete;
+            rates[b].Add(result.DatagramsPerSecond);
+            Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
+                $"round {round + 1} {result.Backend,-10} {result.DatagramsPerSecond,12:N0} datagrams/s {(result.Complete ? "complete" : "INCOMPLETE")}"));
+        }
+    }
+
+    double baseline = Median(rates[0]);
+    for (int b = 0; b < backends.Length; b++)
+    {
+        double median = Median(rates[b]);
+        Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
+            $"median {backends[b],-10} {median,12:N0} datagrams/s  ratio to {backends[0]}: {median / baseline:F2}"));
+    }
+
+    Log.CloseAndFlush();
+    return complete ? 0 : 1;
+}
+
+static double Median(List<double> values)
+{
+    var sorted = values.Order().ToArray();
+    return sorted.Length % 2 == 1 ? sorted[sorted.Length / 2] : (sorted[(sorted.Length / 2) - 1] + sorted[sorted.Length / 2]) / 2;
+}

@@ -6,14 +6,21 @@ namespace QuickSilver.Core;
 /// <summary>Which I/O queue the core drains.</summary>
 public enum IoBackendKind
 {
-    /// <summary>Epoll on Linux, the portable backend elsewhere.</summary>
+    /// <summary>Epoll on Linux, the completion backend elsewhere (Windows, macOS).</summary>
     Auto = 0,
 
     /// <summary>Native epoll loop with recvmmsg/sendmmsg and an eventfd for wake-ups (Linux only).</summary>
     Epoll,
 
-    /// <summary>.NET sockets whose completions are posted into the core's queue (any OS; Windows uses completion ports underneath).</summary>
+    /// <summary>The first .NET-sockets backend: one async receive per socket, blocking sends (a full send buffer stalls
+    /// the core). Kept for comparison and for the existing per-backend tests; <see cref="Completion"/> replaces it and
+    /// <see cref="Auto"/> no longer picks it.</summary>
     Portable,
+
+    /// <summary>.NET sockets driven by reused <see cref="System.Net.Sockets.SocketAsyncEventArgs"/> (I/O completion ports on
+    /// Windows, the runtime's epoll thread on Linux): non-blocking sends that park on a full send buffer, completions
+    /// posted into the core's bounded queue, wildcard-bound group sockets on Windows. Any OS.</summary>
+    Completion,
 }
 
 /// <summary>Options of one <see cref="QuickSilverCore"/>. Defaults follow QSM §2.5.</summary>
@@ -65,7 +72,7 @@ public sealed record CoreOptions
 
         if (Backend == IoBackendKind.Epoll && !OperatingSystem.IsLinux())
         {
-            throw new PlatformNotSupportedException("CoreOptions.Backend = Epoll needs Linux; use Auto or Portable.");
+            throw new PlatformNotSupportedException("CoreOptions.Backend = Epoll needs Linux; use Auto or Completion.");
         }
     }
 }

@@ -3,6 +3,7 @@ using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Downcalls;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Io.Completion;
 using QuickSilver.Core.Io.Linux;
 using QuickSilver.Core.Io.Portable;
 using Microsoft.Extensions.Logging;
@@ -48,9 +49,14 @@ public sealed class QuickSilverCore : IAlarmScheduler, ICoreDispatcher, IDisposa
         }
 
         var kind = options.Backend == IoBackendKind.Auto
-            ? (OperatingSystem.IsLinux() ? IoBackendKind.Epoll : IoBackendKind.Portable)
+            ? (OperatingSystem.IsLinux() ? IoBackendKind.Epoll : IoBackendKind.Completion)
             : options.Backend;
-        _backend = kind == IoBackendKind.Epoll ? new EpollBackend(this) : new PortableBackend(this);
+        _backend = kind switch
+        {
+            IoBackendKind.Epoll => new EpollBackend(this),
+            IoBackendKind.Portable => new PortableBackend(this),
+            _ => new CompletionBackend(this),
+        };
         _thread = new Thread(Run) { Name = $"qs-core:{options.Name}", IsBackground = true };
     }
 

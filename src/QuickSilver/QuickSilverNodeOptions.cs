@@ -28,7 +28,7 @@ public sealed record QuickSilverNodeOptions
     /// <summary>This node's unicast address; port 0 picks a free port.</summary>
     public NetAddress Bind { get; init; } = NetAddress.Loopback(0);
 
-    /// <summary>The core's I/O backend: <see cref="IoBackendKind.Auto"/> (the default) is epoll on Linux, the portable backend elsewhere.</summary>
+    /// <summary>The core's I/O backend: <see cref="IoBackendKind.Auto"/> (the default) is epoll on Linux, the completion (SocketAsyncEventArgs) backend elsewhere.</summary>
     public IoBackendKind Backend { get; init; } = IoBackendKind.Auto;
 
     /// <summary>Largest datagram of the node's endpoint (data packets and control segments; a larger control message,

@@ -185,16 +185,30 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
             return;
         }
 
-        // Bound to the group address itself, so this socket receives only that group's datagrams; several
-        // processes on one host share the port through SO_REUSEADDR.
+        // GroupAddress: bound to the group address itself, so this socket receives only that group's datagrams.
+        // Wildcard (Windows refuses to bind a multicast address): bound to 0.0.0.0 and the group's port, so the socket
+        // also sees other traffic to that port; the backend drops what is not addressed to the group. Either way
+        // several processes on one host share the port through SO_REUSEADDR.
+        bool wildcard = Options.EffectiveGroupBind == GroupBindStrategy.Wildcard;
+        if (wildcard && !SupportsGroupFilter)
+        {
+            throw new NotSupportedException(
+                $"Joining {group}: group sockets here bind to the wildcard address (UdpEndpointOptions.GroupBind = Wildcard, the only way Windows allows), which needs CoreOptions.Backend = Completion (or Auto).");
+        }
+
         var socket = CreateSocket(Options);
         try
         {
             socket.SetSocketOption(SocketOptionLevel.Socket, SocketOptionName.ReuseAddress, true);
-            socket.Bind(group.ToIPEndPoint());
+            socket.Bind(wildcard ? new IPEndPoint(IPAddress.Any, group.Port) : group.ToIPEndPoint());
             socket.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.AddMembership,
                 new MulticastOption(group.ToIPAddress(), Options.MulticastInterface.ToIPAddress()));
-            OnSocketOpened(socket);
+            if (wildcard)
+            {
+                socket.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.PacketInformation, true);
+            }
+
+            OnSocketOpened(socket, wildcard ? group : null);
         }
         catch
         {
@@ -284,14 +298,18 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
     /// <summary>Hands queued datagrams to the socket. Returns false when the socket would block.</summary>
     private protected abstract bool FlushRing();
 
-    /// <summary>Called for every socket of this endpoint (main and group sockets) once it is ready to receive.</summary>
-    private protected abstract void OnSocketOpened(Socket socket);
+    /// <summary>Called for every socket of this endpoint (main and group sockets) once it is ready to receive.
+    /// <paramref name="filterGroup"/> is set for a wildcard-bound group socket: deliver only datagrams addressed to it.</summary>
+    private protected abstract void OnSocketOpened(Socket socket, NetAddress? filterGroup);
+
+    /// <summary>Whether this backend can drop datagrams by destination address (needed by <see cref="GroupBindStrategy.Wildcard"/>).</summary>
+    private protected virtual bool SupportsGroupFilter => false;
 
     /// <summary>Called before a socket of this endpoint is closed.</summary>
     private protected abstract void OnSocketClosing(Socket socket);
 
     /// <summary>Completes registration of the main socket; called by the backend right after construction.</summary>
-    internal void Start() => OnSocketOpened(MainSocket);
+    internal void Start() => OnSocketOpened(MainSocket, null);
 
     private protected Span<byte> Slot(int index) => new(_slots + ((long)index * SlotSize), SlotSize);
 

@@ -34,6 +34,15 @@ public sealed record UdpEndpointOptions
     /// <summary>Seed of the injected-loss generator, so a lossy run can be repeated.</summary>
     public int InjectedLossSeed { get; init; } = 1;
 
+    /// <summary>How group sockets bind; <see cref="GroupBindStrategy.Auto"/> follows the OS. Internal: tests force
+    /// <see cref="GroupBindStrategy.Wildcard"/> (the Windows way) on Linux.</summary>
+    internal GroupBindStrategy GroupBind { get; init; }
+
+    /// <summary>The strategy <see cref="GroupBind"/> resolves to on this OS.</summary>
+    internal GroupBindStrategy EffectiveGroupBind => GroupBind != GroupBindStrategy.Auto
+        ? GroupBind
+        : OperatingSystem.IsWindows() ? GroupBindStrategy.Wildcard : GroupBindStrategy.GroupAddress;
+
     public void Validate()
     {
         OptionChecks.InRange(InjectedLossRate, 0, 1, $"UdpEndpointOptions.{nameof(InjectedLossRate)}");
@@ -52,5 +61,9 @@ public sealed record UdpEndpointOptions
         OptionChecks.InRange(SendQueueCapacity, 1, 1 << 16, $"UdpEndpointOptions.{nameof(SendQueueCapacity)}");
         OptionChecks.InRange(SocketReceiveBufferBytes, 4096, 1 << 30, $"UdpEndpointOptions.{nameof(SocketReceiveBufferBytes)}");
         OptionChecks.InRange(SocketSendBufferBytes, 4096, 1 << 30, $"UdpEndpointOptions.{nameof(SocketSendBufferBytes)}");
+        if (!Enum.IsDefined(GroupBind))
+        {
+            throw new ArgumentOutOfRangeException(nameof(GroupBind), GroupBind, "UdpEndpointOptions.GroupBind is not a known strategy.");
+        }
     }
 }

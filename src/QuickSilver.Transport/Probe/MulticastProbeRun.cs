@@ -25,6 +25,9 @@ public sealed record MulticastProbeOptions
     /// <summary>Multicast group; null picks a random group in 239.255.0.0/16 and a random port, so parallel runs don't mix.</summary>
     public NetAddress? Group { get; init; }
 
+    /// <summary>How the receivers' group sockets bind (tests force the Windows way on Linux). Auto follows the OS.</summary>
+    internal GroupBindStrategy GroupBind { get; init; }
+
     public void Validate()
     {
         OptionChecks.InRange(Receivers, 1, 64, $"MulticastProbeOptions.{nameof(Receivers)}");
@@ -83,7 +86,7 @@ public static class MulticastProbeRun
             {
                 var core = QuickSilverCore.Start(new CoreOptions { Name = $"receiver{i}", Backend = options.Backend });
                 cores.Add(core);
-                var endpoint = core.OpenUdp();
+                var endpoint = core.OpenUdp(new UdpEndpointOptions { GroupBind = options.GroupBind });
                 var receiver = new ProbeReceiver(endpoint, senderEndpoint.LocalAddress, options.Datagrams, ackEvery, core.Counters.Drops);
                 core.Invoke(() =>
                 {

@@ -6,10 +6,10 @@ namespace QuickSilver.Core.Tests.CoreLoop;
 /// <summary>Shared helpers for tests that run real cores.</summary>
 internal static class CoreTestKit
 {
-    /// <summary>Backends that can run on this OS (both on Linux).</summary>
+    /// <summary>Backends that can run on this OS (all three on Linux).</summary>
     public static TheoryData<IoBackendKind> Backends()
     {
-        var data = new TheoryData<IoBackendKind> { IoBackendKind.Portable };
+        var data = new TheoryData<IoBackendKind> { IoBackendKind.Portable, IoBackendKind.Completion };
         if (OperatingSystem.IsLinux())
         {
             data.Add(IoBackendKind.Epoll);

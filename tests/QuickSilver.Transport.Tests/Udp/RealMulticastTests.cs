@@ -1,4 +1,5 @@
 using QuickSilver.Core;
+using QuickSilver.Core.Io;
 using QuickSilver.Transport.Probe;
 
 namespace QuickSilver.Transport.Tests.Udp;
@@ -12,7 +13,7 @@ public sealed class RealMulticastTests
 {
     public static TheoryData<IoBackendKind> Backends()
     {
-        var data = new TheoryData<IoBackendKind> { IoBackendKind.Portable };
+        var data = new TheoryData<IoBackendKind> { IoBackendKind.Portable, IoBackendKind.Completion };
         if (OperatingSystem.IsLinux())
         {
             data.Add(IoBackendKind.Epoll);
@@ -37,6 +38,23 @@ public sealed class RealMulticastTests
         Assert.True(result.Complete,
             $"{backend}: {result.MissingPerReceiver[0]} of {result.Datagrams} datagrams missing (window {result.Window}, ack every {result.AckEvery})");
         Assert.Equal(result.Datagrams, result.ReceivedPerReceiver[0]);
+    }
+
+    /// <summary>The Windows way of joining (wildcard bind, join, drop by IP_PKTINFO destination), forced on Linux so its
+    /// code path runs here: three receivers of the completion backend each get every datagram.</summary>
+    [Fact]
+    public void Wildcard_bound_group_sockets_on_the_completion_backend_get_every_datagram()
+    {
+        var result = MulticastProbeRun.Execute(new MulticastProbeOptions
+        {
+            Backend = IoBackendKind.Completion,
+            GroupBind = GroupBindStrategy.Wildcard,
+            Receivers = 3,
+            Datagrams = 50_000,
+        });
+
+        Assert.Equal(IoBackendKind.Completion, result.Backend);
+        Assert.True(result.Complete, $"missing per receiver: {string.Join(", ", result.MissingPerReceiver)}");
     }
 
     [Fact]

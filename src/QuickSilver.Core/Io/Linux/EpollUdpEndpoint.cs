@@ -51,7 +51,7 @@ internal sealed unsafe class EpollUdpEndpoint : UdpEndpoint
         }
     }
 
-    private protected override void OnSocketOpened(Socket socket)
+    private protected override void OnSocketOpened(Socket socket, NetAddress? filterGroup)
     {
         socket.Blocking = false;
         _tokens[socket] = _backend.Register(this, socket);

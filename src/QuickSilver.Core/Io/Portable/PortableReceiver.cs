@@ -62,37 +62,43 @@ internal sealed class PortableReceiver
         }
 
         int handled = 0;
-        if (TakeResult(out int length))
+        try
         {
-            Handle(length);
-            handled++;
+            if (TakeResult(out int length))
+            {
+                handled++;
+                Handle(length);
+            }
+
+            // Drain what is queued in the socket before anything else (QSM §2.5).
+            while (!_closed && Socket.Available > 0)
+            {
+                int n;
+                try
+                {
+                    n = Socket.ReceiveFrom(_buffer, SocketFlags.None, _from);
+                }
+                catch (SocketException)
+                {
+                    break; // e.g. an ICMP error reported on the socket; not fatal for a datagram socket
+                }
+
+                handled++;
+                Handle(n);
+                if (_endpoint.Core.Now >= deadline)
+                {
+                    break;
+                }
+            }
         }
-
-        // Drain what is queued in the socket before anything else (QSM §2.5).
-        while (!_closed && Socket.Available > 0)
+        finally
         {
-            int n;
-            try
+            // Re-armed even when a handler threw (the core counts the fault and carries on): a socket must not go deaf.
+            _endpoint.CountBatch(handled);
+            if (!_closed)
             {
-                n = Socket.ReceiveFrom(_buffer, SocketFlags.None, _from);
+                Arm();
             }
-            catch (SocketException)
-            {
-                break; // e.g. an ICMP error reported on the socket; not fatal for a datagram socket
-            }
-
-            Handle(n);
-            handled++;
-            if (_endpoint.Core.Now >= deadline)
-            {
-                break;
-            }
-        }
-
-        _endpoint.CountBatch(handled);
-        if (!_closed)
-        {
-            Arm();
         }
 
         return handled;

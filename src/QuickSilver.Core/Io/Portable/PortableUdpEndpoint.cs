@@ -17,7 +17,7 @@ internal sealed class PortableUdpEndpoint : UdpEndpoint
         _backend = backend;
     }
 
-    private protected override void OnSocketOpened(Socket socket)
+    private protected override void OnSocketOpened(Socket socket, NetAddress? filterGroup)
     {
         var receiver = new PortableReceiver(_backend, this, socket, MaxDatagramSize);
         _receivers[socket] = receiver;
