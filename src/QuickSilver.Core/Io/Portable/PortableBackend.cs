@@ -1,5 +1,3 @@
-using QuickSilver.Core.Downcalls;
-
 namespace QuickSilver.Core.Io.Portable;
 
 /// <summary>
@@ -7,54 +5,9 @@ namespace QuickSilver.Core.Io.Portable;
 /// the runtime's own epoll thread on Linux); a completion is posted into this queue and wakes the core, which then
 /// drains that socket synchronously on its own thread and re-arms the receive.
 /// </summary>
-internal sealed class PortableBackend : IIoBackend
+internal sealed class PortableBackend(QuickSilverCore core) : PostedCompletionBackend(core, 4096)
 {
-    private readonly QuickSilverCore _core;
-    private readonly BoundedMpscQueue<PortableReceiver> _completions;
-    private readonly ManualResetEventSlim _signal = new(false, 0);
+    public override IoBackendKind Kind => IoBackendKind.Portable;
 
-    public PortableBackend(QuickSilverCore core)
-    {
-        _core = core;
-        _completions = new BoundedMpscQueue<PortableReceiver>(4096);
-    }
-
-    public IoBackendKind Kind => IoBackendKind.Portable;
-
-    public bool HasPendingEvents => _completions.Count > 0;
-
-    public UdpEndpoint CreateUdp(UdpEndpointOptions options) => new PortableUdpEndpoint(_core, this, options);
-
-    /// <summary>Called on a pool thread when a receiver's asynchronous receive completes.</summary>
-    internal void Post(PortableReceiver receiver)
-    {
-        var spin = default(SpinWait);
-        while (!_completions.TryEnqueue(receiver))
-        {
-            spin.SpinOnce(); // at most one entry per socket is ever queued, so this only waits for the core to catch up
-        }
-
-        Wake();
-    }
-
-    public int PollAndDispatch(int timeoutMs, TimeSpan deadline)
-    {
-        if (_completions.Count == 0 && timeoutMs != 0)
-        {
-            _signal.Wait(timeoutMs);
-        }
-
-        _signal.Reset();
-        int handled = 0;
-        while (_core.Now < deadline && _completions.TryDequeue(out var receiver))
-        {
-            handled += receiver.Complete(deadline);
-        }
-
-        return handled;
-    }
-
-    public void Wake() => _signal.Set();
-
-    public void Dispose() => _signal.Dispose();
+    public override UdpEndpoint CreateUdp(UdpEndpointOptions options) => new PortableUdpEndpoint(Core, this, options);
 }

@@ -9,7 +9,7 @@ namespace QuickSilver.Core.Io.Portable;
 /// arrived (and carries the first datagram); the core then drains the rest with synchronous receives, so the
 /// steady state costs one system call per datagram and no allocation.
 /// </summary>
-internal sealed class PortableReceiver
+internal sealed class PortableReceiver : ICompletion
 {
     private readonly PortableBackend _backend;
     private readonly PortableUdpEndpoint _endpoint;
