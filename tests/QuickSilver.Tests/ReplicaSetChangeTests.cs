@@ -14,6 +14,15 @@ namespace QuickSilver.Tests;
 /// group through the new leader. Restarted with the old list of four, the added replica starts from the set it saved
 /// (three) and, with the other survivor, is a majority again. Assertions on outcomes with generous limits.
 /// </summary>
+/// <summary>Tests of real Raft timing that run with no other test class alongside: under the whole suite's parallel
+/// load one such test waited for good (see <see cref="ReplicaSetChangeTests"/>).</summary>
+[CollectionDefinition(Name, DisableParallelization = true)]
+public sealed class RealRaftTimingCollection
+{
+    public const string Name = "real Raft timing";
+}
+
+[Collection(RealRaftTimingCollection.Name)]
 public sealed class ReplicaSetChangeTests : IAsyncLifetime
 {
     private static readonly TimeSpan Limit = TimeSpan.FromSeconds(60);
@@ -28,9 +37,12 @@ public sealed class ReplicaSetChangeTests : IAsyncLifetime
         {
             try
             {
-                await owned.DisposeAsync();
+                await owned.DisposeAsync().AsTask().WaitAsync(Limit);
             }
             catch (ObjectDisposedException)
+            {
+            }
+            catch (TimeoutException)
             {
             }
         }
@@ -59,7 +71,7 @@ public sealed class ReplicaSetChangeTests : IAsyncLifetime
         var deadline = DateTime.UtcNow + Limit;
         while (true)
         {
-            var value = await probe();
+            var value = await probe().WaitAsync(Limit);
             if (done(value))
             {
                 return value;
@@ -77,7 +89,7 @@ public sealed class ReplicaSetChangeTests : IAsyncLifetime
         {
             for (int i = 0; i < list.Count; i++)
             {
-                if ((await list[i].GetStatusAsync()).IsLeading)
+                if ((await list[i].GetStatusAsync().WaitAsync(Limit)).IsLeading)
                 {
                     return i;
                 }
@@ -95,31 +107,31 @@ public sealed class ReplicaSetChangeTests : IAsyncLifetime
         var replicas = new List<ReplicatedGms>();
         for (int id = 1; id <= 3; id++)
         {
-            replicas.Add(await StartReplica(addresses[..3], id));
+            replicas.Add(await StartReplica(addresses[..3], id).WaitAsync(Limit));
         }
 
         var leader = await LeaderOf(replicas);
-        var node = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions { GmsReplicas = addresses });
+        var node = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions { GmsReplicas = addresses }).WaitAsync(Limit);
         _owned.Add(node);
-        await node.JoinGroupAsync("g");
+        await node.JoinGroupAsync("g").WaitAsync(Limit);
         uint id0 = node.Id;
 
         // A fourth replica joins: it waits, unconfigured, until the leader adds it; then it holds the same state.
-        var added = await StartReplica(addresses, 4, join: true);
+        var added = await StartReplica(addresses, 4, join: true).WaitAsync(Limit);
         leader = await LeaderOf(replicas); // (on a loaded machine an election may have moved it)
         var follower = replicas.First(r => r != leader);
-        var refusal = await Assert.ThrowsAsync<InvalidOperationException>(() => follower.AddReplicaAsync(added.Address));
+        var refusal = await Assert.ThrowsAsync<InvalidOperationException>(() => follower.AddReplicaAsync(added.Address).WaitAsync(Limit));
         Assert.Contains("does not lead", refusal.Message, StringComparison.Ordinal);
-        Assert.True(await leader.AddReplicaAsync(added.Address));
+        Assert.True(await leader.AddReplicaAsync(added.Address).WaitAsync(Limit));
         await Eventually(() => added.GetStatusAsync(), s => s.Nodes == 1 && s.Groups == 1 && s.Leader == leader.Address, "the added replica caught up and follows the leader");
         await Eventually(() => Task.FromResult(leader.Replicas.Count), n => n == 4, "the leader's replica set has four");
         await Eventually(async () => Convert.ToBase64String(await leader.ExportStateAsync()) == Convert.ToBase64String(await added.ExportStateAsync()),
             same => same, "the added replica holds the leader's state");
 
         // A follower is removed, then stopped.
-        Assert.True(await leader.RemoveReplicaAsync(follower.Address));
+        Assert.True(await leader.RemoveReplicaAsync(follower.Address).WaitAsync(Limit));
         await Eventually(() => Task.FromResult(leader.Replicas), r => r.Count == 3 && !r.Contains(follower.Address), "the leader's replica set lost the follower");
-        await follower.DisposeAsync();
+        await follower.DisposeAsync().AsTask().WaitAsync(Limit);
         replicas.Remove(follower);
         var set = string.Join(",", leader.Replicas);
         foreach (var replica in replicas.Append(added))
@@ -128,13 +140,13 @@ public sealed class ReplicaSetChangeTests : IAsyncLifetime
         }
 
         // The leader stops too: the two left (the added one among them) are a majority of the new set of three.
-        await leader.DisposeAsync();
+        await leader.DisposeAsync().AsTask().WaitAsync(Limit);
         replicas.Remove(leader);
         var next = await LeaderOf([.. replicas, added]);
-        await node.JoinGroupAsync("h");
+        await node.JoinGroupAsync("h").WaitAsync(Limit);
         await Eventually(() => next.GetSnapshotAsync(), s => s.GroupsByName.ContainsKey("h"), "the node joined h through the new leader");
         Assert.Equal(id0, node.Id);
-        Assert.Equal(0, (await next.GetStatusAsync()).FailuresDetected);
+        Assert.Equal(0, (await next.GetStatusAsync().WaitAsync(Limit)).FailuresDetected);
 
         // The added replica restarts, given the stale list of four: it starts from the set it saved (three, without the
         // removed one), so with the other survivor it is a majority again (two of four would not be).
@@ -144,11 +156,11 @@ public sealed class ReplicaSetChangeTests : IAsyncLifetime
         await Eventually(() => Task.FromResult(File.Exists(file) ? string.Join(",", File.ReadAllLines(file).Select(NetAddress.Parse).OrderBy(a => a.Port)) : ""),
             saved => saved == set3, "the added replica saved the set of three");
         string roles = $"removed {follower.Address}, stopped leader {leader.Address}, added {added.Address}, survivor {survivor.Address}";
-        await added.DisposeAsync();
-        var restarted = await StartReplica(addresses, 4);
+        await added.DisposeAsync().AsTask().WaitAsync(Limit);
+        var restarted = await StartReplica(addresses, 4).WaitAsync(Limit);
         Assert.True(set3 == string.Join(",", restarted.Replicas), $"{set3} vs {string.Join(",", restarted.Replicas)}: {roles}");
         var again = await LeaderOf([survivor, restarted]);
-        await node.JoinGroupAsync("i");
+        await node.JoinGroupAsync("i").WaitAsync(Limit);
         await Eventually(() => again.GetSnapshotAsync(), s => s.GroupsByName.ContainsKey("i"), "the node joined i after the restart");
     }
 }

@@ -16,6 +16,7 @@ namespace QuickSilver.Tests;
 /// the region key they were handed (docs/security.md, "Keys per region and view"): the new leader, and the restarted
 /// replicas, derive and hand out the same one from the log and snapshots.
 /// </summary>
+[Collection(RealRaftTimingCollection.Name)]
 public sealed class ReplicatedGmsTests : IAsyncLifetime
 {
     private static readonly TimeSpan Limit = TimeSpan.FromSeconds(60);

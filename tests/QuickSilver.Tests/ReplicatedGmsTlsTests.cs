@@ -13,6 +13,7 @@ namespace QuickSilver.Tests;
 /// the log, and changes nothing: same leader, same term, and the GMS keeps serving. Real DotNext Raft over loopback in
 /// this process; assertions on outcomes with generous limits.
 /// </summary>
+[Collection(RealRaftTimingCollection.Name)]
 public sealed class ReplicatedGmsTlsTests : IAsyncLifetime
 {
     private static readonly TimeSpan Limit = TimeSpan.FromSeconds(60);
