@@ -166,42 +166,21 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         return false;
     }
 
-    private async Task ReceiveLoopAsync()
+    private Task ReceiveLoopAsync() => DatagramReceiveLoop.RunAsync(_udp, (from, frame) =>
     {
-        var buffer = new byte[65_536];
-        EndPoint any = new IPEndPoint(IPAddress.Any, 0);
-        while (!_stop.IsCancellationRequested)
+        if (from.Equals(_control))
         {
-            SocketReceiveFromResult result;
-            try
-            {
-                result = await _udp.ReceiveFromAsync(buffer, SocketFlags.None, any, _stop.Token).ConfigureAwait(false);
-            }
-            catch (Exception e) when (e is OperationCanceledException or ObjectDisposedException)
-            {
-                return;
-            }
-            catch (SocketException)
-            {
-                continue;
-            }
-
-            var from = (IPEndPoint)result.RemoteEndPoint;
-            var frame = buffer.AsSpan(0, result.ReceivedBytes).ToArray();
-            if (from.Equals(_control))
-            {
-                TryPost(() => Node.OnControlFrame(frame, Now));
-            }
-            else if (_sources.TryGetValue(from, out var peer))
-            {
-                TryPost(() => Node.OnData(peer, frame, Now));
-            }
-            else
-            {
-                Interlocked.Increment(ref _datagramsRefused); // well-formed is not trusted: unknown senders are dropped
-            }
+            TryPost(() => Node.OnControlFrame(frame, Now));
         }
-    }
+        else if (_sources.TryGetValue(from, out var peer))
+        {
+            TryPost(() => Node.OnData(peer, frame, Now));
+        }
+        else
+        {
+            Interlocked.Increment(ref _datagramsRefused); // well-formed is not trusted: unknown senders are dropped
+        }
+    }, _stop.Token);
 
     private void RunLoop()
     {

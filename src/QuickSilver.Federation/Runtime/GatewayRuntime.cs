@@ -251,54 +251,33 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         }
     }
 
-    private async Task DatagramLoopAsync()
+    private Task DatagramLoopAsync() => DatagramReceiveLoop.RunAsync(_udp, (from, frame) =>
     {
-        var buffer = new byte[65_536];
-        EndPoint any = new IPEndPoint(IPAddress.Any, 0);
-        while (!_stop.IsCancellationRequested)
+        if (!TryPost(() =>
         {
-            SocketReceiveFromResult result;
-            try
+            // Well-formed is not trusted: only a connected peer's announced address (or one of its configured data
+            // nodes), or one of our own data nodes, may send datagrams.
+            if (_ownNodeSources.ContainsKey(from))
             {
-                result = await _udp.ReceiveFromAsync(buffer, SocketFlags.None, any, _stop.Token).ConfigureAwait(false);
+                Gateway.OnDataNodeFrame(frame, Now);
             }
-            catch (Exception e) when (e is OperationCanceledException or ObjectDisposedException)
+            else if (_peerNodeSources.TryGetValue(from, out var viaNode) && _links.ContainsKey(viaNode))
             {
-                return;
+                Gateway.OnFrame(viaNode, frame, Now);
             }
-            catch (SocketException)
+            else if (_datagramSources.TryGetValue(from, out var peer) && _links.ContainsKey(peer))
             {
-                continue;
+                Gateway.OnFrame(peer, frame, Now);
             }
-
-            var from = (IPEndPoint)result.RemoteEndPoint;
-            var frame = buffer.AsSpan(0, result.ReceivedBytes).ToArray();
-            if (!TryPost(() =>
-            {
-                // Well-formed is not trusted: only a connected peer's announced address (or one of its configured data
-                // nodes), or one of our own data nodes, may send datagrams.
-                if (_ownNodeSources.ContainsKey(from))
-                {
-                    Gateway.OnDataNodeFrame(frame, Now);
-                }
-                else if (_peerNodeSources.TryGetValue(from, out var viaNode) && _links.ContainsKey(viaNode))
-                {
-                    Gateway.OnFrame(viaNode, frame, Now);
-                }
-                else if (_datagramSources.TryGetValue(from, out var peer) && _links.ContainsKey(peer))
-                {
-                    Gateway.OnFrame(peer, frame, Now);
-                }
-                else
-                {
-                    Interlocked.Increment(ref _datagramsRefused);
-                }
-            }))
+            else
             {
                 Interlocked.Increment(ref _datagramsRefused);
             }
+        }))
+        {
+            Interlocked.Increment(ref _datagramsRefused);
         }
-    }
+    }, _stop.Token);
 
     private void RunLoop()
     {
