@@ -11,9 +11,38 @@ namespace QuickSilver.Dissemination.Sim;
 internal sealed class CheckingPageStore(MemoryPageSource source) : IPageStore
 {
     private readonly Dictionary<string, HashSet<int>> _pages = new(StringComparer.Ordinal);
+    private readonly Dictionary<(string, long), byte[]> _partial = new();
     private byte[] _scratch = new byte[PageOptions.MaxPageSize];
 
     public long Mismatches { get; private set; }
+
+    /// <summary>Incomplete pages are kept whole in memory (only where a client spills them: lossy runs).</summary>
+    public bool CanHoldPartials => true;
+
+    public void WritePartial(FileEntry file, long offset, ReadOnlySpan<byte> data)
+    {
+        int size = source.Catalog.Pages.PageSize;
+        var key = (file.Name, offset / size);
+        if (!_partial.TryGetValue(key, out var page))
+        {
+            _partial[key] = page = new byte[size];
+        }
+
+        data.CopyTo(page.AsSpan((int)(offset % size)));
+    }
+
+    public void ReadPartial(FileEntry file, long offset, Span<byte> destination)
+    {
+        int size = source.Catalog.Pages.PageSize;
+        if (_partial.TryGetValue((file.Name, offset / size), out var page))
+        {
+            page.AsSpan((int)(offset % size), destination.Length).CopyTo(destination);
+        }
+        else
+        {
+            destination.Clear();
+        }
+    }
 
     public bool HasPage(FileEntry file, int page) => _pages.TryGetValue(file.Name, out var set) && set.Contains(page);
 
@@ -37,6 +66,7 @@ internal sealed class CheckingPageStore(MemoryPageSource source) : IPageStore
         }
 
         set.Add(page);
+        _partial.Remove((file.Name, page));
     }
 
     public bool Verify(FileEntry file) => Mismatches == 0 && _pages.TryGetValue(file.Name, out var set) && set.Count == (int)source.Catalog.Pages.PageCount(file.Size);

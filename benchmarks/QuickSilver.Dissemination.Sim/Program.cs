@@ -101,6 +101,7 @@ internal static class Program
             Console.WriteLine($"# INCOMPLETE: {delays.Length} of {clients} clients complete, {mismatches} page mismatches");
         }
 
+        Console.WriteLine($"# clients in all: NAKs sent {sim.Clients.Sum(c => c.Client!.Counters.NaksSent)}, incomplete pages spilled {sim.Clients.Sum(c => c.Client!.Counters.PartialsSpilled)}, dropped {sim.Clients.Sum(c => c.Client!.Counters.PartialsEvicted)}; skipped for capacity {sim.Clients.Sum(c => c.Client!.Counters.SkippedForCapacity)}, tracking overflows {sim.Clients.Sum(c => c.Client!.Counters.TrackedOverflow)}, repair-only transmissions {sc.RepairOnlyTransmissions}, useful packets {sim.Clients.Sum(c => c.Client!.Counters.UsefulPackets)} of {sim.Clients.Sum(c => c.Client!.Counters.DataPackets)}");
         double mean = delays.Length == 0 ? double.NaN : delays.Average();
         double p95 = delays.Length == 0 ? double.NaN : delays[(int)Math.Min(delays.Length - 1, Math.Ceiling(delays.Length * 0.95) - 1)];
         string F(double v, int d = 1) => v.ToString("N" + d, CultureInfo.InvariantCulture);

@@ -106,11 +106,35 @@ public sealed class DiskPageStore : IPageStore, IDisposable
 
     public bool HasPage(FileEntry file, int page) => Get(file).Pages[page] != 0;
 
+    public bool CanHoldPartials => true;
+
+    /// <summary>Writes received bytes of an incomplete page into the .part file at their place (the page's mark stays 0).</summary>
+    public void WritePartial(FileEntry file, long offset, ReadOnlySpan<byte> data) => RandomAccess.Write(DataHandle(Get(file)), data, offset);
+
+    /// <summary>Reads bytes of the .part file; past its end they read as zero.</summary>
+    public void ReadPartial(FileEntry file, long offset, Span<byte> destination)
+    {
+        var handle = DataHandle(Get(file));
+        int done = 0;
+        while (done < destination.Length)
+        {
+            int n = RandomAccess.Read(handle, destination[done..], offset + done);
+            if (n <= 0)
+            {
+                destination[done..].Clear();
+                break;
+            }
+
+            done += n;
+        }
+    }
+
+    private static SafeFileHandle DataHandle(Open f) => f.Data ??= File.OpenHandle(f.Path + ".part", FileMode.OpenOrCreate, FileAccess.ReadWrite, FileShare.Read);
+
     public void WritePage(FileEntry file, int page, long offset, ReadOnlySpan<byte> data)
     {
         var f = Get(file);
-        f.Data ??= File.OpenHandle(f.Path + ".part", FileMode.OpenOrCreate, FileAccess.ReadWrite, FileShare.Read);
-        RandomAccess.Write(f.Data, data, offset);
+        RandomAccess.Write(DataHandle(f), data, offset);
         f.Pages[page] = 1;
         RandomAccess.Write(f.Marks!, f.Pages.AsSpan(page, 1), Header + page);
     }
@@ -123,14 +147,14 @@ public sealed class DiskPageStore : IPageStore, IDisposable
             return true;
         }
 
-        f.Data ??= File.OpenHandle(f.Path + ".part", FileMode.OpenOrCreate, FileAccess.ReadWrite, FileShare.Read);
-        RandomAccess.SetLength(f.Data, file.Size);
-        if (!Hash(f.Data, file.Size).AsSpan().SequenceEqual(file.Sha256))
+        var data = DataHandle(f);
+        RandomAccess.SetLength(data, file.Size);
+        if (!Hash(data, file.Size).AsSpan().SequenceEqual(file.Sha256))
         {
             return false;
         }
 
-        f.Data.Dispose();
+        data.Dispose();
         f.Marks?.Dispose();
         f.Data = null;
         f.Marks = null;

@@ -23,6 +23,20 @@ public interface IPageStore
     /// <summary>Writes one decoded page at its offset and records it as held.</summary>
     void WritePage(FileEntry file, int page, long offset, ReadOnlySpan<byte> data);
 
+    /// <summary>Whether this store can keep the packets of an incomplete page (<see cref="WritePartial"/>,
+    /// <see cref="ReadPartial"/>). A client whose store cannot drops its oldest incomplete page past
+    /// <c>ClientOptions.MaxPartialPages</c> and NAKs it again as wholly lost.</summary>
+    bool CanHoldPartials => false;
+
+    /// <summary>Writes some received bytes of a page that is not complete yet at their offset, without recording the
+    /// page as held (a resumed client does not trust them).</summary>
+    /// <exception cref="NotSupportedException">The store cannot (<see cref="CanHoldPartials"/> is false).</exception>
+    void WritePartial(FileEntry file, long offset, ReadOnlySpan<byte> data) => throw new NotSupportedException($"{GetType().Name} cannot hold incomplete pages.");
+
+    /// <summary>Reads back bytes written by <see cref="WritePartial"/>; bytes never written read as zero.</summary>
+    /// <exception cref="NotSupportedException">The store cannot (<see cref="CanHoldPartials"/> is false).</exception>
+    void ReadPartial(FileEntry file, long offset, Span<byte> destination) => throw new NotSupportedException($"{GetType().Name} cannot hold incomplete pages.");
+
     /// <summary>Computes the SHA-256 of the whole file as stored and compares it with the list's.</summary>
     bool Verify(FileEntry file);
 
@@ -63,9 +77,13 @@ public sealed class MemoryPageStore : IPageStore
     /// <summary>Pages written, over all files (a resumed client must not write again what it had).</summary>
     public long PagesWritten { get; private set; }
 
-    public bool HasPage(FileEntry file, int page) => _files.TryGetValue(file.Name, out var f) && f.Pages.Contains(page);
+    public bool CanHoldPartials => true;
 
-    public void WritePage(FileEntry file, int page, long offset, ReadOnlySpan<byte> data)
+    public void WritePartial(FileEntry file, long offset, ReadOnlySpan<byte> data) => data.CopyTo(Data(file).AsSpan((int)offset));
+
+    public void ReadPartial(FileEntry file, long offset, Span<byte> destination) => Data(file).AsSpan((int)offset, destination.Length).CopyTo(destination);
+
+    private byte[] Data(FileEntry file)
     {
         if (!_files.TryGetValue(file.Name, out var f))
         {
@@ -73,8 +91,15 @@ public sealed class MemoryPageStore : IPageStore
             _files[file.Name] = f;
         }
 
-        data.CopyTo(f.Data.AsSpan((int)offset));
-        f.Pages.Add(page);
+        return f.Data;
+    }
+
+    public bool HasPage(FileEntry file, int page) => _files.TryGetValue(file.Name, out var f) && f.Pages.Contains(page);
+
+    public void WritePage(FileEntry file, int page, long offset, ReadOnlySpan<byte> data)
+    {
+        data.CopyTo(Data(file).AsSpan((int)offset));
+        _files[file.Name].Pages.Add(page);
         PagesWritten++;
     }
 

@@ -18,7 +18,11 @@ public sealed class ClientCounters
     public long PagesRebuilt { get; internal set; }
     public long NaksSent { get; internal set; }
     public long SkippedForCapacity { get; internal set; }
+    /// <summary>Incomplete pages dropped (their packets forgotten; the next NAK asks for the whole page).</summary>
     public long PartialsEvicted { get; internal set; }
+
+    /// <summary>Incomplete pages moved from memory to the store (<see cref="ClientOptions.MaxPartialPages"/>).</summary>
+    public long PartialsSpilled { get; internal set; }
     public long TrackedOverflow { get; internal set; }
     public long WantRefreshes { get; internal set; }
     public long VerifyFailures { get; internal set; }
@@ -38,8 +42,8 @@ public sealed class ClientCounters
 /// capacity left, and leaves when no page it lacks is due on it. When a transmission of a page it lacks ends (its
 /// announced end plus <see cref="ClientOptions.EndGrace"/>, plus a random delay up to
 /// <see cref="ClientOptions.NakDelayMax"/>), it NAKs with the count of packets it still needs; a page it skipped for
-/// capacity is NAKed as wholly lost. Packets of a page are kept across transmissions (bounded by
-/// <see cref="ClientOptions.MaxPartialPages"/>), so a repair-only retransmission completes it.
+/// capacity is NAKed as wholly lost. Packets of a page are kept across transmissions (<see cref="PartialPages"/>: in
+/// memory, then spilled to the store), so a repair-only retransmission completes it.
 /// </remarks>
 public sealed class DisseminationClient : IDatagramHandler
 {
@@ -53,15 +57,12 @@ public sealed class DisseminationClient : IDatagramHandler
     private readonly FrameWriter _writer = new();
     private readonly Dictionary<ulong, FileState> _files = new();
     private readonly Dictionary<uint, Tracked> _tracked = new();
-    private readonly Dictionary<(ulong, ulong), Partial> _partials = new();
-    private readonly Queue<(ulong, ulong)> _partialOrder = new();
-    private readonly Stack<Partial> _partialPool = new();
-    private readonly Dictionary<int, ReedSolomon> _codes = new();
     private readonly List<uint> _due = new();
     private readonly Alarm _alarm;
     private readonly byte[] _nakBuffer = new byte[24];
     private WelcomeMessage? _welcome;
     private PageOptions? _pages;
+    private PartialPages? _partials;
     private int[] _channelUse = Array.Empty<int>();
     private int _joined;
     private TimeSpan _interval;
@@ -169,6 +170,7 @@ public sealed class DisseminationClient : IDatagramHandler
 
         _welcome = welcome;
         _pages = new PageOptions { PacketPayload = welcome.PacketPayload, PageSize = welcome.PageSize };
+        _partials = new PartialPages(_options, _pages, _store, Counters);
         _interval = TimeSpan.FromTicks(Math.Max(1, (Wire.DataHeaderBytes + welcome.PacketPayload) * TimeSpan.TicksPerSecond / welcome.ChannelBytesPerSecond));
         _channelUse = new int[welcome.Channels.Count];
         var notFound = new List<string>();
@@ -416,84 +418,17 @@ public sealed class DisseminationClient : IDatagramHandler
             Rearm();
         }
 
-        var partial = PartialFor(h.FileId, h.Offset, k);
-        var body = datagram[Wire.DataHeaderBytes..];
-        if (partial.Seen[h.Index])
+        if (_partials!.Receive(file.Entry, page, k, h.Index, datagram[Wire.DataHeaderBytes..]))
         {
-            return;
-        }
-
-        partial.Seen[h.Index] = true;
-        Counters.UsefulPackets++;
-        int payload = pages.PacketPayload;
-        if (h.Index < k)
-        {
-            body.CopyTo(partial.Source.AsSpan(h.Index * payload));
-            partial.Received[h.Index] = true;
-            partial.SourceHeld++;
-        }
-        else if (partial.RepairHeld < k)
-        {
-            body.CopyTo(partial.Repair.AsSpan(partial.RepairHeld * payload));
-            partial.RepairIndices[partial.RepairHeld++] = h.Index - k;
-        }
-
-        if (partial.SourceHeld + partial.RepairHeld >= k)
-        {
-            CompletePage(file, page, k, partial);
-        }
-    }
-
-    private Partial PartialFor(ulong fileId, ulong offset, int k)
-    {
-        var key = (fileId, offset);
-        if (_partials.TryGetValue(key, out var partial))
-        {
-            return partial;
-        }
-
-        while (_partials.Count >= _options.MaxPartialPages && _partialOrder.TryDequeue(out var oldest))
-        {
-            if (_partials.Remove(oldest, out var evicted))
+            file.Held[page] = true;
+            file.Missing--;
+            Counters.PagesDecoded++;
+            _lastProgress = _clock.Now;
+            if (file.Missing == 0)
             {
-                Counters.PartialsEvicted++;
-                _partialPool.Push(evicted);
+                FinishFile(file);
+                CheckComplete();
             }
-        }
-
-        partial = _partialPool.Count > 0 ? _partialPool.Pop() : new Partial(_pages!.PacketsPerPage, _pages.PacketPayload);
-        partial.Reset(k);
-        _partials.Add(key, partial);
-        _partialOrder.Enqueue(key);
-        return partial;
-    }
-
-    private void CompletePage(FileState file, int page, int k, Partial partial)
-    {
-        int payload = _pages!.PacketPayload;
-        if (partial.SourceHeld < k)
-        {
-            if (!_codes.TryGetValue(k, out var code))
-            {
-                _codes[k] = code = new ReedSolomon(k, ReedSolomon.MaxPackets);
-            }
-
-            code.Decode(partial.Source.AsSpan(0, k * payload), partial.Received.AsSpan(0, k), partial.Repair.AsSpan(0, partial.RepairHeld * payload), partial.RepairIndices.AsSpan(0, partial.RepairHeld));
-            Counters.PagesRebuilt++;
-        }
-
-        int length = _pages.PageLength(file.Entry.Size, page);
-        _store.WritePage(file.Entry, page, (long)page * _pages.PageSize, partial.Source.AsSpan(0, length));
-        file.Held[page] = true;
-        file.Missing--;
-        Counters.PagesDecoded++;
-        _lastProgress = _clock.Now;
-        _partials.Remove((file.Entry.FileId, (ulong)page * (ulong)_pages.PageSize));
-        _partialPool.Push(partial);
-        if (file.Missing == 0)
-        {
-            FinishFile(file);
-            CheckComplete();
         }
     }
 
@@ -574,12 +509,7 @@ public sealed class DisseminationClient : IDatagramHandler
             _tracked.Remove(id, out var t);
             if (!t!.File.Held[t.Page])
             {
-                int held = 0;
-                if (_partials.TryGetValue((t.File.Entry.FileId, (ulong)t.Page * (ulong)_pages!.PageSize), out var partial))
-                {
-                    held = partial.SourceHeld + partial.RepairHeld;
-                }
-
+                int held = _partials!.Held(t.File.Entry.FileId, (ulong)t.Page * (ulong)_pages!.PageSize);
                 int lost = Math.Clamp(t.K - held, 1, t.K);
                 int length = Wire.WriteNak(_nakBuffer, new NakMessage(t.File.Entry.FileId, (ulong)t.Page * (ulong)_pages.PageSize, t.Id, (byte)lost));
                 Send(_nakBuffer.AsSpan(0, length));
@@ -652,25 +582,5 @@ public sealed class DisseminationClient : IDatagramHandler
         public TimeSpan NakAt { get; set; }
         public bool Skipped { get; set; }
         public bool Released { get; set; }
-    }
-
-    /// <summary>A page being assembled: source packets in place, repair packets beside them.</summary>
-    private sealed class Partial(int maxK, int payload)
-    {
-        public byte[] Source { get; } = new byte[maxK * payload];
-        public byte[] Repair { get; } = new byte[maxK * payload];
-        public bool[] Received { get; } = new bool[maxK];
-        public int[] RepairIndices { get; } = new int[maxK];
-        public bool[] Seen { get; } = new bool[ReedSolomon.MaxPackets];
-        public int SourceHeld { get; set; }
-        public int RepairHeld { get; set; }
-
-        public void Reset(int k)
-        {
-            Array.Clear(Received);
-            Array.Clear(Seen);
-            SourceHeld = 0;
-            RepairHeld = 0;
-        }
     }
 }

@@ -98,8 +98,17 @@ public sealed record ClientOptions
     /// missed every copy of an announcement; the server treats a Want as idempotent).</summary>
     public TimeSpan StallTimeout { get; init; } = TimeSpan.FromSeconds(30);
 
-    /// <summary>Pages being assembled at once; the oldest is dropped past it (counted) and NAKed as wholly lost.</summary>
+    /// <summary>Pages being assembled in memory at once (a buffer of two pages each); past it the oldest is spilled
+    /// to the store (its received source packets written in place) where the store can hold incomplete pages, else
+    /// dropped (counted) and NAKed as wholly lost.</summary>
     public int MaxPartialPages { get; init; } = 64;
+
+    /// <summary>Spilled incomplete pages kept at once (about 600 bytes each besides their repair packets); past it
+    /// the oldest is dropped (counted) and NAKed as wholly lost.</summary>
+    public int MaxSpilledPages { get; init; } = 16_384;
+
+    /// <summary>Bytes of repair packets kept in memory for spilled pages; past it the oldest spilled page is dropped.</summary>
+    public long MaxSpilledRepairBytes { get; init; } = 16 << 20;
 
     /// <summary>Transmissions tracked at once (announced or seen, not yet ended); more are ignored (counted).</summary>
     public int MaxTracked { get; init; } = 1024;
@@ -111,6 +120,8 @@ public sealed record ClientOptions
         Check(EndGrace >= TimeSpan.Zero, nameof(EndGrace), EndGrace, "non-negative");
         Check(StallTimeout > TimeSpan.Zero, nameof(StallTimeout), StallTimeout, "positive");
         Check(MaxPartialPages >= 1, nameof(MaxPartialPages), MaxPartialPages, "at least 1");
+        Check(MaxSpilledPages >= 0, nameof(MaxSpilledPages), MaxSpilledPages, "non-negative");
+        Check(MaxSpilledRepairBytes >= 0, nameof(MaxSpilledRepairBytes), MaxSpilledRepairBytes, "non-negative");
         Check(MaxTracked >= 1, nameof(MaxTracked), MaxTracked, "at least 1");
     }
 

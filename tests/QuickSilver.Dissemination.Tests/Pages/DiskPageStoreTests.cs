@@ -45,6 +45,44 @@ public sealed class DiskPageStoreTests : IDisposable
     }
 
     [Fact]
+    public void PacketsOfAnIncompletePageAreKeptButNotTrustedAfterARestart()
+    {
+        var pages = new PageOptions();
+        var content = new byte[45_000];
+        new Random(4).NextBytes(content);
+        var entry = new FileEntry("z.bin", content.Length, SHA256.HashData(content));
+        using (var store = new DiskPageStore(_dir))
+        {
+            store.Prepare(entry, pages);
+            Assert.True(store.CanHoldPartials);
+            store.WritePartial(entry, 30_500, content.AsSpan(30_500, 500));
+            store.WritePartial(entry, 44_500, content.AsSpan(44_500, 500));
+            var back = new byte[15_000];
+            store.ReadPartial(entry, 30_000, back);
+            Assert.True(back.AsSpan(0, 500).IndexOfAnyExcept((byte)0) < 0, "never-written bytes read as zero");
+            Assert.Equal(content.AsSpan(30_500, 500).ToArray(), back.AsSpan(500, 500).ToArray());
+            Assert.Equal(content.AsSpan(44_500, 500).ToArray(), back.AsSpan(14_500, 500).ToArray());
+            Assert.False(store.HasPage(entry, 1));
+            var past = new byte[100];
+            past.AsSpan().Fill(7);
+            store.ReadPartial(entry, 45_000, past); // past the end of the .part file
+            Assert.True(past.AsSpan().IndexOfAnyExcept((byte)0) < 0);
+        }
+
+        using (var store = new DiskPageStore(_dir)) // a restarted client: the page is still missing
+        {
+            store.Prepare(entry, pages);
+            Assert.False(store.HasPage(entry, 0));
+            Assert.False(store.HasPage(entry, 1));
+            store.WritePage(entry, 0, 0, content.AsSpan(0, 30_000));
+            store.WritePage(entry, 1, 30_000, content.AsSpan(30_000));
+            Assert.True(store.Verify(entry));
+        }
+
+        Assert.Equal(content, File.ReadAllBytes(Path.Combine(_dir, "z.bin")));
+    }
+
+    [Fact]
     public void MarksForAnotherPageSizeAreNotTrusted()
     {
         var content = new byte[40_000];
