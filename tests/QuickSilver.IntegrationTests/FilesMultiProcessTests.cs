@@ -68,7 +68,7 @@ public sealed class FilesMultiProcessTests : IDisposable
         string listen = string.Create(CultureInfo.InvariantCulture, $"127.0.0.1:{FreeTcpPort()}");
         string group = string.Create(CultureInfo.InvariantCulture, $"239.255.201.1:{Tool.FreeUdpPort()}");
         // 4 channels at 150,000 B/s: the file takes about 5 s, so the client can be killed part way.
-        using var server = Tool.Qs("files", "serve", source, "--listen", listen, "--multicast", group, "--rate", "150000", "--seconds", "120", "--json");
+        using var server = Tool.Qs("files", "serve", source, "--listen", listen, "--multicast", group, "--rate", "150000", "--packet-payload", "500", "--page-size", "30000", "--seconds", "120", "--json");
         Assert.True(await server.WaitForLineAsync("{\"event\":\"serving\"", TimeSpan.FromSeconds(30)), "server did not start: " + server.Stderr);
         string output = Path.Combine(_root, "out");
         string marks = Path.Combine(output, "big.bin.qsparts");
@@ -98,6 +98,8 @@ public sealed class FilesMultiProcessTests : IDisposable
     [Theory]
     [InlineData(new[] { "files", "serve", "/nonexistent-dir-qs" }, "DIR")]
     [InlineData(new[] { "files", "serve", ".", "--page-size", "30100" }, "--page-size")]
+    [InlineData(new[] { "files", "serve", ".", "--packet-payload", "2000" }, "--packet-payload")]
+    [InlineData(new[] { "files", "serve", ".", "--packet-payload", "1400", "--page-size", "30000" }, "--page-size")]
     [InlineData(new[] { "files", "serve", ".", "--multicast", "127.0.0.1:5000" }, "--multicast")]
     [InlineData(new[] { "files", "get", "a", "--out", "/tmp/x", "--capacity", "0" }, "--capacity")]
     [InlineData(new[] { "files", "get", "../escape", "--out", "/tmp/qs-files-x", "--server", "127.0.0.1:1" }, "outside")]

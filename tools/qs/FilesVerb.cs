@@ -2,6 +2,7 @@ using System.CommandLine;
 using System.Diagnostics;
 using System.Text.Json;
 using QuickSilver.Core.Io;
+using QuickSilver.Dissemination.Fec;
 using QuickSilver.Dissemination.Hosting;
 using QuickSilver.Dissemination.Pages;
 using QuickSilver.Dissemination.Protocol;
@@ -50,29 +51,37 @@ internal static class FilesVerb
         var multicast = Multicast();
         var channels = Cli.Int("--channels", "Data channels (d)", 4, 1, Wire.MaxChannels);
         var rate = Cli.Int("--rate", "Bandwidth cap per data channel, bytes/s", 2_000_000, 1_000, 1_000_000_000);
-        var pageSize = Cli.Int("--page-size", "Page size in bytes, a multiple of 500", 30_000, 500, PageOptions.MaxPageSize);
+        var payload = Cli.Int("--packet-payload", "Page bytes per data datagram (1,400 with the 30-byte header fits a 1,500-byte MTU; the seed used 500)", 1_400, 16, 1_400);
+        var pageSize = Cli.Int("--page-size", "Page size in bytes, a multiple of --packet-payload, at most 255 packets (the seed used 30,000)", 56_000, 16, PageOptions.MaxPageSize);
         var scheduler = new Option<string>("--scheduler") { Description = "rq or circular", DefaultValueFactory = _ => "rq" };
         scheduler.AcceptOnlyFromAmong("rq", "circular");
         var seconds = Cli.Int("--seconds", "Stop after this many seconds; 0 runs until Ctrl+C", 0, 0, 30 * 86_400);
-        var command = new Command("serve", "Serve the files of DIR.") { dir, listen, multicast, channels, rate, pageSize, scheduler, seconds };
+        var fec = Cli.Int("--fec-percent", "Repair packets added per requesting client, as a percentage of the page (the seed's 1; capped at 120 % of the page); 0 sends no proactive repair", 1, 0, 100);
+        var waitClients = Cli.Int("--wait-clients", "Hold the data until this many clients have asked (a batch to a known set of clients); 0 starts at the first", 0, 0, 10_000);
+        var waitSeconds = Cli.Int("--wait-seconds", "The longest --wait-clients holds, from the first request", 10, 0, 3_600);
+        var command = new Command("serve", "Serve the files of DIR.") { dir, listen, multicast, channels, rate, payload, pageSize, scheduler, seconds, fec, waitClients, waitSeconds };
         command.SetAction(async (parse, cancellationToken) =>
         {
-            if (parse.GetValue(pageSize) % 500 != 0)
+            int packet = parse.GetValue(payload), page = parse.GetValue(pageSize);
+            if (page % packet != 0 || page / packet > 255)
             {
-                await Console.Error.WriteLineAsync($"--page-size must be a multiple of the 500-byte packet payload; got {parse.GetValue(pageSize)}.");
+                await Console.Error.WriteLineAsync($"--page-size must be a multiple of --packet-payload ({packet}) and at most 255 packets; got {page}.");
                 return Cli.BadOptions;
             }
 
             var group = parse.GetValue(multicast);
             var options = new ServerOptions
             {
-                Pages = new PageOptions { PageSize = parse.GetValue(pageSize) },
+                Pages = new PageOptions { PacketPayload = packet, PageSize = page },
                 DataChannels = parse.GetValue(channels),
                 ChannelBytesPerSecond = parse.GetValue(rate),
                 Scheduler = parse.GetValue(scheduler) == "circular" ? SchedulerKind.Circular : SchedulerKind.RQ,
                 AnnounceGroup = group,
                 DataGroupBase = new NetAddress(group.Ip + 1, (ushort)(group.Port + 1)),
                 AnnounceDelay = TimeSpan.FromMilliseconds(20),
+                Redundancy = new RedundancyRule { PercentPerRequester = parse.GetValue(fec) },
+                StartWhenClients = parse.GetValue(waitClients),
+                StartWaitMax = TimeSpan.FromSeconds(parse.GetValue(waitSeconds)),
             };
             try
             {

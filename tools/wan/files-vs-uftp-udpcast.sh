@@ -10,7 +10,8 @@
 #   udpcast:  four `udp-receiver`s waiting, then `udp-sender --min-receivers 4 --max-bitrate`; udpcast sends one
 #             file, so it sends a tar of the same files (a few kB larger); time = sender start to the last receiver's exit.
 # Every transfer is bounded: qs clients by --timeout, uftp by its own, udpcast by timeout LIMIT (default 150 s).
-# QS_GET_ARGS adds options to every `qs files get` (e.g. --json for its counters); KEEP=1 keeps the logs in /tmp.
+# QS_GET_ARGS adds options to every `qs files get` (e.g. --json for its counters), QS_SERVE_ARGS to `qs files serve`
+# (e.g. --packet-payload 1400 --page-size 56000); KEEP=1 keeps the logs in /tmp.
 # usage: sudo tools/wan/files-vs-uftp-udpcast.sh [MB_TOTAL=200] [LOSS_PCT=0] [RATE_BYTES_PER_S=8000000] [SYSTEMS="qs uftp udpcast"]
 set -euo pipefail
 MB=${1:-200}; LOSS=${2:-0}; RATE=${3:-8000000}; SYSTEMS=${4:-qs uftp udpcast}; LIMIT=${LIMIT:-150}
@@ -47,7 +48,7 @@ for system in $SYSTEMS; do
   tx0=$(txbytes); rb0=$(rcvbuf)
   case $system in
     qs)
-      timed "$SNS" "$WORK/qs-server" "$QS" files serve "$WORK/src" --listen $SIP:47170 --multicast 239.255.17.1:7170 --channels 4 --rate $((RATE / 4)) --seconds 600 >"$WORK/qs-server.log" 2>&1 & server=$!
+      timed "$SNS" "$WORK/qs-server" "$QS" files serve "$WORK/src" --listen $SIP:47170 --multicast 239.255.17.1:7170 --channels 4 --rate $((RATE / 4)) --seconds 600 ${QS_SERVE_ARGS:-} >"$WORK/qs-server.log" 2>&1 & server=$!
       for _ in $(seq 200); do grep -q serving "$WORK/qs-server.log" 2>/dev/null && break; sleep 0.1; done
       t0=$(now); clients=()
       for c in 2 3 4 5; do timed "$("$TB" ns f $c)" "$WORK/qs-client$c" "$QS" files get "${NAMES[@]}" --out "$WORK/out/$c" --server $SIP:47170 --timeout "$LIMIT" ${QS_GET_ARGS:-} >"$WORK/qs-client$c.log" 2>&1 & clients+=($!); done

@@ -68,6 +68,9 @@ public sealed class DisseminationServer
     private readonly List<(AnnounceEntry Entry, TimeSpan Start, TimeSpan End, int CopiesLeft)> _announcements = new();
     private readonly byte[] _announceBuffer;
     private readonly Alarm _announceAlarm;
+    private readonly Alarm _startAlarm;
+    private bool _holding;
+    private int _clientsAsking;
     private readonly TimeSpan _interval;
     private uint _transmissionId;
     private uint _announceSeq;
@@ -113,6 +116,31 @@ public sealed class DisseminationServer
             Leave(start);
         });
         _clock.ScheduleAfter(_announceAlarm, options.HeartbeatInterval);
+        _holding = options.StartWhenClients > 0;
+        _startAlarm = new Alarm(_ =>
+        {
+            long start = Enter();
+            StopHolding();
+            Leave(start);
+        });
+    }
+
+    /// <summary>Whether the data channels are held for <see cref="ServerOptions.StartWhenClients"/>.</summary>
+    public bool IsHolding => _holding;
+
+    private void StopHolding()
+    {
+        if (!_holding)
+        {
+            return;
+        }
+
+        _holding = false;
+        _clock.Cancel(_startAlarm);
+        foreach (var channel in _channels)
+        {
+            channel.Wake();
+        }
     }
 
     public ServerCounters Counters { get; } = new();
@@ -292,6 +320,16 @@ public sealed class DisseminationServer
             }
         }
 
+        if (!state.Asked)
+        {
+            state.Asked = true;
+            _clientsAsking++;
+            if (_holding && _clientsAsking == 1)
+            {
+                _clock.ScheduleAfter(_startAlarm, _options.StartWaitMax);
+            }
+        }
+
         int first = _catalog.FirstItem(file);
         foreach (var run in _runs)
         {
@@ -302,6 +340,11 @@ public sealed class DisseminationServer
                 state.Sent.Remove(item);
                 _book.Add(client, item);
             }
+        }
+
+        if (_holding && _clientsAsking >= _options.StartWhenClients)
+        {
+            StopHolding();
         }
     }
 
@@ -413,6 +456,9 @@ public sealed class DisseminationServer
         public int[]? Files;
         public int Capacity;
 
+        /// <summary>Has sent a Want (counts toward <see cref="ServerOptions.StartWhenClients"/>).</summary>
+        public bool Asked;
+
         /// <summary>Items sent to this client recently: the transmission and its end (a NAK must match one).</summary>
         public readonly Dictionary<int, (uint Transmission, TimeSpan End)> Sent = new();
 
@@ -498,6 +544,11 @@ public sealed class DisseminationServer
         /// <summary>An item of this channel became requested: if the channel sleeps, start it.</summary>
         public void Wake()
         {
+            if (_server._holding)
+            {
+                return;
+            }
+
             if (_current is null && _ahead.Count == 0 && !_alarm.IsScheduled)
             {
                 ScheduleAt(_server._clock.Now);

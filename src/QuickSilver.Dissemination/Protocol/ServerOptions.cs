@@ -38,6 +38,15 @@ public sealed record ServerOptions
     /// <summary>How long after a transmission ends a NAK for it is accepted.</summary>
     public TimeSpan NakWindow { get; init; } = TimeSpan.FromSeconds(10);
 
+    /// <summary>For a batch distribution to a known set of clients: hold every data channel until this many clients
+    /// have asked for pages (or <see cref="StartWaitMax"/> after the first asked), so a client that connects a moment
+    /// later does not need pages sent again (udpcast's <c>--min-receivers</c>, uftp's registration). 0 (the default,
+    /// the seed's open-ended service): start at the first request.</summary>
+    public int StartWhenClients { get; init; }
+
+    /// <summary>The longest <see cref="StartWhenClients"/> holds the channels, from the first request.</summary>
+    public TimeSpan StartWaitMax { get; init; } = TimeSpan.FromSeconds(10);
+
     /// <summary>Connected clients at most; more are refused (their connection closed, counted).</summary>
     public int MaxClients { get; init; } = 10_000;
 
@@ -69,6 +78,8 @@ public sealed record ServerOptions
         Check(HeartbeatInterval > TimeSpan.Zero, nameof(HeartbeatInterval), HeartbeatInterval, "positive");
         Check(NakWindow > TimeSpan.Zero, nameof(NakWindow), NakWindow, "positive");
         Check(MaxClients >= 1, nameof(MaxClients), MaxClients, "at least 1");
+        Check(StartWhenClients >= 0 && StartWhenClients <= MaxClients, nameof(StartWhenClients), StartWhenClients, "between 0 and MaxClients");
+        Check(StartWaitMax >= TimeSpan.Zero && StartWaitMax <= TimeSpan.FromHours(1), nameof(StartWaitMax), StartWaitMax, "between 0 and 1 hour");
         Check(AnnounceGroup.IsMulticast, nameof(AnnounceGroup), AnnounceGroup, "an IPv4 multicast address");
         Check(DataGroupBase.IsMulticast && DataGroup(DataChannels - 1).IsMulticast, nameof(DataGroupBase), DataGroupBase, "an IPv4 multicast address with room for every channel");
     }

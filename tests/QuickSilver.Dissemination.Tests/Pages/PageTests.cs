@@ -2,6 +2,7 @@ using System.Buffers.Binary;
 using System.Security.Cryptography;
 using System.Text;
 using QuickSilver.Dissemination.Pages;
+using QuickSilver.Dissemination.Protocol;
 
 namespace QuickSilver.Dissemination.Tests.Pages;
 
@@ -49,6 +50,19 @@ public class PageTests
         var e = Assert.Throws<ArgumentOutOfRangeException>(() => new PageOptions { PageSize = pageSize, PacketPayload = payload }.Validate());
         Assert.Equal(option, e.ParamName);
         Assert.Contains(option, e.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void BadHoldAndSpillOptionsFailNamingTheOption()
+    {
+        var e = Assert.Throws<ArgumentOutOfRangeException>(() => new ServerOptions { StartWhenClients = -1 }.Validate());
+        Assert.Equal(nameof(ServerOptions.StartWhenClients), e.ParamName);
+        e = Assert.Throws<ArgumentOutOfRangeException>(() => new ServerOptions { StartWaitMax = TimeSpan.FromSeconds(-1) }.Validate());
+        Assert.Equal(nameof(ServerOptions.StartWaitMax), e.ParamName);
+        e = Assert.Throws<ArgumentOutOfRangeException>(() => new ClientOptions { MaxSpilledPages = -1 }.Validate());
+        Assert.Equal(nameof(ClientOptions.MaxSpilledPages), e.ParamName);
+        e = Assert.Throws<ArgumentOutOfRangeException>(() => new ClientOptions { MaxSpilledRepairBytes = -1 }.Validate());
+        Assert.Contains(nameof(ClientOptions.MaxSpilledRepairBytes), e.Message, StringComparison.Ordinal);
     }
 
     [Theory]

@@ -309,6 +309,52 @@ public class DisseminationBehaviourTests
         Assert.True(sim.Clients.Sum(c => c.Client!.Counters.PartialsEvicted) > 0);
     }
 
+    /// <summary>Held for three clients who connect 300 ms apart, every page goes out once; started at the first
+    /// request (the default), pages already sent go out again for the later clients.</summary>
+    [Theory]
+    [InlineData(3, false)]
+    [InlineData(0, true)]
+    public void HoldingForTheExpectedClientsSendsEachPageOnce(int startWhenClients, bool resends)
+    {
+        var options = SimFixtures.FastServer(2) with { StartWhenClients = startWhenClients };
+        var files = SimFixtures.Files(options, 41, 600_000);
+        var names = SimFixtures.Names(files);
+        var sim = new DisseminationSim(41, options, files);
+        for (int i = 0; i < 3; i++)
+        {
+            sim.AddClient(names, SimFixtures.FastClient()).Start();
+            sim.Network.RunFor(TimeSpan.FromMilliseconds(300));
+            Assert.Equal(startWhenClients > 0 && i < 2, sim.Server.IsHolding);
+            Assert.Equal(startWhenClients > 0 && i < 2, sim.Server.Counters.SourcePacketsSent == 0);
+        }
+
+        Assert.True(sim.RunUntilComplete(TimeSpan.FromSeconds(60)));
+        foreach (var c in sim.Clients)
+        {
+            SimFixtures.AssertIdentical(sim, c, names);
+        }
+
+        Assert.Equal(resends, sim.Server.Counters.Transmissions > files.Catalog.ItemCount);
+    }
+
+    /// <summary>With fewer clients than expected, the data starts <see cref="ServerOptions.StartWaitMax"/> after the
+    /// first request.</summary>
+    [Fact]
+    public void HoldingEndsAfterStartWaitMax()
+    {
+        var options = SimFixtures.FastServer(2) with { StartWhenClients = 5, StartWaitMax = TimeSpan.FromSeconds(2) };
+        var files = SimFixtures.Files(options, 43, 200_000);
+        var sim = new DisseminationSim(43, options, files);
+        var client = sim.AddClient(SimFixtures.Names(files), SimFixtures.FastClient());
+        client.Start();
+        sim.Network.RunFor(TimeSpan.FromSeconds(1.9));
+        Assert.True(sim.Server.IsHolding);
+        Assert.Equal(0, sim.Server.Counters.SourcePacketsSent);
+        Assert.True(sim.RunUntilComplete(TimeSpan.FromSeconds(60)));
+        Assert.False(sim.Server.IsHolding);
+        Assert.True(client.Client!.CompletedAt > TimeSpan.FromSeconds(2));
+    }
+
     /// <summary>Pages shorter than the announcement delay are announced several ahead, so the delay does not cap the
     /// channel at one page per delay (300 pages of 1,000 bytes would take 30 s at one per 100 ms).</summary>
     [Fact]
