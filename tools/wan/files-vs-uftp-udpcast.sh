@@ -3,7 +3,7 @@
 # hosts on one site bridge (no delay relay on the path), the same files, the same rate cap for all three, with
 # nftables random loss of LOSS % at every receiver (0 = none). For each system: time until every receiver has every
 # byte (checked with cmp), bytes the sender's interface sent, CPU seconds of the sender and of all receivers.
-#   qs files: one server (--channels 4 --rate RATE/4 each), four `qs files get`; time = start of the clients to the
+#   qs files: one server (--channels 4 --rate RATE/4 each, --wait-clients 4 as udpcast gets --min-receivers 4), four `qs files get`; time = start of the clients to the
 #             last client's exit (the clients' .NET start-up is inside it).
 #   uftp:     four `uftpd` daemons waiting, then `uftp -R` (rate in kbit/s, congestion control none); time = uftp's run
 #             (it ends when every client has confirmed every file).
@@ -48,7 +48,7 @@ for system in $SYSTEMS; do
   tx0=$(txbytes); rb0=$(rcvbuf)
   case $system in
     qs)
-      timed "$SNS" "$WORK/qs-server" "$QS" files serve "$WORK/src" --listen $SIP:47170 --multicast 239.255.17.1:7170 --channels 4 --rate $((RATE / 4)) --seconds 600 ${QS_SERVE_ARGS:-} >"$WORK/qs-server.log" 2>&1 & server=$!
+      timed "$SNS" "$WORK/qs-server" "$QS" files serve "$WORK/src" --listen $SIP:47170 --multicast 239.255.17.1:7170 --channels 4 --rate $((RATE / 4)) --wait-clients 4 --seconds 600 ${QS_SERVE_ARGS:-} >"$WORK/qs-server.log" 2>&1 & server=$!
       for _ in $(seq 200); do grep -q serving "$WORK/qs-server.log" 2>/dev/null && break; sleep 0.1; done
       t0=$(now); clients=()
       for c in 2 3 4 5; do timed "$("$TB" ns f $c)" "$WORK/qs-client$c" "$QS" files get "${NAMES[@]}" --out "$WORK/out/$c" --server $SIP:47170 --timeout "$LIMIT" ${QS_GET_ARGS:-} >"$WORK/qs-client$c.log" 2>&1 & clients+=($!); done
