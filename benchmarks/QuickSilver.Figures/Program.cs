@@ -16,16 +16,28 @@ var flow = new Option<string>("--flow")
     DefaultValueFactory = _ => "paper",
 };
 flow.AcceptOnlyFromAmong("paper", "receivers");
+var receiveWindow = new Option<int?>("--receive-window") { Description = "With --flow receivers: each receiver's window in bytes (default: what its 1,000-datagram receive queue holds, 144,000)." };
 var wallBudget = new Option<int?>("--wall-budget") { Description = "Seconds of wall time after which one run is cut (default 60 quick, 240 full)." };
 
 var root = new RootCommand("QuickSilver QSM figures: throughput, partitioning, token rate, senders, recovery and ACK latency in simulation.")
 {
-    quick, output, maxNodes, only, plotOnly, wallBudget, flow,
+    quick, output, maxNodes, only, plotOnly, wallBudget, flow, receiveWindow,
 };
 
 root.SetAction(parse =>
 {
     Testbed.FlowControl = parse.GetValue(flow) == "receivers" ? QuickSilver.Qsm.Region.RegionFlowControl.ReceiverWindow : QuickSilver.Qsm.Region.RegionFlowControl.PaperRate;
+    if (parse.GetValue(receiveWindow) is { } window)
+    {
+        if (window < 65_536 || window > 1 << 30)
+        {
+            Console.Error.WriteLine("--receive-window must be between 65,536 and 1,073,741,824 bytes");
+            return 2;
+        }
+
+        Testbed.ReceiveWindowBytes = window;
+    }
+
     var mode = parse.GetValue(quick) ? FigureMode.Quick(parse.GetValue(maxNodes)) : FigureMode.Full(parse.GetValue(maxNodes));
     if (parse.GetValue(wallBudget) is { } budget)
     {

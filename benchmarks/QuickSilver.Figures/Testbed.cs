@@ -29,8 +29,9 @@ internal static class Testbed
     /// <summary>With <c>--flow receivers</c>: each receiver's window, what its receive queue holds
     /// (<see cref="ReceiveQueueLimit"/> datagrams of a 100-byte message and its headers, 144 bytes), as
     /// <c>RegionOptions.ReceiveWindowBytes</c> asks (keep it within the receive buffer). The 2 MiB default, sized for a
-    /// 4 MiB socket buffer, is 14 times this queue: it overflowed at once.</summary>
-    public const int ReceiveWindowBytes = ReceiveQueueLimit * 144;
+    /// 4 MiB socket buffer, is 14 times this queue: it overflowed at once. <c>--receive-window</c> sets another (to study
+    /// what a window larger than the queue does). Set once, at start.</summary>
+    public static int ReceiveWindowBytes { get; set; } = ReceiveQueueLimit * 144;
 
     /// <summary>What paces the senders: the paper's rate controller by default (these are the paper's figures), or the
     /// receivers' windows (<c>--flow receivers</c>). Set once, at start.</summary>
