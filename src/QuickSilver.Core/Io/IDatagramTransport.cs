@@ -62,4 +62,9 @@ public interface IDatagramTransport
 
     /// <summary>Stops receiving <paramref name="group"/> (IP and port).</summary>
     void LeaveGroup(NetAddress group);
+
+    /// <summary>Datagrams this endpoint's receive queue dropped because it was full (the kernel's socket buffers, or a
+    /// simulated node's receive queue) since it opened, or −1 where the transport cannot tell. A receiver that sees it
+    /// grow tells its senders it is overflowing (QSM's congestion signal, docs/qsm.md "Congestion control").</summary>
+    long ReceiveOverflows => -1;
 }

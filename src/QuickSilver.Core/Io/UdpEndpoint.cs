@@ -75,6 +75,43 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
 
     internal Socket MainSocket { get; }
 
+    /// <summary>On Linux, the kernel's drop count of this endpoint's sockets (<c>SO_MEMINFO</c>'s <c>SK_MEMINFO_DROPS</c>:
+    /// datagrams dropped for a full receive buffer); −1 elsewhere. One getsockopt per socket: read it at a status
+    /// interval, not per datagram.</summary>
+    public long ReceiveOverflows
+    {
+        get
+        {
+            if (!OperatingSystem.IsLinux())
+            {
+                return -1;
+            }
+
+            long drops = SocketDrops(MainSocket);
+            foreach (var socket in _groups.Values)
+            {
+                drops += Math.Max(0, SocketDrops(socket));
+            }
+
+            return drops;
+        }
+    }
+
+    private static long SocketDrops(Socket socket)
+    {
+        const int SolSocket = 1, SoMemInfo = 55, SkMemInfoDrops = 8;
+        Span<uint> info = stackalloc uint[SkMemInfoDrops + 1];
+        try
+        {
+            int length = socket.GetRawSocketOption(SolSocket, SoMemInfo, System.Runtime.InteropServices.MemoryMarshal.AsBytes(info));
+            return length >= (SkMemInfoDrops + 1) * sizeof(uint) ? info[SkMemInfoDrops] : 0;
+        }
+        catch (Exception e) when (e is SocketException or ObjectDisposedException or PlatformNotSupportedException)
+        {
+            return 0;
+        }
+    }
+
     internal bool InDirtyList { get; set; }
 
     internal bool IsClosed => _closed;

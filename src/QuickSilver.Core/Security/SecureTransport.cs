@@ -133,6 +133,9 @@ public sealed class SecureTransport : IDatagramTransport, IDatagramHandler, IDis
     /// <summary>The endpoint this decorates.</summary>
     public IDatagramTransport Inner => _inner;
 
+    /// <summary>The inner transport's (a datagram dropped for a full queue was never opened).</summary>
+    public long ReceiveOverflows => _inner.ReceiveOverflows;
+
     public NetAddress LocalAddress => _inner.LocalAddress;
 
     /// <summary>The endpoint's datagram size less the trailer.</summary>

@@ -33,6 +33,7 @@ internal sealed class ReceiverStatus
     private uint _window;     // this member's share of the receive window per sender (bytes)
     private ulong _firstThreshold; // packets between two reports, in the largest packets (before a stream is measured)
     private bool _stopped;
+    private long _overflows; // the transport's receive-queue drops, sampled each tick and on each new gap
 
     public ReceiverStatus(RegionMember member, FlowStatusSink sink, int maxDatagramSize)
     {
@@ -48,6 +49,9 @@ internal sealed class ReceiverStatus
 
     /// <summary>Reports this member sent (to its partition leader, or as leader to senders).</summary>
     public long ReportsSent { get; private set; }
+
+    /// <summary>Reports repeated by the gap timer because they still name an open gap (<see cref="GapRepeatBackoff"/>).</summary>
+    public long GapRepeats { get; private set; }
 
     /// <summary>Reports from partition members this member took as their leader.</summary>
     public long ReportsReceived { get; private set; }
@@ -124,22 +128,28 @@ internal sealed class ReceiverStatus
     {
         if (!_stopped && _member.View is not null && stream.Sender != _member.Node)
         {
+            SampleOverflows(); // a gap is what a full queue leaves: say so in this report
+
             Report(stream, stream.FlowPosition);
             ArmGapTimer();
         }
     }
 
+    /// <summary>Makes the gap timer fire within <see cref="RegionOptions.GapReportInterval"/> (it may be set further
+    /// out, for gaps whose repeats have backed off).</summary>
     private void ArmGapTimer()
     {
-        if (!_gapTimer.IsScheduled)
+        var at = _member.Scheduler.Now + _options.GapReportInterval;
+        if (!_gapTimer.IsScheduled || _gapTimer.Deadline > at)
         {
-            _member.Scheduler.ScheduleAfter(_gapTimer, _options.GapReportInterval);
+            _member.Scheduler.Cancel(_gapTimer);
+            _member.Scheduler.Schedule(_gapTimer, at);
         }
     }
 
-    /// <summary>Every <see cref="RegionOptions.GapReportInterval"/> while a gap is open: repeats the reports (a member's,
-    /// and a leader's aggregates) that name one, so a lost resend is asked for again in a few milliseconds, not at the
-    /// next <see cref="RegionOptions.StatusInterval"/> tick. Stops when no gap is left.</summary>
+    /// <summary>While a gap is open: repeats the reports (a member's, and a leader's aggregates) that name one, so a lost
+    /// resend is asked for again in a few milliseconds, not at the next <see cref="RegionOptions.StatusInterval"/> tick;
+    /// each one backs off while its position does not move (<see cref="GapRepeatBackoff"/>). Stops when no gap is left.</summary>
     private void OnGapTimer()
     {
         if (_stopped || _member.View is null || _member.Index < 0)
@@ -147,7 +157,8 @@ internal sealed class ReceiverStatus
             return;
         }
 
-        bool open = false;
+        var now = _member.Scheduler.Now;
+        var next = TimeSpan.MaxValue;
         foreach (var stream in _member.Streams.Values)
         {
             if (!stream.Anchored || stream.Sender == _member.Node)
@@ -156,11 +167,20 @@ internal sealed class ReceiverStatus
             }
 
             ulong position = stream.FlowPosition;
-            if (stream.MissingAfter(position) != 0)
+            ref var backoff = ref stream.Report.Gap;
+            if (stream.MissingAfter(position) == 0)
             {
-                open = true;
+                backoff.Reset();
+                continue;
+            }
+
+            if (backoff.Due(position, now, _options.GapReportInterval, _options.StatusInterval))
+            {
+                GapRepeats++;
                 Report(stream, position);
             }
+
+            next = next < backoff.NextDue ? next : backoff.NextDue;
         }
 
         foreach (var flows in (ReadOnlySpan<Dictionary<uint, PartitionFlow>>)[_partition, _blocks])
@@ -168,17 +188,26 @@ internal sealed class ReceiverStatus
             foreach (var (sender, flow) in flows)
             {
                 var summary = flow.Aggregate();
-                if (summary.Missing != 0)
+                if (summary.Missing == 0)
                 {
-                    open = true;
+                    flow.Gap.Reset();
+                    continue;
+                }
+
+                if (flow.Gap.Due(summary.Position, now, _options.GapReportInterval, _options.StatusInterval))
+                {
+                    GapRepeats++;
                     Forward(sender, flow, summary);
                 }
+
+                next = next < flow.Gap.NextDue ? next : flow.Gap.NextDue;
             }
         }
 
-        if (open)
+        if (next != TimeSpan.MaxValue)
         {
-            ArmGapTimer();
+            var floor = now + _options.GapReportInterval;
+            _member.Scheduler.Schedule(_gapTimer, next > floor ? next : floor);
         }
     }
 
@@ -200,11 +229,25 @@ internal sealed class ReceiverStatus
         }
 
         ReportsReceived++;
-        Update(status.Sender, index / _member.Partitions, status.Position, status.WindowBytes, status.Missing, status.Highest);
+        Update(status.Sender, index / _member.Partitions, status.Position, status.WindowBytes, status.Missing, status.Highest, status.Overflowed);
         return true;
     }
 
     private bool IsPartitionLeader => _member.Index >= 0 && _member.Index == _member.Partition;
+
+    private void SampleOverflows() => _overflows = _member.Data.ReceiveOverflows;
+
+    /// <summary>Whether the node's receive queue dropped datagrams since this stream's last report said so.</summary>
+    private bool Overflowed(FlowReport report)
+    {
+        if (_overflows <= report.OverflowsReported)
+        {
+            return false;
+        }
+
+        report.OverflowsReported = _overflows;
+        return true;
+    }
 
     private void Report(SenderStream stream, ulong position)
     {
@@ -217,9 +260,10 @@ internal sealed class ReceiverStatus
         report.Sent = position;
         var view = _member.View!;
         ulong missing = stream.MissingAfter(position);
+        bool overflowed = Overflowed(report);
         if (IsPartitionLeader)
         {
-            Update(stream.Sender, _member.Index / _member.Partitions, position, Window, missing, Math.Max(position, stream.MaxSeen));
+            Update(stream.Sender, _member.Index / _member.Partitions, position, Window, missing, Math.Max(position, stream.MaxSeen), overflowed);
             return;
         }
 
@@ -231,12 +275,12 @@ internal sealed class ReceiverStatus
         var leader = view.Members[_member.Partition];
         ReportsSent++;
         _sink(leader.Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, stream.Sender, _member.Partition,
-            Aggregate: false, Complete: false, position, Window, missing, Math.Max(position, stream.MaxSeen), _member.Node, position));
+            Aggregate: false, Complete: false, position, Window, missing, Math.Max(position, stream.MaxSeen), _member.Node, position, Overflowed: overflowed));
     }
 
     /// <summary>As partition leader: a member's (or this member's own) report, and the sender's aggregate if it moved far
     /// enough or became complete.</summary>
-    private void Update(uint sender, int slot, ulong position, uint window, ulong missing, ulong highest)
+    private void Update(uint sender, int slot, ulong position, uint window, ulong missing, ulong highest, bool overflowed)
     {
         if (!_partition.TryGetValue(sender, out var flow))
         {
@@ -254,7 +298,7 @@ internal sealed class ReceiverStatus
             _partition.Add(sender, flow);
         }
 
-        Apply(sender, flow, slot, new PartitionSummary(position, window, Complete: true, missing, highest, flow.Nodes[Math.Min(slot, flow.Nodes.Length - 1)], position));
+        Apply(sender, flow, slot, new PartitionSummary(position, window, Complete: true, missing, highest, flow.Nodes[Math.Min(slot, flow.Nodes.Length - 1)], position, overflowed));
     }
 
     /// <summary>Whether this region has more partitions than <see cref="RegionOptions.ReportFanIn"/>: then partition
@@ -279,7 +323,7 @@ internal sealed class ReceiverStatus
 
         ReportsReceived++;
         UpdateBlock(status.Sender, status.Partition, new PartitionSummary(status.Position, status.WindowBytes, status.Complete, status.Missing,
-            status.Highest, status.Slowest, status.Leading));
+            status.Highest, status.Slowest, status.Leading, status.Overflowed));
         return true;
     }
 
@@ -315,6 +359,7 @@ internal sealed class ReceiverStatus
             return;
         }
 
+        flow.OverflowPending |= report.Overflowed; // kept even from an overtaken report: the queue did overflow
         if (report.Position < flow.Positions[slot])
         {
             return; // an older report, overtaken: a position never goes back in a view
@@ -331,7 +376,7 @@ internal sealed class ReceiverStatus
         var summary = flow.Aggregate();
         ulong threshold = _member.Streams.TryGetValue(sender, out var own) ? Threshold(own) : _firstThreshold;
         if (summary.Position >= flow.Forwarded + threshold || (summary.Complete && !flow.ForwardedComplete)
-            || (summary.Missing != 0 && summary.Missing != flow.ForwardedMissing))
+            || (summary.Missing != 0 && summary.Missing != flow.ForwardedMissing) || flow.OverflowPending)
         {
             Forward(sender, flow, summary);
         }
@@ -367,22 +412,27 @@ internal sealed class ReceiverStatus
         {
             // A partition's aggregate in a region of many partitions: to its block's aggregator (in place if that is this member).
             int aggregator = AggregatorOf(_member.Partition);
+            bool overflowedHere = flow.OverflowPending;
+            flow.OverflowPending = false;
             if (aggregator == _member.Index)
             {
-                UpdateBlock(sender, _member.Partition, summary);
+                UpdateBlock(sender, _member.Partition, summary with { Overflowed = overflowedHere });
                 return;
             }
 
             ReportsSent++;
             _sink(view.Members[aggregator].Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, sender, _member.Partition,
                 Aggregate: true, summary.Complete, summary.Position, summary.Window, summary.Missing, summary.Highest, summary.Slowest, summary.Leading,
-                Partial: true));
+                Partial: true, Overflowed: overflowedHere));
             return;
         }
 
         ReportsSent++;
+        bool overflowed = flow.OverflowPending;
+        flow.OverflowPending = false;
         _sink(stream.Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, sender, flow.Block < 0 ? _member.Partition : flow.Block,
-            Aggregate: true, summary.Complete, summary.Position, summary.Window, summary.Missing, summary.Highest, summary.Slowest, summary.Leading));
+            Aggregate: true, summary.Complete, summary.Position, summary.Window, summary.Missing, summary.Highest, summary.Slowest, summary.Leading,
+            Overflowed: overflowed));
     }
 
     private void OnTimer()
@@ -394,6 +444,7 @@ internal sealed class ReceiverStatus
 
         if (_member.View is not null && _member.Index >= 0)
         {
+            SampleOverflows();
             int active = 0;
             foreach (var stream in _member.Streams.Values)
             {
@@ -461,6 +512,8 @@ internal sealed class ReceiverStatus
         public ulong ForwardedMissing;
         public bool ForwardedComplete;
         public int Repeated;
+        public GapRepeatBackoff Gap;
+        public bool OverflowPending; // a member (or partition) said its queue overflowed since the last forward
 
         public void Exempt(int slot)
         {
@@ -520,7 +573,8 @@ internal sealed class ReceiverStatus
 /// highest packet. <see cref="Position"/> is <see cref="ulong.MaxValue"/> when no member but the sender itself was heard
 /// (nothing to say). <see cref="Slowest"/> is the member at <see cref="Position"/>, <see cref="Leading"/> the furthest
 /// position of any member heard.</summary>
-internal readonly record struct PartitionSummary(ulong Position, uint Window, bool Complete, ulong Missing, ulong Highest, uint Slowest, ulong Leading);
+internal readonly record struct PartitionSummary(ulong Position, uint Window, bool Complete, ulong Missing, ulong Highest, uint Slowest, ulong Leading,
+    bool Overflowed = false);
 
 /// <summary>What a member last reported of one sender's stream (<see cref="ReceiverStatus"/>).</summary>
 internal sealed class FlowReport
@@ -531,11 +585,14 @@ internal sealed class FlowReport
     public ulong Threshold;     // packets taken between two reports (ReceiverStatus.SetThreshold); 0 until first set
     public ulong TickDelivered; // the stream's Delivered and TakenBytes at the last tick
     public ulong TickBytes;
+    public GapRepeatBackoff Gap;
+    public long OverflowsReported; // the node's receive-queue drops this stream's last overflowed report covered
 
     public void Reset()
     {
         Sent = 0;
         LastTick = 0;
         Repeated = 0;
+        Gap.Reset();
     }
 }

@@ -91,6 +91,16 @@ public sealed record RegionOptions
     /// than the buffer lets a burst overflow it.</summary>
     public int ReceiveWindowBytes { get; init; } = 2 << 20;
 
+    /// <summary>With <see cref="RegionFlowControl.ReceiverWindow"/>: whether a sender also keeps a congestion window
+    /// under the receivers' windows, cut when a receiver says its receive queue overflowed (fast start, halving,
+    /// recovery; see <c>CongestionWindow</c> and docs/qsm.md "Congestion control"). On by default; off, a sender fills
+    /// the receivers' windows at once whatever their queues take.</summary>
+    public bool CongestionControl { get; init; } = true;
+
+    /// <summary>With <see cref="CongestionControl"/>: the congestion window a sender starts with (and never goes below a
+    /// quarter of), in bytes. Default 64 KiB.</summary>
+    public int InitialCongestionWindowBytes { get; init; } = 64 << 10;
+
     /// <summary>With <see cref="RegionFlowControl.ReceiverWindow"/>: how often a member repeats a flow status that
     /// changed since it was last sent (one also goes whenever a quarter of the window has been taken since the last one),
     /// and a status that did not change is repeated at this period twice more (a lost report would otherwise leave a
@@ -133,6 +143,7 @@ public sealed record RegionOptions
         OptionChecks.Positive(StatusInterval, $"RegionOptions.{nameof(StatusInterval)}");
         OptionChecks.Positive(GapReportInterval, $"RegionOptions.{nameof(GapReportInterval)}");
         OptionChecks.InRange(ReportFanIn, 2, 1024, $"RegionOptions.{nameof(ReportFanIn)}");
+        OptionChecks.InRange(InitialCongestionWindowBytes, 4_096, 1 << 30, $"RegionOptions.{nameof(InitialCongestionWindowBytes)}");
         if (GapReportInterval > StatusInterval)
         {
             throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(GapReportInterval)}", GapReportInterval,

@@ -64,6 +64,8 @@ internal sealed class RegionSender : IDatagramFeed
     private ulong _ackedBytes;  // the byte position of the last acknowledged packet
     private ulong _byteLimit;   // new packets go only while _sentBytes is below it (receiver window mode)
     private int _limiting = -1; // the partition whose report sets _byteLimit, or -1 (the local member, or none)
+    private readonly CongestionWindow? _congestion; // receiver-window mode with RegionOptions.CongestionControl
+    private bool _congestionBinds; // the congestion window, not a receiver's, sets _byteLimit
     private readonly bool _skipAhead;
     private bool _windowBlocked; // the window (bytes or packets) refused a new packet and none has been numbered since
     private readonly Alarm _laggardAlarm;
@@ -89,6 +91,12 @@ internal sealed class RegionSender : IDatagramFeed
         _laggardAlarm = new Alarm(_ => WatchLaggard());
         _receiverWindow = _options.FlowControl == RegionFlowControl.ReceiverWindow;
         _skipAhead = _receiverWindow && _options.SlowReceivers == SlowReceiverPolicy.SkipAhead;
+        if (_receiverWindow && _options.CongestionControl)
+        {
+            ulong initial = (ulong)_options.InitialCongestionWindowBytes;
+            _congestion = new CongestionWindow(initial, Math.Max(initial / 4, (ulong)(2 * PayloadCapacity(data.MaxDatagramSize, _options))), 1UL << 30);
+        }
+
         ResetReports();
         _feed = data.RegisterFeed(this);
     }
@@ -250,6 +258,11 @@ internal sealed class RegionSender : IDatagramFeed
             {
                 if (_sentBytes >= _byteLimit)
                 {
+                    if (_congestionBinds)
+                    {
+                        _congestion!.OnLimited();
+                    }
+
                     WindowBlocked++;
                     _windowBlocked = true;
                     return 0; // the slowest receiver's window is full: its next flow status signals
@@ -546,6 +559,11 @@ internal sealed class RegionSender : IDatagramFeed
         }
 
         StatusReports++;
+        if (status.Overflowed)
+        {
+            _congestion?.OnOverflow();
+        }
+
         if (status.Missing != 0)
         {
             RepairGaps(status.Position, status.Missing);
@@ -827,6 +845,7 @@ internal sealed class RegionSender : IDatagramFeed
     private void UpdateByteLimit()
     {
         ulong limit = ulong.MaxValue;
+        ulong floor = ulong.MaxValue; // the slowest partition's position, in bytes of the stream
         _limiting = -1;
         for (int j = 0; j < _reports.Length; j++)
         {
@@ -838,7 +857,9 @@ internal sealed class RegionSender : IDatagramFeed
 
             ulong position = report.Heard && report.Complete ? Math.Max(report.Position, Acknowledged) : Acknowledged;
             ulong window = report.Heard ? report.Window : (ulong)_options.ReceiveWindowBytes;
-            ulong bound = BytesUpTo(position) + window;
+            ulong bytes = BytesUpTo(position);
+            floor = Math.Min(floor, bytes);
+            ulong bound = bytes + window;
             if (bound < limit)
             {
                 limit = bound;
@@ -856,8 +877,26 @@ internal sealed class RegionSender : IDatagramFeed
             }
         }
 
+        _congestionBinds = false;
+        if (_congestion is not null && floor != ulong.MaxValue)
+        {
+            _congestion.OnProgress(floor, _sentBytes);
+            ulong bound = floor + _congestion.Window;
+            if (bound < limit)
+            {
+                limit = bound;
+                _congestionBinds = true;
+            }
+        }
+
         _byteLimit = limit;
     }
+
+    /// <summary>The congestion window in bytes (0 without <see cref="RegionOptions.CongestionControl"/>).</summary>
+    public long CongestionWindowBytes => _congestion is null ? 0 : (long)_congestion.Window;
+
+    /// <summary>Round trips that ended with losses and cut the congestion window.</summary>
+    public long CongestionDecreases => _congestion?.Decreases ?? 0;
 
     /// <summary>The stream's byte position after packet <paramref name="seq"/> (at least the acknowledged point's).</summary>
     private ulong BytesUpTo(ulong seq) => seq <= Acknowledged ? _ackedBytes : seq >= LastSequence ? _sentBytes : _window[seq % (ulong)_window.Length].EndBytes;

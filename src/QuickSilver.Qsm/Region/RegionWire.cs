@@ -30,7 +30,8 @@ internal readonly record struct RegionAck(uint Region, uint Sender, uint View, u
 /// <see cref="Leading"/> the furthest position over the members heard (the reporter's own, in a member's report): a
 /// sender held back by one member far behind the others can tell it to skip ahead (<see cref="SlowReceiverPolicy.SkipAhead"/>).</summary>
 internal readonly record struct FlowStatus(uint Reporter, uint Region, uint View, uint Sender, int Partition, bool Aggregate, bool Complete,
-    ulong Position, uint WindowBytes, ulong Missing, ulong Highest, uint Slowest = 0, ulong Leading = 0, bool Partial = false);
+    ulong Position, uint WindowBytes, ulong Missing, ulong Highest, uint Slowest = 0, ulong Leading = 0, bool Partial = false,
+    bool Overflowed = false);
 
 /// <summary>The fixed part of a QSM data packet. <see cref="Settled"/> (0 when unknown, and in repairs) is the point up to
 /// which the sender's flow reports say every member of its view has taken its stream (docs/qsm.md, "Purging on the
@@ -58,6 +59,7 @@ internal static class RegionWire
     private const ushort StatusAggregateFlag = 1;
     private const ushort StatusCompleteFlag = 2;
     private const ushort StatusPartialFlag = 4;
+    private const ushort StatusOverflowedFlag = 8;
 
     /// <summary>The view field of a repair (a member forwarding a cached packet): it says nothing about where the sender's
     /// view started, and its source is not the sender. Region views are numbered from 1.</summary>
@@ -243,7 +245,9 @@ internal static class RegionWire
     /// u32 partition | u64 position | u32 windowBytes | u64 missing | u64 highest | u32 slowest | u64 leading</c> (68 bytes). Flags: 1 = a partition leader's
     /// aggregate (to the sender), else one member's report (to its partition leader); 2 = the aggregate covers every
     /// member of the partition (or block); 4 = partial: a partition leader's aggregate to its block's aggregator, in a
-    /// region of more than <see cref="RegionOptions.ReportFanIn"/> partitions (only with 1). Bit i of <c>missing</c> says packet position + 1 + i has not arrived (at some member of
+    /// region of more than <see cref="RegionOptions.ReportFanIn"/> partitions (only with 1); 8 = overflowed: the
+    /// reporter's receive queue (for an aggregate, some member's) dropped datagrams for being full since its last report
+    /// of this stream (QSM's congestion signal). Bit i of <c>missing</c> says packet position + 1 + i has not arrived (at some member of
     /// the partition, for an aggregate) though a later one has; <c>highest</c> is the highest packet that arrived (the
     /// lowest such over the partition, for an aggregate): below the sender's last packet, long after it left, it says
     /// the tail was lost. <c>slowest</c> is the node at <c>position</c> and <c>leading</c> the furthest position of any
@@ -251,7 +255,7 @@ internal static class RegionWire
     public static int WriteStatus(Span<byte> datagram, in FlowStatus status)
     {
         ushort flags = (ushort)((status.Aggregate ? StatusAggregateFlag : 0) | (status.Complete ? StatusCompleteFlag : 0)
-                                | (status.Partial ? StatusPartialFlag : 0));
+                                | (status.Partial ? StatusPartialFlag : 0) | (status.Overflowed ? StatusOverflowedFlag : 0));
         new PacketHeader(StatusType, status.Reporter, StatusSize, flags).Write(datagram);
         var body = datagram[PacketHeader.Size..];
         BinaryPrimitives.WriteUInt32LittleEndian(body, status.Region);
@@ -271,7 +275,7 @@ internal static class RegionWire
     {
         status = default;
         if (common.Type != StatusType || datagram.Length != StatusSize
-            || (common.Flags & ~(StatusAggregateFlag | StatusCompleteFlag | StatusPartialFlag)) != 0)
+            || (common.Flags & ~(StatusAggregateFlag | StatusCompleteFlag | StatusPartialFlag | StatusOverflowedFlag)) != 0)
         {
             return false;
         }
@@ -292,7 +296,8 @@ internal static class RegionWire
             BinaryPrimitives.ReadUInt64LittleEndian(body[36..]),
             BinaryPrimitives.ReadUInt32LittleEndian(body[44..]),
             BinaryPrimitives.ReadUInt64LittleEndian(body[48..]),
-            (common.Flags & StatusPartialFlag) != 0);
+            (common.Flags & StatusPartialFlag) != 0,
+            (common.Flags & StatusOverflowedFlag) != 0);
         return status.View > 0 && (status.Aggregate || !status.Partial) && partition <= ushort.MaxValue && (status.Aggregate || !status.Complete) && status.Highest >= status.Position
                && status.Leading >= status.Position;
     }

@@ -345,6 +345,7 @@ public sealed class SimNetwork
             if ((start - Now).Ticks / node.ProcessingCostPerPacket.Ticks >= node.ReceiveQueueLimit)
             {
                 Drops.Increment(DropReason.ReceiveBufferFull);
+                node.ReceiveQueueDrops++;
                 Finish(alarm, delivery);
                 return;
             }

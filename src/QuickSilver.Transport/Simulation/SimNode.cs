@@ -48,6 +48,9 @@ public sealed class SimNode : IAlarmScheduler, ICoreDispatcher
     /// <summary>Datagrams that may wait for the receive CPU before new ones are dropped (ReceiveBufferFull).</summary>
     public int ReceiveQueueLimit { get; set; } = 1000;
 
+    /// <summary>Datagrams this node's full receive queue dropped (<c>DropReason.ReceiveBufferFull</c>, per node).</summary>
+    public long ReceiveQueueDrops { get; internal set; }
+
     /// <summary>A deterministic random generator for this node's protocols, derived from the network seed.</summary>
     public Random Random { get; private set; }
 

@@ -27,6 +27,9 @@ internal sealed class SimTransport : IDatagramTransport
 
     public SimNode Node { get; }
 
+    /// <summary>The node's receive-queue drops (every endpoint of a node shares its receive CPU and queue).</summary>
+    public long ReceiveOverflows => Node.ReceiveQueueDrops;
+
     public NetAddress LocalAddress { get; }
 
     public int MaxDatagramSize { get; }

@@ -48,6 +48,38 @@ public sealed class UdpEndpointTests
         Wait(() => handler.Count >= 1, "a datagram after the misuse");
     }
 
+    /// <summary>The kernel's count of datagrams dropped for a full receive buffer (QSM's congestion signal): with the
+    /// core thread held, a burst of 20,000 datagrams of 1,400 bytes (28 MB) overflows the endpoint's buffer and the count
+    /// grows; elsewhere than Linux the endpoint says it cannot tell (−1).</summary>
+    [Theory]
+    [MemberData(nameof(CoreTestKit.Backends), MemberType = typeof(CoreTestKit))]
+    public void Receive_overflows_are_counted_from_the_kernel(IoBackendKind backend)
+    {
+        using var core = QuickSilverCore.Start(new CoreOptions { Backend = backend });
+        var b = core.OpenUdp();
+        core.Invoke(() => b.SetHandler(new CountingHandler()));
+        if (!OperatingSystem.IsLinux())
+        {
+            Assert.Equal(-1, b.ReceiveOverflows);
+            return;
+        }
+
+        Assert.Equal(0, b.ReceiveOverflows);
+        using var release = new ManualResetEventSlim();
+        Assert.True(core.TryPost(_ => release.Wait(TimeSpan.FromSeconds(30)), null)); // hold the core thread: nothing drains the socket
+        using var sender = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
+        var to = new IPEndPoint(IPAddress.Loopback, b.LocalAddress.Port);
+        var payload = new byte[1400];
+        for (int i = 0; i < 20_000 && b.ReceiveOverflows == 0; i++)
+        {
+            sender.SendTo(payload, to);
+        }
+
+        long drops = b.ReceiveOverflows;
+        release.Set();
+        Assert.True(drops > 0, "no drop counted after 28 MB into a held endpoint");
+    }
+
     [Theory]
     [MemberData(nameof(CoreTestKit.Backends), MemberType = typeof(CoreTestKit))]
     public void Unicast_datagrams_arrive_with_the_senders_address_and_bytes(IoBackendKind backend)
