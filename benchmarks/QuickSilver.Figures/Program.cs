@@ -17,11 +17,12 @@ var flow = new Option<string>("--flow")
 };
 flow.AcceptOnlyFromAmong("paper", "receivers");
 var receiveWindow = new Option<int?>("--receive-window") { Description = "With --flow receivers: each receiver's window in bytes (default: what its 1,000-datagram receive queue holds, 144,000)." };
+var congestion = new Option<bool>("--congestion-control") { Description = "With --flow receivers: senders keep a congestion window cut on receive-queue overflow (RegionOptions.CongestionControl)." };
 var wallBudget = new Option<int?>("--wall-budget") { Description = "Seconds of wall time after which one run is cut (default 60 quick, 240 full)." };
 
 var root = new RootCommand("QuickSilver QSM figures: throughput, partitioning, token rate, senders, recovery and ACK latency in simulation.")
 {
-    quick, output, maxNodes, only, plotOnly, wallBudget, flow, receiveWindow,
+    quick, output, maxNodes, only, plotOnly, wallBudget, flow, receiveWindow, congestion,
 };
 
 root.SetAction(parse =>
@@ -38,6 +39,7 @@ root.SetAction(parse =>
         Testbed.ReceiveWindowBytes = window;
     }
 
+    Testbed.CongestionControl = parse.GetValue(congestion);
     var mode = parse.GetValue(quick) ? FigureMode.Quick(parse.GetValue(maxNodes)) : FigureMode.Full(parse.GetValue(maxNodes));
     if (parse.GetValue(wallBudget) is { } budget)
     {

@@ -26,7 +26,7 @@ internal static class RegionRun
             {
                 ReplicationFactor = spec.ReplicationFactor,
                 FlowControl = Testbed.FlowControl,
-                ReceiveWindowBytes = Testbed.ReceiveWindowBytes,
+                ReceiveWindowBytes = Testbed.ReceiveWindowBytes, CongestionControl = Testbed.CongestionControl,
                 TokenInterval = tokenInterval,
                 SenderWindow = spec.SenderWindow,
                 MaxHeldPackets = Math.Max(new RegionOptions().MaxHeldPackets, 4 * spec.SenderWindow), // the window plus the purge lag

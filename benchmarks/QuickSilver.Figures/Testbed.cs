@@ -33,6 +33,9 @@ internal static class Testbed
     /// what a window larger than the queue does). Set once, at start.</summary>
     public static int ReceiveWindowBytes { get; set; } = ReceiveQueueLimit * 144;
 
+    /// <summary>With <c>--flow receivers</c>: <c>RegionOptions.CongestionControl</c> (<c>--congestion-control</c>). Set once, at start.</summary>
+    public static bool CongestionControl { get; set; }
+
     /// <summary>What paces the senders: the paper's rate controller by default (these are the paper's figures), or the
     /// receivers' windows (<c>--flow receivers</c>). Set once, at start.</summary>
     public static QuickSilver.Qsm.Region.RegionFlowControl FlowControl { get; set; } = QuickSilver.Qsm.Region.RegionFlowControl.PaperRate;
@@ -54,7 +57,7 @@ internal static class Testbed
         yield return string.Create(c, $"receive CPU: {ProcessingCostPerPacket.TotalMicroseconds:F0} µs per datagram (≤ {1 / ProcessingCostPerPacket.TotalSeconds:N0} datagrams/s per node), receive queue {ReceiveQueueLimit} datagrams; sending costs no CPU");
         yield return string.Create(c, $"messages: {PayloadBytes} B payload, one per datagram (no packing); seed {Seed}; virtual time");
         yield return FlowControl == QuickSilver.Qsm.Region.RegionFlowControl.ReceiverWindow
-            ? string.Create(c, $"flow control: {FlowControl}, receive window {ReceiveWindowBytes:N0} bytes")
+            ? string.Create(c, $"flow control: {FlowControl}, receive window {ReceiveWindowBytes:N0} bytes, congestion control {(CongestionControl ? "on" : "off")}")
             : $"flow control: {FlowControl}";
     }
 }

@@ -71,10 +71,10 @@ public sealed class CongestionControlTests(ITestOutputHelper output)
     }
 
     [Fact]
-    public void The_window_doubles_while_used_up_and_halves_once_a_round_on_overflow()
+    public void With_fast_start_the_window_doubles_while_used_up_and_halves_once_a_round_on_overflow()
     {
         var w = new CongestionWindow(initial: 64_000, min: 16_000, max: 1_000_000);
-        ulong sent = 0;
+        ulong position = 0, sent = 0;
         void Round(bool overflow, bool limited)
         {
             if (overflow)
@@ -87,11 +87,13 @@ public sealed class CongestionControlTests(ITestOutputHelper output)
                 w.OnLimited();
             }
 
-            sent += w.Window;
-            w.OnProgress(sent, sent);
+            position = sent; // what was in flight arrived, and a full window goes out behind it
+            sent = position + w.Window;
+            w.OnProgress(position, sent);
         }
 
         w.OnProgress(0, 0); // the first round starts
+        sent = w.Window;
         Round(overflow: false, limited: true);
         Assert.Equal(128_000UL, w.Window);
         Round(overflow: false, limited: false); // not used up: no growth (application-limited)
@@ -107,7 +109,7 @@ public sealed class CongestionControlTests(ITestOutputHelper output)
         Assert.Equal(144_000UL, w.Window);
         w.OnOverflow();
         w.OnOverflow();
-        w.OnProgress(sent, sent); // a report inside the same round: no cut yet
+        w.OnProgress(position, position + w.Window); // a report inside the same round: no cut yet
         Assert.Equal(144_000UL, w.Window);
         Round(overflow: false, limited: true); // the round with the two signals ends: one cut
         Assert.Equal(72_000UL, w.Window);
@@ -124,6 +126,21 @@ public sealed class CongestionControlTests(ITestOutputHelper output)
         }
 
         Assert.Equal(1_000_000UL, w.Window); // and never above the ceiling
+    }
+
+    [Fact]
+    public void By_default_the_window_starts_open_and_the_first_overflow_halves_what_was_in_flight()
+    {
+        var w = new CongestionWindow(initial: 0, min: 16_000, max: 1_000_000);
+        Assert.Equal(1_000_000UL, w.Window);
+        Assert.False(w.InFastStart);
+        w.OnProgress(0, 0);
+        w.OnLimited();
+        w.OnProgress(300_000, 600_000); // no overflow: nothing changes
+        Assert.Equal(1_000_000UL, w.Window);
+        w.OnOverflow();
+        w.OnProgress(700_000, 900_000); // 200,000 in flight when the round with the overflow ended
+        Assert.Equal(100_000UL, w.Window);
     }
 
     [Fact]

@@ -16,6 +16,12 @@ namespace QuickSilver.Core.Security;
 /// is accepted only for a scope this node holds no key for (a region simulation without a GMS). A message that fails is
 /// dropped and counted in <see cref="SecureTransport.MessageCounters"/>, never thrown on. One buffer, grown to the largest
 /// message; nothing allocated per message. Core thread only.
+/// <para>A message under a key id this node does not hold yet is <b>parked</b>, not dropped: when a region's key
+/// rotates, the members install the new view (and key) at slightly different times, and a token or NAK sealed under the
+/// new key by a member that installed it first reached one that had not (seen in the whole-stack simulation; the
+/// message was lost, and the reliable layer below had already acknowledged it). It is opened when that key is installed
+/// (<see cref="ScopedKeyTable.Installed"/>). At most <see cref="MaxParked"/> messages and <see cref="MaxParkedBytes"/>
+/// bytes wait; past either the oldest is dropped and counted as <see cref="DatagramRejection.UnknownKey"/>.</para>
 /// </summary>
 public sealed class ScopedControlChannel : IControlChannel
 {
@@ -27,6 +33,15 @@ public sealed class ScopedControlChannel : IControlChannel
     private readonly uint _salt;
     private ulong _counter;
     private byte[] _buffer = new byte[256];
+    private readonly Queue<(NetAddress From, uint KeyId, byte[] Message)> _parked = new();
+    private int _parkedBytes;
+    private Action<NetAddress, ReadOnlySpan<byte>>? _onMessage;
+
+    /// <summary>Messages under a key not yet installed that wait for it, at most.</summary>
+    public const int MaxParked = 64;
+
+    /// <summary>Bytes of such messages that wait, at most.</summary>
+    public const int MaxParkedBytes = 256 << 10;
 
     public ScopedControlChannel(IControlChannel inner, SecureTransport transport, int scopeOffset)
     {
@@ -38,7 +53,11 @@ public sealed class ScopedControlChannel : IControlChannel
         RandomNumberGenerator.Fill(random);
         _salt = BinaryPrimitives.ReadUInt32LittleEndian(random);
         _counter = BinaryPrimitives.ReadUInt64LittleEndian(random[4..]) >> 2;
+        _transport.ScopedKeys.Installed += OnKeyInstalled;
     }
+
+    /// <summary>Messages waiting for their key now.</summary>
+    public int Parked => _parked.Count;
 
     public int MaxMessageBytes => _inner.MaxMessageBytes - 1 - TrailerBytes;
 
@@ -79,21 +98,61 @@ public sealed class ScopedControlChannel : IControlChannel
     public void SetReceiver(Action<NetAddress, ReadOnlySpan<byte>> onMessage, Action<NetAddress> onPeerFailed)
     {
         ArgumentNullException.ThrowIfNull(onMessage);
+        _onMessage = onMessage;
         _inner.SetReceiver((from, message) =>
         {
-            if (Open(message, out var inner))
+            if (Open(message, out var inner, out uint waitFor))
             {
                 onMessage(from, inner);
+            }
+            else if (waitFor != 0)
+            {
+                Park(from, waitFor, message);
             }
         }, onPeerFailed);
     }
 
     public void Forget(NetAddress peer) => _inner.Forget(peer);
 
-    /// <summary>Verifies a received message; the layer's message is <paramref name="inner"/>.</summary>
-    private bool Open(ReadOnlySpan<byte> message, out ReadOnlySpan<byte> inner)
+    private void Park(NetAddress from, uint keyId, ReadOnlySpan<byte> message)
+    {
+        _parked.Enqueue((from, keyId, message.ToArray()));
+        _parkedBytes += message.Length;
+        while (_parked.Count > MaxParked || _parkedBytes > MaxParkedBytes)
+        {
+            var (_, _, dropped) = _parked.Dequeue();
+            _parkedBytes -= dropped.Length;
+            _transport.MessageCounters.CountRejected(DatagramRejection.UnknownKey);
+        }
+    }
+
+    /// <summary>A key arrived: the messages that waited for it are opened (in arrival order), the others wait on.</summary>
+    private void OnKeyInstalled(uint id)
+    {
+        int count = _parked.Count;
+        for (int i = 0; i < count; i++)
+        {
+            var entry = _parked.Dequeue();
+            if (entry.KeyId != id)
+            {
+                _parked.Enqueue(entry);
+                continue;
+            }
+
+            _parkedBytes -= entry.Message.Length;
+            if (Open(entry.Message, out var inner, out _))
+            {
+                _onMessage?.Invoke(entry.From, inner);
+            }
+        }
+    }
+
+    /// <summary>Verifies a received message; the layer's message is <paramref name="inner"/>. A message under a key id
+    /// not held is not counted but named in <paramref name="waitFor"/> (the caller parks it).</summary>
+    private bool Open(ReadOnlySpan<byte> message, out ReadOnlySpan<byte> inner, out uint waitFor)
     {
         inner = default;
+        waitFor = 0;
         var rejection = DatagramRejection.None;
         if (message.IsEmpty || message[0] > 1 || (message[0] == 1 && message.Length < 1 + TrailerBytes))
         {
@@ -112,9 +171,18 @@ public sealed class ScopedControlChannel : IControlChannel
             int length = message.Length - TrailerBytes;
             var trailer = message[length..];
             inner = message[1..length];
-            if (!_transport.ScopedKeys.TryGet(BinaryPrimitives.ReadUInt32LittleEndian(trailer), out var key))
+            uint keyId = BinaryPrimitives.ReadUInt32LittleEndian(trailer);
+            if (!_transport.ScopedKeys.TryGet(keyId, out var key))
             {
-                rejection = DatagramRejection.UnknownKey;
+                waitFor = keyId == DatagramKeyRing.ClusterKeyId ? 0 : keyId;
+                if (waitFor == 0)
+                {
+                    rejection = DatagramRejection.UnknownKey;
+                }
+                else
+                {
+                    return false; // parked by the caller, counted only if it is dropped
+                }
             }
             else
             {

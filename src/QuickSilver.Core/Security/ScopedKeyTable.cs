@@ -53,6 +53,9 @@ public sealed class ScopedKeyTable : IDisposable
     /// <summary>Scopes that have keys.</summary>
     public IReadOnlyCollection<uint> Scopes => _byScope.Keys;
 
+    /// <summary>Raised after a key was installed (its id): a message that arrived under it before it did can be opened now.</summary>
+    public event Action<uint>? Installed;
+
     /// <summary>Keys dropped because a scope already held <see cref="KeysPerScope"/> when a new one came.</summary>
     public long Overflowed { get; private set; }
 
@@ -101,6 +104,7 @@ public sealed class ScopedKeyTable : IDisposable
         var entry = new ScopedKey(id, scope, key);
         keys.Add(entry);
         _byId.Add(id, entry);
+        Installed?.Invoke(id);
         return true;
     }
 

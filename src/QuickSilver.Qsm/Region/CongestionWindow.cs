@@ -14,10 +14,13 @@ namespace QuickSilver.Qsm.Region;
 /// member far more often than by any one (1 % random loss at 25 members is 22 % of packets), and a controller that cut
 /// on loss closed its window under random loss (121 against 4,095 messages a second, in simulation).</para>
 /// <para>A <b>round</b> is a round trip: it ends when the slowest partition's position passes the bytes that had been
-/// sent when it began. <b>Fast start</b>: from <see cref="RegionOptions.InitialCongestionWindowBytes"/> the window
-/// doubles every round in which the sender used it up, until the first overflow. <b>Decrease</b>: a round with an
-/// overflow signal halves it, once per round, never below a quarter of the initial window. <b>Recovery</b>: after
-/// that, a round without one in which the window was used up grows it by an eighth.</para>
+/// sent when it began. <b>Open start</b> (the default): the window starts at its ceiling, so until a receiver
+/// overflows only the receivers' windows limit the sender (a window smaller than what reports clock, with members
+/// reporting every eighth of their own window, would hold a lone message for a status interval). <b>Fast start</b>
+/// (with <see cref="RegionOptions.InitialCongestionWindowBytes"/> set): from there the window doubles every round in
+/// which the sender used it up, until the first overflow. <b>Decrease</b>: a round with an overflow signal sets it to
+/// half of what was in flight (or half of itself, if less), once per round, never below the floor. <b>Recovery</b>:
+/// after that, a round without one in which the window was used up grows it by an eighth, up to the ceiling.</para>
 /// </remarks>
 internal sealed class CongestionWindow
 {
@@ -28,11 +31,13 @@ internal sealed class CongestionWindow
     private bool _roundOverflowed;
     private bool _roundLimited;
 
+    /// <param name="initial">The starting window; 0 starts open (at <paramref name="max"/>), with no fast start.</param>
     public CongestionWindow(ulong initial, ulong min, ulong max)
     {
         _min = min;
         _max = Math.Max(min, max);
-        Window = Math.Clamp(initial, _min, _max);
+        _fastStart = initial > 0;
+        Window = initial == 0 ? _max : Math.Clamp(initial, _min, _max);
     }
 
     /// <summary>Bytes the sender may have beyond the slowest partition's position.</summary>
@@ -70,7 +75,8 @@ internal sealed class CongestionWindow
         {
             _fastStart = false;
             Decreases++;
-            Window = Math.Max(_min, Window / 2);
+            ulong inFlight = sent > position ? sent - position : 0;
+            Window = Math.Max(_min, Math.Min(Window, Math.Max(inFlight, _min)) / 2);
         }
         else if (_roundLimited)
         {

@@ -93,12 +93,14 @@ public sealed record RegionOptions
 
     /// <summary>With <see cref="RegionFlowControl.ReceiverWindow"/>: whether a sender also keeps a congestion window
     /// under the receivers' windows, cut when a receiver says its receive queue overflowed (fast start, halving,
-    /// recovery; see <c>CongestionWindow</c> and docs/qsm.md "Congestion control"). On by default; off, a sender fills
-    /// the receivers' windows at once whatever their queues take.</summary>
-    public bool CongestionControl { get; init; } = true;
+    /// recovery; see <c>CongestionWindow</c> and docs/qsm.md "Congestion control"). Off by default: members report every
+    /// eighth of their own window, and a congestion window below that waits for the status tick (a lone message took
+    /// longer than 5 ms in the whole-stack simulation); turn it on where receivers' windows exceed what their queues take.</summary>
+    public bool CongestionControl { get; init; }
 
-    /// <summary>With <see cref="CongestionControl"/>: the congestion window a sender starts with (and never goes below a
-    /// quarter of), in bytes. Default 64 KiB.</summary>
+    /// <summary>With <see cref="CongestionControl"/>: the congestion window a sender starts with, in bytes, doubling
+    /// each round trip it is used up until a receiver overflows (fast start); default 64 KiB. 0 starts it open: only the
+    /// receivers' windows limit a sender until the first overflow.</summary>
     public int InitialCongestionWindowBytes { get; init; } = 64 << 10;
 
     /// <summary>With <see cref="RegionFlowControl.ReceiverWindow"/>: how often a member repeats a flow status that
@@ -143,7 +145,10 @@ public sealed record RegionOptions
         OptionChecks.Positive(StatusInterval, $"RegionOptions.{nameof(StatusInterval)}");
         OptionChecks.Positive(GapReportInterval, $"RegionOptions.{nameof(GapReportInterval)}");
         OptionChecks.InRange(ReportFanIn, 2, 1024, $"RegionOptions.{nameof(ReportFanIn)}");
-        OptionChecks.InRange(InitialCongestionWindowBytes, 4_096, 1 << 30, $"RegionOptions.{nameof(InitialCongestionWindowBytes)}");
+        if (InitialCongestionWindowBytes != 0)
+        {
+            OptionChecks.InRange(InitialCongestionWindowBytes, 4_096, 1 << 30, $"RegionOptions.{nameof(InitialCongestionWindowBytes)}");
+        }
         if (GapReportInterval > StatusInterval)
         {
             throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(GapReportInterval)}", GapReportInterval,

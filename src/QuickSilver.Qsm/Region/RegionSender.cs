@@ -93,8 +93,11 @@ internal sealed class RegionSender : IDatagramFeed
         _skipAhead = _receiverWindow && _options.SlowReceivers == SlowReceiverPolicy.SkipAhead;
         if (_receiverWindow && _options.CongestionControl)
         {
+            // Floor: a quarter of the initial window (16 KiB when it starts open), at least four of the largest packets;
+            // ceiling: the largest window a receiver can grant.
             ulong initial = (ulong)_options.InitialCongestionWindowBytes;
-            _congestion = new CongestionWindow(initial, Math.Max(initial / 4, (ulong)(2 * PayloadCapacity(data.MaxDatagramSize, _options))), 1UL << 30);
+            ulong floor = Math.Max(initial == 0 ? 16UL << 10 : initial / 4, (ulong)(4 * PayloadCapacity(data.MaxDatagramSize, _options)));
+            _congestion = new CongestionWindow(initial, floor, 1UL << 30);
         }
 
         ResetReports();

@@ -185,7 +185,9 @@ public sealed class ScopedKeyTests
         wire.Peer.Deliver(A, forged);
         var stale = new Side(A, Options(mode));
         stale.Transport.ScopedKeys.Install(3, 12, Key(1));
-        Assert.True(new ScopedControlChannel(wire, stale.Transport, 1).Send(B, Message(3))); // a key id the receiver lacks
+        var staleChannel = new ScopedControlChannel(wire, stale.Transport, 1);
+        Assert.True(staleChannel.Send(B, Message(3))); // a key id the receiver lacks (yet): parked
+        Assert.Equal(1, incoming.Parked);
         wire.Peer.Deliver(A, [2, 1, 2]); // neither plain nor sealed
         Assert.True(outgoing.Send(B, Message(4))); // the sender holds no key for region 4: plain, and taken
 
@@ -194,8 +196,25 @@ public sealed class ScopedKeyTests
         Assert.Equal(3, counters.Opened);
         Assert.Equal(1, counters[DatagramRejection.WrongKey]);
         Assert.Equal(1, counters[DatagramRejection.BadTag]);
-        Assert.Equal(1, counters[DatagramRejection.UnknownKey]);
+        Assert.Equal(0, counters[DatagramRejection.UnknownKey]);
         Assert.Equal(1, counters[DatagramRejection.Truncated]);
+
+        receiver.Transport.ScopedKeys.Install(3, 12, Key(1)); // the rotated key arrives: the parked message opens
+        Assert.Equal(0, incoming.Parked);
+        Assert.Equal([Message(3), Message(3), Message(4), Message(3)], got);
+        Assert.Equal(4, counters.Opened);
+
+        // Parking is bounded: past MaxParked the oldest are dropped and counted.
+        var never = new Side(A, Options(mode));
+        never.Transport.ScopedKeys.Install(3, 99, Key(1));
+        var neverChannel = new ScopedControlChannel(wire, never.Transport, 1);
+        for (int i = 0; i < ScopedControlChannel.MaxParked + 5; i++)
+        {
+            Assert.True(neverChannel.Send(B, Message(3)));
+        }
+
+        Assert.Equal(ScopedControlChannel.MaxParked, incoming.Parked);
+        Assert.Equal(5, counters[DatagramRejection.UnknownKey]);
     }
 
     [Fact]
