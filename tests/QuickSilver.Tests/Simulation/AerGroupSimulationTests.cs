@@ -81,6 +81,53 @@ public sealed class AerGroupSimulationTests(ITestOutputHelper output)
     }
 
     [Fact]
+    public void When_the_node_running_the_repair_server_crashes_both_groups_still_deliver_everything_to_the_live_members()
+    {
+        const int Seed = 1521;
+        const int Messages = 3_000;
+        var cluster = new NodeCluster(Seed, LinkOptions.LossyLan);
+        var all = cluster.AddNodes(4);
+        var source = all[0];
+        var repairServer = all[1];
+        var receivers = all.Skip(2).ToList();
+        cluster.Join(all, "lan");
+        cluster.SettleViews("lan", all);
+        repairServer.AddRepairServer(new AerRepairServerOptions { Session = Session, Group = Wan, Source = source.Address, Children = [.. receivers.Select(r => r.Address)] });
+        foreach (var r in receivers)
+        {
+            r.JoinAer("wan", new AerGroupOptions { Session = Session, Group = Wan, Source = source.Address });
+        }
+
+        source.JoinAer("wan", new AerGroupOptions { Session = Session, Group = Wan, Source = source.Address, Children = [repairServer.Address] });
+        cluster.Network.RunFor(TimeSpan.FromMilliseconds(300));
+        source.PublishNumbered("lan", Messages, perSecond: 1_000);
+        source.PublishNumbered("wan", Messages);
+        Assert.True(cluster.Network.RunUntil(() => receivers.All(r => r.Groups["wan"].Count >= 300), TimeSpan.FromMinutes(1)), $"seed {Seed}: the stream did not start");
+        Assert.True(receivers.All(r => r.Groups["wan"].Count < Messages), $"seed {Seed}: the stream ended before the crash; the test proves nothing");
+        repairServer.Sim.Crash();
+        long naksBefore = source.AerGroups!.Layer.Counters.NaksReceived;
+
+        var live = all.Where(n => n != repairServer).ToList();
+        bool done = cluster.Network.RunUntil(
+            () => live.All(n => n.Groups["lan"].CountFrom(source.Id) >= Messages) && receivers.All(r => r.Groups["wan"].Count >= Messages),
+            TimeSpan.FromMinutes(3));
+        Assert.True(done, $"seed {Seed}: lan {string.Join(",", live.Select(n => n.Groups["lan"].CountFrom(source.Id)))}, wan {string.Join(",", receivers.Select(r => r.Groups["wan"].Count))}");
+        var expected = Enumerable.Range(1, Messages).ToList();
+        foreach (var node in live)
+        {
+            Assert.Equal(expected, node.Groups["lan"].Received[source.Id]);
+        }
+
+        foreach (var r in receivers)
+        {
+            Assert.Equal(expected, r.Groups["wan"].Received[AerGroupSession.SourceSender]);
+            Assert.Equal(source.Address, r.Groups["wan"].Aer!.Receiver!.CurrentUpstream);
+        }
+
+        Assert.True(source.AerGroups.Layer.Counters.NaksReceived > naksBefore, $"seed {Seed}: the receivers never fell back to NAKing the source");
+    }
+
+    [Fact]
     public void A_slow_reader_of_an_AER_group_holds_delivery_at_its_bound_and_loses_nothing()
     {
         const int Seed = 1511;
