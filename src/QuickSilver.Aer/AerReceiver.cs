@@ -26,6 +26,7 @@ public sealed class AerReceiver : AerRole
     private long _scanned;
     private uint _epoch;
     private TimeSpan _nominatedUntil;
+    private bool _held;
 
     internal AerReceiver(AerLayer layer, uint session, NetAddress group, NetAddress source, DeliverHandler deliver) : base(layer, session, group)
     {
@@ -47,6 +48,34 @@ public sealed class AerReceiver : AerRole
     public NetAddress CurrentUpstream => _up.Tracker.Upstream(Now).Address;
 
     public int PendingNaks => _up.Naks.Count;
+
+    /// <summary>Whether in-order delivery is held (<see cref="Hold"/>) until <see cref="Resume"/>.</summary>
+    public bool Held => _held;
+
+    /// <summary>Holds in-order delivery after the current upcall: the application's queue is full. Packets keep arriving
+    /// into the window (<see cref="AerOptions.ReceiveWindowPackets"/>); beyond it they are dropped and counted
+    /// (<see cref="AerCounters.WindowOverflow"/>) and NAKed again once delivery resumes and the window reaches them, so
+    /// a slow reader costs repairs, never a lost message or an unbounded buffer. Core thread.</summary>
+    public void Hold() => _held = true;
+
+    /// <summary>Ends a <see cref="Hold"/>: delivers what the window holds in order, and catches up with what the source
+    /// stopped caching meanwhile (as an SPM would have). Core thread.</summary>
+    public void Resume()
+    {
+        if (!_held || Stopped)
+        {
+            return;
+        }
+
+        _held = false;
+        DeliverInOrder();
+        if (!_held && _up.Tracker.LowestAvailable > _next)
+        {
+            SkipTo(_up.Tracker.LowestAvailable);
+        }
+
+        Raise(_known);
+    }
 
     /// <summary>Reports each repaired packet's time from loss detection to repair (for measurements).</summary>
     public Action<TimeSpan>? RepairLatency
@@ -91,7 +120,7 @@ public sealed class AerReceiver : AerRole
             case AerWire.SpmType:
                 if (_up.AdmitSpm(from, header, datagram, now, out _))
                 {
-                    if (_up.Tracker.LowestAvailable > _next)
+                    if (_up.Tracker.LowestAvailable > _next && !_held)
                     {
                         SkipTo(_up.Tracker.LowestAvailable);
                     }
@@ -190,7 +219,7 @@ public sealed class AerReceiver : AerRole
 
     private void DeliverInOrder()
     {
-        while (_slots[Slot(_next)] is { } buffer)
+        while (!_held && _slots[Slot(_next)] is { } buffer)
         {
             int i = Slot(_next);
             _slots[i] = null;
@@ -216,6 +245,11 @@ public sealed class AerReceiver : AerRole
             if (_slots[Slot(_next)] is not null)
             {
                 DeliverInOrder();
+                if (_held)
+                {
+                    return; // the rest is skipped on Resume
+                }
+
                 continue;
             }
 

@@ -32,13 +32,18 @@ internal sealed record QsmStackOptions
 
     /// <summary>Datagram authentication and encryption of the whole stack; null: off.</summary>
     public DatagramSecurityOptions? Security { get; init; }
+
+    /// <summary>The wide-area recovery layer beside the region layer (the AER layer, which the public face makes: this
+    /// project does not know it); null: none. Groups choose between the two (docs/aer.md, "Per group in
+    /// QuickSilverNode").</summary>
+    public IProtocolLayer? WideArea { get; init; }
 }
 
 /// <summary>
 /// The one place QuickSilver's stacks are assembled (docs/architecture.md). Every stack is built here, bottom first,
 /// so a reader sees each as one list:
 /// <code>
-/// node:        transport → reliable unicast → membership (GMS client) → QSM region → QSM group → application
+/// node:        transport → reliable unicast → membership (GMS client) → QSM region [+ AER] → QSM group → application
 /// region sim:  transport → reliable unicast → QSM region        (views installed by the simulation, no GMS)
 /// GMS:         transport → reliable unicast → GMS server
 /// </code>
@@ -48,18 +53,23 @@ internal sealed record QsmStackOptions
 /// </summary>
 internal static class QsmStack
 {
-    /// <summary>A node: reliable unicast, the GMS client, the region layer and the group layer.</summary>
+    /// <summary>A node: reliable unicast, the GMS client, the region layer (and, when given, the wide-area layer beside
+    /// it: <see cref="QsmStackOptions.WideArea"/>) and the group layer.</summary>
     public static ProtocolStack BuildNode(IDatagramTransport transport, IAlarmScheduler scheduler, QsmStackOptions options, RateLimitedLog? log = null)
     {
         ArgumentNullException.ThrowIfNull(transport);
         ArgumentNullException.ThrowIfNull(options);
-        return new StackBuilder(transport, scheduler, log)
+        var builder = new StackBuilder(transport, scheduler, log)
             .Secure(options.Security)
             .Add(new ReliableUnicast(options.Epoch, ReliableOptions(transport, options.Reliable, options.Security)))
             .Add(new MembershipLayer(options.Gms, options.Epoch, options.GmsClient))
-            .Add(new RegionLayer(options.Region, options.RateControl))
-            .Add(new GroupLayer())
-            .Build();
+            .Add(new RegionLayer(options.Region, options.RateControl));
+        if (options.WideArea is { } wideArea)
+        {
+            builder.Add(wideArea);
+        }
+
+        return builder.Add(new GroupLayer()).Build();
     }
 
     /// <summary>A region-only stack (the region simulation): reliable unicast and the region layer, node id given.</summary>

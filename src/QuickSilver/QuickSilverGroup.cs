@@ -52,10 +52,12 @@ public sealed class QuickSilverGroup : IGroupOwner
     private volatile bool _queueMessages = true;
     private readonly bool _tracing;
 
-    internal QuickSilverGroup(QuickSilverNode node, string name, QuickSilverNodeOptions options)
+    internal QuickSilverGroup(QuickSilverNode node, string name, QuickSilverNodeOptions options, GroupOptions groupOptions)
     {
         _node = node;
         Name = name;
+        Options = groupOptions;
+        MaxMessageBytes = node.MaxMessageBytes;
         _space = new SemaphoreSlim(options.PublishBuffer, options.PublishBuffer);
         _published = new BoundedMpscQueue<ReadOnlyMemory<byte>>(options.PublishBuffer); // never fuller than the semaphore allows
         _receiveBuffer = options.ReceiveBuffer;
@@ -74,7 +76,17 @@ public sealed class QuickSilverGroup : IGroupOwner
     /// <summary>The group's name (at most <see cref="QuickSilverNode.MaxGroupNameBytes"/> UTF-8 bytes).</summary>
     public string Name { get; }
 
-    /// <summary>The latest group view this node received.</summary>
+    /// <summary>The options the group was joined with: its transport (QSM or AER) and, for AER, its session.</summary>
+    public GroupOptions Options { get; }
+
+    /// <summary>How the group's messages travel: <see cref="GroupTransport.Qsm"/> or <see cref="GroupTransport.Aer"/>.</summary>
+    public GroupTransport Transport => Options.Transport;
+
+    /// <summary>The largest message this group carries, in bytes (a QSM group: the node's largest group message; an AER
+    /// group: the datagram less AER's data header).</summary>
+    public int MaxMessageBytes { get; internal set; }
+
+    /// <summary>The latest group view this node received (QSM groups; an AER group has none: null).</summary>
     public GroupView? View { get; private set; }
 
     /// <summary>Messages delivered to this node in this group so far.</summary>
@@ -118,6 +130,13 @@ public sealed class QuickSilverGroup : IGroupOwner
 
     internal NodeGroup? State { get; set; }
 
+    /// <summary>The AER session of an AER group, set on the core thread when it is joined.</summary>
+    internal AerGroupSession? Aer { get; set; }
+
+    /// <summary>An AER group's role is running: <see cref="QuickSilverNode.JoinGroupAsync(string, GroupOptions, CancellationToken)"/>
+    /// returns (an AER group has no view to wait for).</summary>
+    internal void OnAerJoined() => _ready.TrySetResult();
+
     internal Task Ready => _ready.Task;
 
     /// <summary>Queues <paramref name="message"/> for the group; false when the publish buffer is full.</summary>
@@ -152,7 +171,7 @@ public sealed class QuickSilverGroup : IGroupOwner
     public IFeedChannel RegisterFeed(IFeed<ReadOnlyMemory<byte>> feed)
     {
         ArgumentNullException.ThrowIfNull(feed);
-        Check(0, nameof(feed));
+        Check(-1, nameof(feed));
         if (Interlocked.CompareExchange(ref _feed, feed, null) is not null)
         {
             throw new InvalidOperationException($"Group '{Name}' already has a feed.");
@@ -183,6 +202,7 @@ public sealed class QuickSilverGroup : IGroupOwner
     /// <summary>Leaves the group. Publishing afterwards throws <see cref="InvalidOperationException"/>.</summary>
     public Task LeaveAsync() => _node.LeaveAsync(this);
 
+    /// <summary>The misuse checks of every publishing call; <paramref name="length"/> -1: a feed (no message yet).</summary>
     private void Check(int length, string paramName)
     {
         if (_left)
@@ -190,9 +210,23 @@ public sealed class QuickSilverGroup : IGroupOwner
             throw new InvalidOperationException($"This node has left group '{Name}'; it cannot publish in it.");
         }
 
-        if (length > _node.MaxMessageBytes)
+        if (Options.Aer is { } aer)
         {
-            throw new ArgumentException($"A message of {length} bytes exceeds the largest group message, {_node.MaxMessageBytes} bytes.", paramName);
+            if (Aer is { IsSource: false })
+            {
+                throw new InvalidOperationException(
+                    $"Group '{Name}' is an AER group whose only publisher is its source, {aer.Source} (AerGroupOptions.Source); this node ({_node.Address}) is a receiver.");
+            }
+
+            if (length == 0)
+            {
+                throw new ArgumentException($"AER group '{Name}' carries messages of 1 to {MaxMessageBytes} bytes; an empty message cannot be sent.", paramName);
+            }
+        }
+
+        if (length > MaxMessageBytes)
+        {
+            throw new ArgumentException($"A message of {length} bytes exceeds the largest message of group '{Name}', {MaxMessageBytes} bytes.", paramName);
         }
     }
 
@@ -220,7 +254,11 @@ public sealed class QuickSilverGroup : IGroupOwner
     internal void OnPublishedWake()
     {
         Volatile.Write(ref _wakePosted, 0);
-        if (State is { } state)
+        if (Aer is { } aer)
+        {
+            aer.Signal();
+        }
+        else if (State is { } state)
         {
             _node.Groups.SignalPublished(state);
         }
@@ -319,7 +357,11 @@ public sealed class QuickSilverGroup : IGroupOwner
 
     private void ResumeOnCore()
     {
-        if (State is { } state)
+        if (Aer is { } aer)
+        {
+            aer.Resume();
+        }
+        else if (State is { } state)
         {
             _node.Groups.ResumeDelivery(state);
         }

@@ -1,3 +1,4 @@
+using QuickSilver.Aer;
 using QuickSilver.Core;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
@@ -30,22 +31,25 @@ public sealed record NodeStatus(bool CoreRunning, bool Registered, uint? Id, int
 
 /// <summary>
 /// A QuickSilver node: a core thread with one UDP endpoint, the GMS client (and, if asked, an embedded GMS), and the
-/// QSM protocol stack. Join groups with <see cref="JoinGroupAsync"/>; dispose to leave the system (the GMS is told at
-/// once). Thread-safe; protocol work happens on the node's core thread.
+/// protocol stack: QSM regions for datacenter groups and the AER layer for wide-area ones, chosen per group
+/// (<see cref="GroupOptions"/>). Join groups with <see cref="JoinGroupAsync(string, GroupOptions, CancellationToken)"/>;
+/// dispose to leave the system (the GMS is told at once). Thread-safe; protocol work happens on the node's core thread.
 /// </summary>
 public sealed class QuickSilverNode : IAsyncDisposable
 {
     private readonly QuickSilverCore _core;
     private readonly ProtocolStack _stack;
     private readonly GroupLayer _groups;
+    private readonly AerGroups _aer;
     private readonly QuickSilverNodeOptions _options;
     private static readonly Action<object?> PublishedWake = static group => ((QuickSilverGroup)group!).OnPublishedWake();
 
-    private QuickSilverNode(QuickSilverCore core, ProtocolStack stack, QuickSilverNodeOptions options, GmsServer? gms, QsmCounters counters)
+    private QuickSilverNode(QuickSilverCore core, ProtocolStack stack, AerGroups aer, QuickSilverNodeOptions options, GmsServer? gms, QsmCounters counters)
     {
         _core = core;
         _stack = stack;
         _groups = stack.Get<GroupLayer>();
+        _aer = aer;
         _options = options;
         EmbeddedGms = gms;
         Counters = counters;
@@ -90,10 +94,13 @@ public sealed class QuickSilverNode : IAsyncDisposable
     /// the node's own, sized to the publish buffer, so bursts in flight do not outgrow it and allocate).</summary>
     internal System.Buffers.ArrayPool<byte> PublishPool { get; private set; } = System.Buffers.ArrayPool<byte>.Shared;
 
-    /// <summary>The node's protocol stack (transport → reliable unicast → membership → region → group). Core thread only.</summary>
+    /// <summary>The node's protocol stack (transport → reliable unicast → membership → region + AER → group). Core thread only.</summary>
     internal ProtocolStack Stack => _stack;
 
     internal GroupLayer Groups => _groups;
+
+    /// <summary>The node's AER groups and repair servers. Core thread only.</summary>
+    internal AerGroups AerGroups => _aer;
 
     private QsmCounters Counters { get; }
 
@@ -128,10 +135,11 @@ public sealed class QuickSilverNode : IAsyncDisposable
 
             var endpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Bind, MaxDatagramSize = options.DatagramSize, InjectedLossRate = options.InjectedLossRate });
             var counters = new QsmCounters(endpoint.LocalAddress.ToString(), options.MeterFactory);
-            var stack = await core.InvokeAsync(() =>
+            var (stack, aer) = await core.InvokeAsync(() =>
             {
                 var built = QsmStack.BuildNode(endpoint, core, new QsmStackOptions
                 {
+                    WideArea = new AerLayer(options.Aer, new Random()),
                     Epoch = epoch,
                     Gms = options.FirstGms,
                     GmsClient = new GmsClientOptions { Replicas = options.GmsReplicas },
@@ -143,11 +151,14 @@ public sealed class QuickSilverNode : IAsyncDisposable
                 var regions = built.Get<RegionLayer>();
                 regions.MemberChanged += counters.SetMember;
                 regions.SenderAdded += sender => counters.Add(sender.Region, sender);
-                return built;
+                var aerGroups = new AerGroups(built);
+                aerGroups.AddRepairServers(options.RepairServers);
+                return (built, aerGroups);
             }).ConfigureAwait(false);
-            var node = new QuickSilverNode(core, stack, options, gms, counters);
-            node.MaxMessageBytes = await core.InvokeAsync(() => node._groups.MaxMessageBytes).ConfigureAwait(false);
-            node.PublishPool = System.Buffers.ArrayPool<byte>.Create(Math.Max(16, node.MaxMessageBytes), options.PublishBuffer);
+            var node = new QuickSilverNode(core, stack, aer, options, gms, counters);
+            int largestAer = 0;
+            (node.MaxMessageBytes, largestAer) = await core.InvokeAsync(() => (node._groups.MaxMessageBytes, stack.Transport.MaxDatagramSize - AerWire.DataHeaderSize)).ConfigureAwait(false);
+            node.PublishPool = System.Buffers.ArrayPool<byte>.Create(Math.Max(16, Math.Max(node.MaxMessageBytes, largestAer)), options.PublishBuffer);
             var membership = stack.Get<MembershipLayer>();
             while (true)
             {
@@ -192,19 +203,44 @@ public sealed class QuickSilverNode : IAsyncDisposable
     /// <summary>The longest group name, in UTF-8 bytes (names travel in every GMS message about the group).</summary>
     public const int MaxGroupNameBytes = 256;
 
-    /// <summary>Joins <paramref name="name"/> and waits until the GMS has installed a view of it that includes this node.
-    /// Throws <see cref="GmsRefusedException"/> when the GMS refuses the join (too many groups for this node, a name
-    /// longer than it accepts, or too many requests per second: <see cref="GmsOptions"/>).</summary>
-    public async Task<QuickSilverGroup> JoinGroupAsync(string name, CancellationToken cancellationToken = default)
+    /// <summary>Joins QSM group <paramref name="name"/> and waits until the GMS has installed a view of it that includes
+    /// this node. Throws <see cref="GmsRefusedException"/> when the GMS refuses the join (too many groups for this node, a
+    /// name longer than it accepts, or too many requests per second: <see cref="GmsOptions"/>).</summary>
+    public Task<QuickSilverGroup> JoinGroupAsync(string name, CancellationToken cancellationToken = default)
+        => JoinGroupAsync(name, GroupOptions.Qsm, cancellationToken);
+
+    /// <summary>Joins group <paramref name="name"/> over the transport <paramref name="options"/> chooses. A QSM group:
+    /// as <see cref="JoinGroupAsync(string, CancellationToken)"/>. An AER group (<see cref="GroupTransport.Aer"/>): this
+    /// node becomes the session's source if its <see cref="Address"/> is <see cref="AerGroupOptions.Source"/>, otherwise
+    /// a receiver; returns once the role runs (there is no GMS view: docs/aer.md, "Per group in QuickSilverNode").
+    /// Throws <see cref="ArgumentException"/> naming a bad option, and <see cref="InvalidOperationException"/> when this
+    /// node is in a group of that name already, or (AER) already has a role in the session.</summary>
+    public async Task<QuickSilverGroup> JoinGroupAsync(string name, GroupOptions options, CancellationToken cancellationToken = default)
     {
         ArgumentException.ThrowIfNullOrEmpty(name);
+        ArgumentNullException.ThrowIfNull(options);
         if (System.Text.Encoding.UTF8.GetByteCount(name) > MaxGroupNameBytes)
         {
             throw new ArgumentException($"A group name may have at most {nameof(MaxGroupNameBytes)} = {MaxGroupNameBytes} UTF-8 bytes; '{name[..16]}…' has more.", nameof(name));
         }
 
-        var group = new QuickSilverGroup(this, name, _options);
-        group.State = await _core.InvokeAsync(() => _groups.Join(name, group)).ConfigureAwait(false);
+        options.Validate();
+        var group = new QuickSilverGroup(this, name, _options, options);
+        if (options.Aer is { } aer)
+        {
+            await _core.InvokeAsync(() =>
+            {
+                group.Aer = _aer.Join(name, aer, group);
+                group.MaxMessageBytes = group.Aer.MaxMessageBytes;
+                group.OnAerJoined();
+                return true;
+            }).ConfigureAwait(false);
+            return group;
+        }
+
+        group.State = await _core.InvokeAsync(() => _aer.IsJoined(name)
+            ? throw new InvalidOperationException($"This node has already joined group '{name}'.")
+            : _groups.Join(name, group)).ConfigureAwait(false);
         await group.Ready.WaitAsync(cancellationToken).ConfigureAwait(false);
         return group;
     }
@@ -230,7 +266,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
 
     internal async Task LeaveAsync(QuickSilverGroup group)
     {
-        if (!await _core.InvokeAsync(() => _groups.Leave(group.Name)).ConfigureAwait(false))
+        if (!await _core.InvokeAsync(() => group.Aer is not null ? _aer.Leave(group.Name) : _groups.Leave(group.Name)).ConfigureAwait(false))
         {
             throw new InvalidOperationException($"This node is not in group '{group.Name}' (it left already).");
         }
@@ -238,7 +274,12 @@ public sealed class QuickSilverNode : IAsyncDisposable
 
     internal void SetFeed(QuickSilverGroup group, Core.Feeds.IFeed<ReadOnlyMemory<byte>>? feed) => Downcall(() =>
     {
-        if (group.State is { } state)
+        if (group.Aer is { } aer)
+        {
+            aer.Feed = feed;
+            aer.Signal();
+        }
+        else if (group.State is { } state)
         {
             state.Feed = feed;
             _groups.Signal(state);
@@ -247,7 +288,11 @@ public sealed class QuickSilverNode : IAsyncDisposable
 
     internal void SignalFeed(QuickSilverGroup group) => Downcall(() =>
     {
-        if (group.State is { } state)
+        if (group.Aer is { } aer)
+        {
+            aer.Signal();
+        }
+        else if (group.State is { } state)
         {
             _groups.Signal(state);
         }

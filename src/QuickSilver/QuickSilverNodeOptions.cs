@@ -1,3 +1,4 @@
+using QuickSilver.Aer;
 using QuickSilver.Core;
 using QuickSilver.Core.Io;
 using QuickSilver.Core.Security;
@@ -96,6 +97,15 @@ public sealed record QuickSilverNodeOptions
     /// register or exchange anything with it (docs/security.md, "Datagram authentication").</summary>
     public DatagramSecurityOptions Security { get; init; } = new();
 
+    /// <summary>The AER/NCA layer's timers and bounds (docs/aer.md, "Options"), used by this node's AER groups
+    /// (<see cref="GroupTransport.Aer"/>) and repair servers.</summary>
+    public AerOptions Aer { get; init; } = new();
+
+    /// <summary>Repair servers this node runs for AER sessions, from start to dispose (the builder option of issue 15;
+    /// `qs repair-server` runs one in a process of its own). A node with a repair server for a session cannot also join
+    /// that session's group. Empty by default.</summary>
+    public IReadOnlyList<AerRepairServerOptions> RepairServers { get; init; } = [];
+
     /// <summary>Throws <see cref="ArgumentException"/> (or <see cref="ArgumentOutOfRangeException"/>) naming the first invalid
     /// option; <see cref="QuickSilverNode.StartAsync"/> and the hosting package's start-up validation call it.</summary>
     public void Validate()
@@ -133,5 +143,18 @@ public sealed record QuickSilverNodeOptions
         Region.Validate();
         RateControl.Validate();
         GmsServer.Validate();
+        ArgumentNullException.ThrowIfNull(Aer, nameof(Aer));
+        Aer.Validate();
+        ArgumentNullException.ThrowIfNull(RepairServers, nameof(RepairServers));
+        var sessions = new HashSet<uint>();
+        foreach (var server in RepairServers)
+        {
+            ArgumentNullException.ThrowIfNull(server, nameof(RepairServers));
+            server.Validate();
+            if (!sessions.Add(server.Session))
+            {
+                throw new ArgumentException($"QuickSilverNodeOptions.RepairServers lists AER session {server.Session} twice: a node runs one repair server per session.", nameof(RepairServers));
+            }
+        }
     }
 }

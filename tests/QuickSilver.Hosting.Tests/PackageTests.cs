@@ -14,7 +14,7 @@ namespace QuickSilver.Hosting.Tests;
 [Collection(nameof(PackageTests))]
 public sealed class PackageTests
 {
-    private static readonly string[] Libraries = ["QuickSilver.Core", "QuickSilver.Transport", "QuickSilver.Membership", "QuickSilver.Qsm", "QuickSilver.Dissemination", "QuickSilver.Federation", "QuickSilver", "QuickSilver.Hosting"];
+    private static readonly string[] Libraries = ["QuickSilver.Core", "QuickSilver.Transport", "QuickSilver.Membership", "QuickSilver.Qsm", "QuickSilver.Aer", "QuickSilver.Dissemination", "QuickSilver.Federation", "QuickSilver", "QuickSilver.Hosting"];
 
     [Fact]
     public async Task Every_library_packs_with_its_metadata_and_a_sample_restores_from_the_local_feed_and_runs()

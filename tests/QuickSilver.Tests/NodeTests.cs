@@ -9,7 +9,8 @@ namespace QuickSilver.Tests;
 /// Correctness only; the timeouts are hang guards.</summary>
 public sealed class NodeTests
 {
-    private static QuickSilverNodeOptions Options(NetAddress gms, bool embedded) => new()
+    /// <summary>Loopback test options: a short token interval and GMS batch, a random multicast pool (shared with AerGroupNodeTests).</summary>
+    internal static QuickSilverNodeOptions Options(NetAddress gms, bool embedded) => new()
     {
         Gms = gms,
         EmbeddedGms = embedded,
@@ -21,7 +22,7 @@ public sealed class NodeTests
         },
     };
 
-    private static NetAddress FreeGmsAddress() => NetAddress.Loopback((ushort)Random.Shared.Next(30000, 60000));
+    internal static NetAddress FreeGmsAddress() => NetAddress.Loopback((ushort)Random.Shared.Next(30000, 60000));
 
     [Fact]
     public async Task The_embedded_GMS_answers_a_public_snapshot_and_a_node_without_one_refuses()

@@ -55,6 +55,9 @@ internal sealed class GroupLayer : IProtocolLayer
 
     public string Describe() => $"{_groupsByName.Count} groups, drops {Drops.Total}, duplicates {Duplicates}";
 
+    /// <summary>Whether this node is in group <paramref name="name"/> (joined and not left).</summary>
+    internal bool IsJoined(string name) => _groupsByName.ContainsKey(name);
+
     internal NodeGroup Join(string name, IGroupOwner owner)
     {
         if (_groupsByName.ContainsKey(name))

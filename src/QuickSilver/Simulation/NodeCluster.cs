@@ -1,3 +1,4 @@
+using QuickSilver.Aer;
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Io;
 using QuickSilver.Core.Security;
@@ -14,7 +15,7 @@ namespace QuickSilver.Simulation;
 
 /// <summary>
 /// The whole QSM stack in the simulated network (tests and the figures runner): a GMS on its own node and N nodes, each running the same
-/// stack the real node runs (<see cref="QsmStack.BuildNode"/>: reliable unicast, GMS client, region and group layers), on virtual time.
+/// stack the real node runs (<see cref="QsmStack.BuildNode"/>: reliable unicast, GMS client, region and AER layers, group layer), on virtual time.
 /// Application calls are posted to the node as they would be downcalls.
 /// </summary>
 internal sealed class NodeCluster
@@ -36,7 +37,7 @@ internal sealed class NodeCluster
     /// <param name="gmsLogger">Where the single GMS logs (registrations, removals); null: nowhere.</param>
     public NodeCluster(int seed, LinkOptions link, RegionOptions? region = null, bool multicast = true, Action<SimNode>? configureNode = null,
         RateControlOptions? rate = null, int maxDatagramSize = 16 * 1024, GmsOptions? gms = null, DatagramSecurityOptions? security = null,
-        int gmsReplicas = 1, Microsoft.Extensions.Logging.ILogger? gmsLogger = null)
+        int gmsReplicas = 1, Microsoft.Extensions.Logging.ILogger? gmsLogger = null, AerOptions? aer = null)
     {
         _configureNode = configureNode;
         Network = new SimNetwork(seed, link);
@@ -48,6 +49,7 @@ internal sealed class NodeCluster
             GmsServer = GmsOptions,
             MaxDatagramSize = maxDatagramSize,
             Security = security ?? new DatagramSecurityOptions(),
+            Aer = aer ?? new AerOptions(),
         };
         if (gmsReplicas > 1)
         {
@@ -220,7 +222,9 @@ internal sealed class NodeCluster
                     Region = options.Region,
                     RateControl = options.RateControl,
                     Security = security,
+                    WideArea = new AerLayer(options.Aer, sim.Random),
                 });
+                AerGroups = new AerGroups(Stack);
                 Gms = Stack.Get<MembershipLayer>().Client;
                 Gms.ViewsChanged += _ =>
                 {
@@ -247,6 +251,12 @@ internal sealed class NodeCluster
 
         public GroupLayer? GroupLayer { get; private set; }
 
+        /// <summary>The node's AER groups and repair servers, once built.</summary>
+        public AerGroups? AerGroups { get; private set; }
+
+        /// <summary>The node's address on the simulated network (what AER options name it by).</summary>
+        public NetAddress Address => Endpoint.LocalAddress;
+
         /// <summary>The node's id from the GMS; throws while the node has none (see <see cref="Registered"/>).</summary>
         public uint Id => Gms?.Node is { } id ? id.Value : throw new InvalidOperationException($"node {Sim.Index} is not registered with the GMS (yet, or again)");
 
@@ -272,6 +282,18 @@ internal sealed class NodeCluster
 
         public void Leave(string group) => Sim.TryPost(_ => GroupLayer!.Leave(group), null);
 
+        /// <summary>Joins AER group <paramref name="group"/> (source or receiver, as <paramref name="options"/> say), the
+        /// way <see cref="QuickSilverNode.JoinGroupAsync(string, GroupOptions, CancellationToken)"/> does.</summary>
+        public void JoinAer(string group, AerGroupOptions options, bool keepPayloads = true)
+        {
+            var owner = new RecordingGroup(group) { KeepPayloads = keepPayloads };
+            Groups[group] = owner;
+            Sim.TryPost(_ => owner.Aer = AerGroups!.Join(group, options, owner), null);
+        }
+
+        /// <summary>Runs a repair server in this node, as <see cref="QuickSilverNodeOptions.RepairServers"/> does.</summary>
+        public void AddRepairServer(AerRepairServerOptions options) => Sim.TryPost(_ => AerGroups!.AddRepairServers([options]), null);
+
         /// <summary>Publishes <paramref name="count"/> numbered messages (1..count, 4-byte little-endian plus padding to
         /// <paramref name="size"/>) in <paramref name="group"/> through the group's pull feed: as fast as the stack takes
         /// them, or at most <paramref name="perSecond"/> a second (an application producing at that rate).</summary>
@@ -282,6 +304,13 @@ internal sealed class NodeCluster
             owner.Published = feed;
             Sim.TryPost(_ =>
             {
+                if (owner.Aer is { } aer)
+                {
+                    aer.Feed = feed; // an AER source pulls as fast as NCA's window allows
+                    aer.Signal();
+                    return;
+                }
+
                 var state = owner.State!;
                 state.Feed = feed;
                 if (perSecond > 0)
@@ -344,6 +373,9 @@ internal sealed class RecordingGroup(string name) : IGroupOwner
     public string Name { get; } = name;
 
     public NodeGroup? State { get; set; }
+
+    /// <summary>The AER session, when the group is an AER group.</summary>
+    public AerGroupSession? Aer { get; set; }
 
     public GroupView? View { get; private set; }
 
@@ -421,7 +453,14 @@ internal sealed class RecordingGroup(string name) : IGroupOwner
         if (Paused && _queue.Count <= ReceiveBuffer / 2)
         {
             Paused = false;
-            groups.ResumeDelivery(State!);
+            if (Aer is { } aer)
+            {
+                aer.Resume();
+            }
+            else
+            {
+                groups.ResumeDelivery(State!);
+            }
         }
 
         return taken;
