@@ -85,7 +85,7 @@ internal static class GatewayVerbs
     {
         var id = Number("--id", "This gateway's number, unique in the federation");
         var island = Number("--island", "The island (broadcast network) this gateway belongs to");
-        var listen = Endpoint("--listen", "TCP address the gateway accepts peering links on", multicast: false);
+        var listen = Endpoint("--listen", "TCP address the gateway accepts peering links (and peers' bulk data channels) on; UDP on the same address", multicast: false);
         listen.Required = true;
         var peers = new Option<PeerConfig[]>("--peer")
         {
@@ -126,7 +126,7 @@ internal static class GatewayVerbs
         var qsmEmbedded = new Option<bool>("--qsm-embedded-gms") { Description = "With --qsm-gms: run that GMS inside the gateway's node" };
         var clusterNodes = AddressList("--cluster-node", "Make this gateway a clustered gateway's control node: one of its data nodes, <node>@<ip>:<port> (the data node's --listen); repeat for each", DataNodeAddress.ParseOwn);
         var peerDataNodes = AddressList("--peer-data-node", "A data node of a clustered peer gateway, <gateway>:<node>@<ip>:<port>; repeat for each", DataNodeAddress.Parse);
-        var dataNode = new Option<bool>("--data-node") { Description = "Run a data node of a clustered gateway instead of a gateway: --id is the node's number, --gateway and --island its gateway's, --listen its UDP address, --control the control node's --listen, --peer the peer gateways" };
+        var dataNode = new Option<bool>("--data-node") { Description = "Run a data node of a clustered gateway instead of a gateway: --id is the node's number, --gateway and --island its gateway's, --listen its address (UDP for control frames and real-time DATA, TCP for bulk data channels), --control the control node's --listen, --peer the peer gateways" };
         var control = Endpoint("--control", "With --data-node: the control node's peering address (it takes HEARTBEATs there, over UDP)", multicast: false);
         var clusterGateway = new Option<uint>("--gateway") { Description = "With --data-node: the number of the gateway this data node belongs to" };
         var heartbeatMs = Cli.Int("--heartbeat-ms", "Clustered gateway: a data node sends HEARTBEAT this often", 1000, 10, 60_000);

@@ -60,3 +60,7 @@ public readonly record struct ReceiverId(GatewayId Egress, uint Receiver);
 /// <summary>RECEIVERS (ours, for per-receiver delivery): downstream → upstream, every receiver of the session behind the
 /// sender (its own island's and those its downstream peers reported), replacing the previous list.</summary>
 public sealed record ReceiversMessage(SessionName Session, ReceiverId[] Receivers) : PeerMessage;
+
+/// <summary>DATA_CHANNEL: the first frame of a bulk data channel, naming its sender: a gateway (<see cref="Node"/> 0)
+/// or one of its data nodes. Every later frame on the channel must be DATA.</summary>
+public sealed record DataChannelMessage(GatewayId Gateway, uint Node) : PeerMessage;

@@ -17,7 +17,9 @@ namespace QuickSilver.Federation.Runtime;
 /// stopwatch); peering links are TCP connections framed by <see cref="FramedConnection"/> (u32 length + frame,
 /// System.IO.Pipelines), at most <see cref="PeerCodec.MaxFrameBytes"/> a frame. A link starts with HELLO both ways;
 /// the first frame must be a HELLO from a configured peer within 5 s, else the connection is closed and counted.
-/// Data frames are dropped (counted) when a link's send queue is full; control frames close the link instead.
+/// Data frames are dropped (counted) when a link's send queue is full; control frames close the link instead. The same
+/// listener takes bulk data channels (<see cref="BulkDataChannels"/>: first frame DATA_CHANNEL) from the configured data
+/// nodes of peer gateways, and this gateway dials such channels to carry bulk DATA to a peer's data node.
 /// </summary>
 public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposable
 {
@@ -46,6 +48,10 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     private readonly Dictionary<IPEndPoint, uint> _ownNodeSources = [];
     private readonly Dictionary<uint, IPEndPoint> _peerNodes = []; // clustered peers' data nodes
     private readonly Dictionary<IPEndPoint, GatewayId> _peerNodeSources = [];
+    private readonly Dictionary<uint, DataNodeAddress> _peerNodeConfig = [];
+    private readonly BulkDataChannels _bulk;
+    private long _datagramsToNodes;
+    private long _datagramsDroppedForTest;
 
     /// <param name="cluster">Makes this gateway a clustered gateway's control node: its data nodes' numbers and UDP
     /// addresses (the ASSIGN and HEARTBEAT frames travel as datagrams on the peering port).</param>
@@ -75,6 +81,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
             _peerNodes[d.Node] = d.Address;
             _peerNodeSources[d.Address] = d.Gateway;
+            _peerNodeConfig[d.Node] = d;
         }
     }
 
@@ -106,6 +113,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         _udp.ReceiveBufferSize = 4 << 20;
         _udp.SendBufferSize = 4 << 20;
         _loop = new Thread(RunLoop) { IsBackground = true, Name = $"gateway {options.Gateway}" };
+        _bulk = new BulkDataChannels(options.Gateway, 0, Post, () => Now);
     }
 
     public BroadcastGateway Gateway { get; }
@@ -120,6 +128,16 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     /// <summary>UDP datagrams refused: not from a connected peer's announced address, or dropped for a full queue.</summary>
     public long DatagramsRefused => Interlocked.Read(ref _datagramsRefused);
+
+    /// <summary>Tests only: drop every n-th DATA datagram sent to a peer's data node (0: none), to inject UDP loss.</summary>
+    internal int DropEveryNthDataDatagram { get; set; }
+
+    /// <summary>DATA datagrams to peers' data nodes dropped on purpose (<see cref="DropEveryNthDataDatagram"/>).</summary>
+    public long DataDatagramsDroppedForTest => Interlocked.Read(ref _datagramsDroppedForTest);
+
+    /// <summary>The outgoing bulk data channels' counters, read on the loop thread: (opened, failed, sent, dropped).</summary>
+    public Task<(long Opened, long Failed, long Sent, long Dropped)> BulkCountersAsync()
+        => InvokeAsync(_ => (_bulk.Opened, _bulk.Failed, _bulk.FramesSent, _bulk.FramesDropped));
 
     /// <summary>Binds a hosted plug-in (<see cref="IHostedNativeNet"/>) to the gateway and this loop, then starts the
     /// loop, the listener and the dialers.</summary>
@@ -217,7 +235,19 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     }
 
     bool IGatewayHost.SendToDataNode(GatewayId peer, uint node, ReadOnlySpan<byte> frame, bool realTime)
-        => _peerNodes.TryGetValue(node, out var address) ? SendUdp(frame, address) : ((IGatewayHost)this).SendDatagram(peer, frame);
+    {
+        if (!_peerNodes.TryGetValue(node, out var address))
+        {
+            return realTime ? ((IGatewayHost)this).SendDatagram(peer, frame) : ((IGatewayHost)this).Send(peer, frame);
+        }
+
+        if (!realTime)
+        {
+            return _bulk.Send(address, frame); // bulk: a TCP channel to the data node
+        }
+
+        return LossInjection.Drop(DropEveryNthDataDatagram, ref _datagramsToNodes, ref _datagramsDroppedForTest) || SendUdp(frame, address);
+    }
 
     bool IControlHost.SendToDataNode(uint node, ReadOnlySpan<byte> frame) => _ownNodes.TryGetValue(node, out var address) && SendUdp(frame, address);
 
@@ -318,7 +348,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     private void OnAccepted(Socket socket)
     {
-        if (Interlocked.Increment(ref _pendingConnections) > 2 * _peers.Count + 2)
+        if (Interlocked.Increment(ref _pendingConnections) > 2 * (_peers.Count + _peerNodes.Count) + 2)
         {
             Interlocked.Decrement(ref _pendingConnections);
             Interlocked.Increment(ref _helloRefused);
@@ -378,11 +408,15 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
             GatewayId? peer = null;
             bool refused = false;
             var remote = (socket.RemoteEndPoint as IPEndPoint)?.Address;
+            // A bulk data channel from a peer's data node: first frame DATA_CHANNEL, then DATA only.
+            var channel = new BulkDataChannels.Inbound(hello =>
+                hello.Node != 0 && _peerNodeConfig.TryGetValue(hello.Node, out var d) && d.Gateway == hello.Gateway
+                && remote is not null && d.Address.Address.Equals(remote) ? hello.Gateway : null);
             link.TrySend(PeerCodec.Hello(Gateway.Id, Gateway.Island, (ushort)ListenEndpoint.Port));
             using var helloTimer = new CancellationTokenSource(HelloTimeout);
             using var registration = helloTimer.Token.Register(() =>
             {
-                if (peer is null)
+                if (peer is null && channel.From is null)
                 {
                     Interlocked.Increment(ref _helloRefused);
                     link.Close();
@@ -398,6 +432,33 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                 if (peer is { } known)
                 {
                     Post(() => Gateway.OnFrame(known, frame, Now));
+                    return;
+                }
+
+                if (channel.From is not null || (PeerCodec.PeekType(frame, out var first) == FrameError.None && first == FrameType.DataChannel))
+                {
+                    if (channel.OnFrame(frame, out refused))
+                    {
+                        var from = channel.From!.Value;
+                        // As a datagram from a peer's data node: accepted while the peering link to that peer is up.
+                        Post(() =>
+                        {
+                            if (_links.ContainsKey(from))
+                            {
+                                Gateway.OnFrame(from, frame, Now);
+                            }
+                            else
+                            {
+                                Interlocked.Increment(ref _datagramsRefused);
+                            }
+                        });
+                    }
+                    else if (refused)
+                    {
+                        Interlocked.Increment(ref _helloRefused);
+                        link.Close();
+                    }
+
                     return;
                 }
 
@@ -477,6 +538,8 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         {
             _loop.Join(TimeSpan.FromSeconds(2));
         }
+
+        await _bulk.DisposeAsync().ConfigureAwait(false);
 
         try
         {
