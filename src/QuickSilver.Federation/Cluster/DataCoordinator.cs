@@ -18,13 +18,17 @@ public sealed class DataCoordinator
     private readonly IControlHost _host;
     private readonly Dictionary<uint, NodeState> _nodes = [];
     private readonly Dictionary<SessionName, Placement> _placements = [];
+    private readonly ClusterAuthenticator? _auth;
     private uint _incarnations;
 
-    public DataCoordinator(ClusterOptions options, IControlHost host)
+    /// <param name="firstAuthCounter">With <see cref="ClusterOptions.ClusterSecret"/>: the counter of the first frame
+    /// this control node seals (the runtime passes <see cref="ClusterAuthenticator.WallClockCounter"/>).</param>
+    public DataCoordinator(ClusterOptions options, IControlHost host, ulong firstAuthCounter = 1)
     {
         options.Validate();
         _options = options;
         _host = host;
+        _auth = options.ClusterSecret is { } secret ? new ClusterAuthenticator(secret, firstAuthCounter) : null;
         foreach (var n in options.DataNodes)
         {
             _nodes[n] = new NodeState(n);
@@ -46,6 +50,13 @@ public sealed class DataCoordinator
     /// <summary>A frame from a data node. Never throws: a malformed frame, or one from a node not configured, is counted.</summary>
     public void OnFrame(ReadOnlySpan<byte> frame, TimeSpan now)
     {
+        ulong counter = 0;
+        if (_auth is not null && _auth.Open(frame, out frame, out counter) != ClusterAuthError.None)
+        {
+            Counters.Unauthenticated++;
+            return;
+        }
+
         var error = ClusterCodec.Decode(frame, out var message);
         if (error != FrameError.None)
         {
@@ -65,6 +76,12 @@ public sealed class DataCoordinator
             return;
         }
 
+        if (_auth is not null && !_auth.Fresh(hb.Node, counter))
+        {
+            Counters.Replayed++;
+            return;
+        }
+
         Counters.Heartbeats++;
         node.LastHeard = now;
         if (!node.Alive)
@@ -73,7 +90,7 @@ public sealed class DataCoordinator
             node.Alive = true;
             node.SequenceBase = ++_incarnations << 24;
             Counters.NodesUp++;
-            _host.SendToDataNode(node.Id, ClusterCodec.Reset(new ResetMessage(node.Id)));
+            Send(node.Id, ClusterCodec.Reset(new ResetMessage(node.Id)));
         }
         else if (hb.Sessions < node.Sessions)
         {
@@ -123,7 +140,7 @@ public sealed class DataCoordinator
             {
                 if (p.Node is { } n)
                 {
-                    _host.SendToDataNode(n, ClusterCodec.Release(new ReleaseMessage(n, p.Session)));
+                    Send(n, ClusterCodec.Release(new ReleaseMessage(n, p.Session)));
                     _nodes[n].Sessions--;
                 }
 
@@ -162,12 +179,14 @@ public sealed class DataCoordinator
                 p.Sent = bytes;
                 p.SentAt = now;
                 Counters.AssignsSent++;
-                _host.SendToDataNode(id, bytes);
+                Send(id, bytes);
             }
         }
 
         return changed ?? (IReadOnlyList<SessionTree>)[];
     }
+
+    private void Send(uint node, byte[] frame) => _host.SendToDataNode(node, _auth is null ? frame : _auth.Seal(frame));
 
     private NodeState? LeastLoaded()
     {
@@ -240,6 +259,10 @@ public sealed class CoordinatorCounters
     public long SessionsMoved;
     public long AssignsSent;
     public long NoLiveNode;
+
+    /// <summary>Frames dropped: tag not verified (forged, altered, unauthenticated); counter replayed.</summary>
+    public long Unauthenticated;
+    public long Replayed;
 
     public readonly long[] Malformed = new long[Enum.GetValues<FrameError>().Length];
 

@@ -36,8 +36,10 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
 
     /// <summary>The control node of a clustered gateway (seed §4): routing, trees and the mediator here, data forwarded
     /// only by the data nodes listed in <paramref name="cluster"/>, reached through <paramref name="controlHost"/>.
-    /// The plug-in is used for addresses (allocate, reclaim), SROUTE costs and the mediator, never for data.</summary>
-    public BroadcastGateway(GatewayOptions options, IGatewayHost host, INativeNet native, ClusterOptions cluster, IControlHost controlHost)
+    /// The plug-in is used for addresses (allocate, reclaim), SROUTE costs and the mediator, never for data.
+    /// <paramref name="firstAuthCounter"/>: the counter of the first control frame sealed when
+    /// <see cref="ClusterOptions.ClusterSecret"/> is set (<see cref="ClusterAuthenticator"/>).</summary>
+    public BroadcastGateway(GatewayOptions options, IGatewayHost host, INativeNet native, ClusterOptions cluster, IControlHost controlHost, ulong firstAuthCounter = 1)
         : this(options, host, native)
     {
         if (cluster.DataNodes.Contains(options.Gateway.Value))
@@ -45,7 +47,7 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
             throw new ArgumentOutOfRangeException(nameof(cluster), "a data node number equals the gateway's own number");
         }
 
-        _cluster = new DataCoordinator(cluster, controlHost);
+        _cluster = new DataCoordinator(cluster, controlHost, firstAuthCounter);
     }
 
     public BroadcastGateway(GatewayOptions options, IGatewayHost host, INativeNet native)

@@ -109,7 +109,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
             _sources[d.Address] = d.Gateway;
         }
 
-        Node = new DataNode(node, gateway, options, this, native, maxPayloadBytes: maxPayloadBytes);
+        Node = new DataNode(node, gateway, options, this, native, maxPayloadBytes: maxPayloadBytes, firstAuthCounter: ClusterAuthenticator.WallClockCounter());
         _udp = new Socket(listen.AddressFamily, SocketType.Dgram, ProtocolType.Udp);
         _udp.Bind(listen);
         _udp.ReceiveBufferSize = 4 << 20;

@@ -102,7 +102,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         }
 
         _native = native;
-        Gateway = clusterOptions is null ? new BroadcastGateway(options, this, native) : new BroadcastGateway(options, this, native, clusterOptions, this);
+        Gateway = clusterOptions is null ? new BroadcastGateway(options, this, native) : new BroadcastGateway(options, this, native, clusterOptions, this, ClusterAuthenticator.WallClockCounter());
         _listener = new Socket(listen.AddressFamily, SocketType.Stream, ProtocolType.Tcp);
         _listener.Bind(listen);
         _listener.Listen(options.MaxPeers);

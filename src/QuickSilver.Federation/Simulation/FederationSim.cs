@@ -131,6 +131,15 @@ public sealed class FederationSim
     /// <summary>The data node stops: no ticks, no heartbeats, no frames in or out, its native subscriptions deaf.</summary>
     public void CrashDataNode(uint id) => _dataNodes[id].Alive = false;
 
+    /// <summary>Every control↔data frame as sent (to data nodes and to control nodes), recorded when
+    /// <see cref="RecordClusterFrames"/> is set: for replay tests.</summary>
+    public List<(uint Node, bool ToControl, byte[] Frame)> ClusterFrames { get; } = [];
+
+    public bool RecordClusterFrames { get; set; }
+
+    /// <summary>Injects raw bytes as a frame from a data node to the control node <paramref name="gateway"/>.</summary>
+    public void InjectToControl(uint gateway, byte[] frame) => _gateways[new GatewayId(gateway)].Gateway.OnDataNodeFrame(frame, Now);
+
     /// <summary>Injects raw bytes as a control frame to data node <paramref name="node"/> (hostile-input tests).</summary>
     public void InjectToDataNode(uint node, byte[] frame) => _dataNodes[node].Node.OnControlFrame(frame, Now);
 
@@ -236,6 +245,11 @@ public sealed class FederationSim
         ClusterFramesSent++;
         ClusterBytesSent += frame.Length;
         var copy = frame.ToArray();
+        if (RecordClusterFrames)
+        {
+            ClusterFrames.Add((node, false, copy));
+        }
+
         At(Now + ClusterLatency, () =>
         {
             if (_dataNodes.TryGetValue(node, out var n) && n.Alive && n.Gateway == gateway && _gateways[gateway].Alive)
@@ -250,6 +264,11 @@ public sealed class FederationSim
         ClusterFramesSent++;
         ClusterBytesSent += frame.Length;
         var copy = frame.ToArray();
+        if (RecordClusterFrames)
+        {
+            ClusterFrames.Add((node.Id, true, copy));
+        }
+
         At(Now + ClusterLatency, () =>
         {
             if (node.Alive && _gateways[node.Gateway].Alive)

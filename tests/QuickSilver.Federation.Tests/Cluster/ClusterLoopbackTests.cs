@@ -217,7 +217,8 @@ public class ClusterLoopbackTests
     public async Task UnderInjectedDatagramLossABulkSessionThroughADataNodeArrivesWholeAndInOrder(bool rootClustered)
     {
         var any = new IPEndPoint(IPAddress.Loopback, 0);
-        var clusterOptions = new ClusterOptions { DataNodes = [rootClustered ? 101u : 201u] };
+        // Authenticated control↔data frames on real sockets too (ClusterAuthenticator).
+        var clusterOptions = new ClusterOptions { DataNodes = [rootClustered ? 101u : 201u], ClusterSecret = [.. Enumerable.Range(1, 32).Select(i => (byte)i)] };
         var mediator = IPEndPoint.Parse($"239.255.84.2:{Ports + 9}");
         var n1 = Island("239.255.85.0", Ports);
         var n2 = Island("239.255.86.0", Ports + 2, mediator);
@@ -339,6 +340,34 @@ public class ClusterLoopbackTests
 
             Assert.Equal(2, node.ChannelsRefused);
             Assert.Equal(received, await node.InvokeAsync(n => n.Counters.DataReceived));
+        }
+    }
+
+    /// <summary>A data node whose cluster secret differs from its control node's: every HEARTBEAT it sends is dropped
+    /// and counted, so it never comes up and gets no session.</summary>
+    [Fact]
+    public async Task ADataNodeWithAnotherClusterSecretNeverComesUp()
+    {
+        var any = new IPEndPoint(IPAddress.Loopback, 0);
+        var controlOptions = new ClusterOptions { DataNodes = [201], ClusterSecret = [.. Enumerable.Range(1, 32).Select(i => (byte)i)] };
+        var nodeOptions = controlOptions with { ClusterSecret = [.. Enumerable.Range(2, 32).Select(i => (byte)i)], HeartbeatInterval = TimeSpan.FromMilliseconds(100), HeartbeatTimeout = TimeSpan.FromMilliseconds(300) };
+        var n2 = Island("239.255.88.0", Ports + 2);
+        var dNet = Island("239.255.88.0", Ports + 2);
+        var g2Address = FreePort();
+        var node = new DataNodeRuntime(201, new GatewayId(2), nodeOptions, dNet, any, g2Address, new Dictionary<GatewayId, IPEndPoint>(), []);
+        var g2 = new GatewayRuntime(new GatewayOptions { Gateway = new GatewayId(2), Island = new IslandId(2) }, n2, g2Address, [],
+            (controlOptions, new Dictionary<uint, IPEndPoint> { [201] = node.ListenEndpoint }));
+        await using (g2)
+        await using (node)
+        using (n2)
+        using (dNet)
+        {
+            node.Start();
+            g2.Start();
+            Assert.True(await WaitAsync(async () => await g2.InvokeAsync(g => g.Cluster!.Counters.Unauthenticated) >= 5, TimeSpan.FromSeconds(10)), "no heartbeat reached the control node");
+            Assert.Equal(0, await g2.InvokeAsync(g => g.Cluster!.Counters.Heartbeats));
+            Assert.Equal(0, await g2.InvokeAsync(g => g.Cluster!.Counters.NodesUp));
+            Assert.Empty(await g2.InvokeAsync(g => g.Cluster!.Load));
         }
     }
 }
