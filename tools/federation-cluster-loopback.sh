@@ -19,8 +19,8 @@ SECRET=$(mktemp)
 head -c 32 /dev/urandom | base64 > "$SECRET"
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -f "$SECRET"; }
 trap cleanup EXIT
-NODES="--peer-data-node 2:201@127.0.0.1:47421 --peer-data-node 2:202@127.0.0.1:47422"
-$QS gateway --id 1 --island 1 --listen 127.0.0.1:47321 --peer 2@127.0.0.1:47322 $NODES \
+# g1 is not told g2's data nodes: it learns their addresses from g2's DATA_ENDPOINT frames.
+$QS gateway --id 1 --island 1 --listen 127.0.0.1:47321 --peer 2@127.0.0.1:47322 \
   --pool-base 239.255.35.0 --port-base 43300 --seconds 90 & pids+=($!)
 $QS gateway --id 2 --island 2 --listen 127.0.0.1:47322 --admin 127.0.0.1:47332 --peer 1@127.0.0.1:47321 \
   --cluster-node 201@127.0.0.1:47421 --cluster-node 202@127.0.0.1:47422 --cluster-secret-file "$SECRET" \

@@ -131,7 +131,10 @@ public sealed class DataCoordinator
 
     /// <summary>Places every session on a live node and sends the ASSIGNs that changed or are due, and RELEASEs for
     /// sessions the gateway no longer has. Returns the sessions whose data node changed (their neighbours must learn it).</summary>
-    public IReadOnlyList<SessionTree> Sync(IReadOnlyDictionary<SessionName, SessionTree> trees, Func<SessionTree, GatewayId, uint> endpointOf, TimeSpan now)
+    /// <param name="addressOf">Where a peer's data node takes DATA, if that peer said (DATA_ENDPOINT): passed on in the
+    /// ASSIGN so the data node needs no configuration for it.</param>
+    public IReadOnlyList<SessionTree> Sync(IReadOnlyDictionary<SessionName, SessionTree> trees, Func<SessionTree, GatewayId, uint> endpointOf, TimeSpan now,
+        Func<GatewayId, uint, System.Net.IPEndPoint?>? addressOf = null)
     {
         List<SessionTree>? changed = null;
         foreach (var p in _placements.Values.ToList())
@@ -172,7 +175,7 @@ public sealed class DataCoordinator
             }
 
             var id = p.Node.Value;
-            var assign = Build(tree, id, endpointOf);
+            var assign = Build(tree, id, endpointOf, addressOf);
             var bytes = ClusterCodec.Assign(assign);
             if (p.Sent is null || now - p.SentAt >= _options.AssignRefresh || !bytes.AsSpan().SequenceEqual(p.Sent))
             {
@@ -202,12 +205,21 @@ public sealed class DataCoordinator
         return best;
     }
 
-    private AssignMessage Build(SessionTree tree, uint node, Func<SessionTree, GatewayId, uint> endpointOf)
+    private AssignMessage Build(SessionTree tree, uint node, Func<SessionTree, GatewayId, uint> endpointOf, Func<GatewayId, uint, System.Net.IPEndPoint?>? addressOf)
     {
         var upstream = tree.Upstream ?? default;
         var labels = tree.UpstreamLabels ?? [];
         var downstream = tree.Downstream.Keys.Where(g => g != upstream).Take(ClusterCodec.MaxDownstream).OrderBy(g => g.Value)
             .Select(g => new DownstreamPeer(g, endpointOf(tree, g))).ToArray();
+        var named = downstream.Select(d => (d.Gateway, Node: d.Endpoint));
+        if (upstream.Value != 0)
+        {
+            named = named.Prepend((upstream, endpointOf(tree, upstream)));
+        }
+
+        var peerNodes = addressOf is null ? [] : named.Where(p => p.Node != 0)
+            .Select(p => addressOf(p.Gateway, p.Node) is { } a ? new PeerDataNodeAddress(p.Gateway, p.Node, a) : (PeerDataNodeAddress?)null)
+            .OfType<PeerDataNodeAddress>().Take(byte.MaxValue).ToArray();
         return new AssignMessage(
             node,
             _nodes[node].SequenceBase,
@@ -219,7 +231,8 @@ public sealed class DataCoordinator
             upstream.Value == 0 ? [] : labels,
             downstream,
             tree.LocalChannels?.Select(c => c.Address).ToArray() ?? [],
-            tree.IsRoot ? tree.RootChannels?.Select(c => c.Address).ToArray() ?? [] : []);
+            tree.IsRoot ? tree.RootChannels?.Select(c => c.Address).ToArray() ?? [] : [],
+            peerNodes);
     }
 
     private sealed class NodeState(uint id)

@@ -303,6 +303,10 @@ public sealed class DataNode : INativeNetUpcalls
         }
 
         s.Downstream = m.Downstream;
+        foreach (var p in m.PeerNodes)
+        {
+            _host.LearnPeerNode(p.Gateway, p.Node, p.Address);
+        }
         s.Local = Channels(s, s.Local, m.LocalAddresses, ChannelDirection.Down, subscribe: m.Session.MultiSource);
         s.RootChannels = Channels(s, s.RootChannels, m.RootAddresses, ChannelDirection.Up, subscribe: true);
     }

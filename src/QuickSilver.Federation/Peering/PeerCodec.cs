@@ -102,7 +102,8 @@ public static class PeerCodec
         return w.Written.ToArray();
     }
 
-    public static byte[] DataEndpoint(SessionName session, uint node) => Start(FrameType.DataEndpoint).String(session.Text).U32(node).Written.ToArray();
+    public static byte[] DataEndpoint(SessionName session, uint node, System.Net.IPEndPoint? address = null)
+        => EndpointCodec.Write(Start(FrameType.DataEndpoint).String(session.Text).U32(node), node == 0 ? null : address).Written.ToArray();
 
     /// <summary>The first frame on a bulk data channel (a TCP connection that carries only DATA frames, one way, from a
     /// data node or a gateway to a peer's data node or gateway): who sends, <paramref name="node"/> 0 for the gateway
@@ -504,7 +505,18 @@ public static class PeerCodec
             return FrameError.Truncated;
         }
 
-        message = new DataEndpointMessage(session!, node);
+        error = EndpointCodec.Read(ref r, out var address);
+        if (error != FrameError.None)
+        {
+            return error;
+        }
+
+        if (node == 0 && address is not null)
+        {
+            return FrameError.BadValue; // the gateway itself has no data-node address
+        }
+
+        message = new DataEndpointMessage(session!, node, address);
         return FrameError.None;
     }
 

@@ -1,3 +1,4 @@
+using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Globalization;
 using System.Net;
@@ -68,14 +69,16 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
     private readonly IPEndPoint _control;
     private readonly Dictionary<GatewayId, IPEndPoint> _peers;
     private readonly Dictionary<uint, IPEndPoint> _peerNodes;
-    private readonly Dictionary<uint, DataNodeAddress> _peerNodeConfig;
+    private readonly ConcurrentDictionary<uint, DataNodeAddress> _peerNodeConfig; // read by the channel acceptor
+    private readonly HashSet<uint> _configuredNodes;
+    private long _learnedRefused;
     private readonly Socket _tcp;
     private readonly BulkDataChannels _bulk;
     private int _inboundChannels;
     private long _channelsRefused;
     private long _datagramsSent;
     private long _datagramsDroppedForTest;
-    private readonly Dictionary<IPEndPoint, GatewayId> _sources = [];
+    private readonly ConcurrentDictionary<IPEndPoint, GatewayId> _sources = []; // read by the receive loop
     private readonly IHostedNativeNet _native;
     private readonly CancellationTokenSource _stop = new();
     private readonly Stopwatch _clock = Stopwatch.StartNew();
@@ -98,7 +101,8 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         _control = control;
         _peers = peers.ToDictionary();
         _peerNodes = peerDataNodes.ToDictionary(d => d.Node, d => d.Address);
-        _peerNodeConfig = peerDataNodes.ToDictionary(d => d.Node);
+        _peerNodeConfig = new ConcurrentDictionary<uint, DataNodeAddress>(peerDataNodes.ToDictionary(d => d.Node));
+        _configuredNodes = [.. peerDataNodes.Select(d => d.Node)];
         foreach (var (g, address) in _peers)
         {
             _sources[address] = g;
@@ -192,6 +196,40 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         return SendTo(frame, target);
     }
 
+    /// <summary>Peers' data nodes learnt from DATA_ENDPOINT (directly, or through the control node's ASSIGN) rather than
+    /// configured, at most; configuration wins over what a peer says.</summary>
+    public const int MaxLearnedDataNodes = 1024;
+
+    /// <summary>Peers' data nodes this node can reach and admits channels from (configured and learnt).</summary>
+    public int KnownPeerDataNodes => _peerNodeConfig.Count;
+
+    /// <summary>Learnt addresses refused: the bound, or an address that is the control node's or another peer's.</summary>
+    public long LearnedDataNodesRefused => Interlocked.Read(ref _learnedRefused);
+
+    void IDataNodeHost.LearnPeerNode(GatewayId gateway, uint node, IPEndPoint address)
+    {
+        if (_configuredNodes.Contains(node) || (_peerNodes.TryGetValue(node, out var known) && known.Equals(address) && _sources.GetValueOrDefault(address) == gateway))
+        {
+            return;
+        }
+
+        bool taken = address.Equals(_control) || (_sources.TryGetValue(address, out var owner) && owner != gateway);
+        if (taken || (known is null && _peerNodes.Count - _configuredNodes.Count >= MaxLearnedDataNodes))
+        {
+            Interlocked.Increment(ref _learnedRefused);
+            return;
+        }
+
+        if (known is not null)
+        {
+            _sources.TryRemove(known, out _);
+        }
+
+        _peerNodes[node] = address;
+        _peerNodeConfig[node] = new DataNodeAddress(gateway, node, address);
+        _sources[address] = gateway;
+    }
+
     // Who may open a bulk data channel to this node: a configured peer gateway, or a configured data node of one, from
     // its configured IP address.
     private GatewayId? Admit(DataChannelMessage hello, IPAddress? remote)
@@ -204,7 +242,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
 
     private void OnAccepted(Socket socket)
     {
-        if (Interlocked.Increment(ref _inboundChannels) > 2 * (_peers.Count + _peerNodes.Count) + 2)
+        if (Interlocked.Increment(ref _inboundChannels) > 2 * (_peers.Count + _peerNodeConfig.Count) + 2)
         {
             Interlocked.Decrement(ref _inboundChannels);
             Interlocked.Increment(ref _channelsRefused);

@@ -1,3 +1,4 @@
+using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Net;
 using System.Net.Sockets;
@@ -48,7 +49,9 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     private readonly Dictionary<IPEndPoint, uint> _ownNodeSources = [];
     private readonly Dictionary<uint, IPEndPoint> _peerNodes = []; // clustered peers' data nodes
     private readonly Dictionary<IPEndPoint, GatewayId> _peerNodeSources = [];
-    private readonly Dictionary<uint, DataNodeAddress> _peerNodeConfig = [];
+    private readonly ConcurrentDictionary<uint, DataNodeAddress> _peerNodeConfig = []; // read by the channel acceptor
+    private readonly HashSet<uint> _configuredPeerNodes = [];
+    private long _learnedRefused;
     private readonly BulkDataChannels _bulk;
     private long _datagramsToNodes;
     private long _datagramsDroppedForTest;
@@ -82,6 +85,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
             _peerNodes[d.Node] = d.Address;
             _peerNodeSources[d.Address] = d.Gateway;
             _peerNodeConfig[d.Node] = d;
+            _configuredPeerNodes.Add(d.Node);
         }
     }
 
@@ -249,6 +253,41 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         return LossInjection.Drop(DropEveryNthDataDatagram, ref _datagramsToNodes, ref _datagramsDroppedForTest) || SendUdp(frame, address);
     }
 
+    /// <summary>Peers' data nodes learnt from DATA_ENDPOINT (directly, or through the control node's ASSIGN) rather than
+    /// configured, at most; configuration wins over what a peer says.</summary>
+    public const int MaxLearnedDataNodes = 1024;
+
+    /// <summary>Learnt addresses refused: the bound, or an address that is one of ours or another peer's.</summary>
+    public long LearnedDataNodesRefused => Interlocked.Read(ref _learnedRefused);
+
+    IPEndPoint? IControlHost.AddressOf(uint node) => _ownNodes.GetValueOrDefault(node);
+
+    void IGatewayHost.LearnDataNode(GatewayId peer, uint node, IPEndPoint address)
+    {
+        if (_configuredPeerNodes.Contains(node))
+        {
+            return; // configuration wins
+        }
+
+        _peerNodes.TryGetValue(node, out var known);
+        bool taken = address.Equals(ListenEndpoint) || _ownNodeSources.ContainsKey(address) || _datagramSources.ContainsKey(address)
+            || (_peerNodeSources.TryGetValue(address, out var owner) && owner != peer);
+        if (taken || (known is null && _peerNodes.Count - _configuredPeerNodes.Count >= MaxLearnedDataNodes))
+        {
+            Interlocked.Increment(ref _learnedRefused);
+            return;
+        }
+
+        if (known is not null)
+        {
+            _peerNodeSources.Remove(known);
+        }
+
+        _peerNodes[node] = address;
+        _peerNodeSources[address] = peer;
+        _peerNodeConfig[node] = new DataNodeAddress(peer, node, address);
+    }
+
     bool IControlHost.SendToDataNode(uint node, ReadOnlySpan<byte> frame) => _ownNodes.TryGetValue(node, out var address) && SendUdp(frame, address);
 
     private bool SendUdp(ReadOnlySpan<byte> frame, IPEndPoint address)
@@ -348,7 +387,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     private void OnAccepted(Socket socket)
     {
-        if (Interlocked.Increment(ref _pendingConnections) > 2 * (_peers.Count + _peerNodes.Count) + 2)
+        if (Interlocked.Increment(ref _pendingConnections) > 2 * (_peers.Count + _peerNodeConfig.Count) + 2)
         {
             Interlocked.Decrement(ref _pendingConnections);
             Interlocked.Increment(ref _helloRefused);

@@ -208,60 +208,64 @@ public class ClusterLoopbackTests
 
     /// <summary>Issue 16's retransmission between islands: with every 5th DATA datagram towards or from a data node
     /// dropped before the socket, a bulk session (TCP bulk data channel) delivers every message in order, and a
-    /// real-time session (UDP, unchanged) loses exactly the dropped ones. <paramref name="rootClustered"/> false: g1
-    /// (unclustered) sends to g2's data node 201 (gateway → data node channel); true: g1's data node 101 sends to g2
-    /// (unclustered; data node → gateway channel, on g2's peering listener).</summary>
+    /// real-time session (UDP, unchanged) loses exactly the dropped ones. g1 (island 1, the root) has data node 101
+    /// when <paramref name="rootClustered"/>, g2 data node 201 when <paramref name="leafClustered"/>: gateway → data
+    /// node, data node → gateway, and data node → data node channels. Without <paramref name="configured"/> no runtime
+    /// is told any peer's data node: they learn the addresses from DATA_ENDPOINT and, on data nodes, from ASSIGN.</summary>
     [Theory]
-    [InlineData(false)]
-    [InlineData(true)]
-    public async Task UnderInjectedDatagramLossABulkSessionThroughADataNodeArrivesWholeAndInOrder(bool rootClustered)
+    [InlineData(false, true, true)]
+    [InlineData(true, false, true)]
+    [InlineData(true, true, true)]
+    [InlineData(false, true, false)]
+    [InlineData(true, false, false)]
+    [InlineData(true, true, false)]
+    public async Task UnderInjectedDatagramLossABulkSessionThroughADataNodeArrivesWholeAndInOrder(bool rootClustered, bool leafClustered, bool configured)
     {
-        var any = new IPEndPoint(IPAddress.Loopback, 0);
         // Authenticated control↔data frames on real sockets too (ClusterAuthenticator).
-        var clusterOptions = new ClusterOptions { DataNodes = [rootClustered ? 101u : 201u], ClusterSecret = [.. Enumerable.Range(1, 32).Select(i => (byte)i)] };
+        var rootOptions = new ClusterOptions { DataNodes = [101], ClusterSecret = [.. Enumerable.Range(1, 32).Select(i => (byte)i)] };
+        var leafOptions = rootOptions with { DataNodes = [201] };
         var mediator = IPEndPoint.Parse($"239.255.84.2:{Ports + 9}");
         var n1 = Island("239.255.85.0", Ports);
         var n2 = Island("239.255.86.0", Ports + 2, mediator);
-        var dNet = rootClustered ? Island("239.255.85.0", Ports) : Island("239.255.86.0", Ports + 2);
-        var g1Address = FreePort();
-        var g2Address = FreePort();
+        var rootNet = Island("239.255.85.0", Ports);
+        var leafNet = Island("239.255.86.0", Ports + 2);
+        var (g1Address, g2Address, rootAddress, leafAddress) = (FreePort(), FreePort(), FreePort(), FreePort());
         var g1Id = new GatewayId(1);
         var g2Id = new GatewayId(2);
-        DataNodeRuntime node;
-        GatewayRuntime g1, g2;
-        if (rootClustered)
-        {
-            node = new DataNodeRuntime(101, g1Id, clusterOptions, dNet, any, g1Address, new Dictionary<GatewayId, IPEndPoint> { [g2Id] = g2Address }, []);
-            g1 = new GatewayRuntime(new GatewayOptions { Gateway = g1Id, Island = new IslandId(1) }, n1, g1Address,
-                [new PeerConfig(g2Id, g2Address, LinkCosts.Default)], (clusterOptions, new Dictionary<uint, IPEndPoint> { [101] = node.ListenEndpoint }));
-            g2 = new GatewayRuntime(new GatewayOptions { Gateway = g2Id, Island = new IslandId(2) }, n2, g2Address,
-                [new PeerConfig(g1Id, g1Address, LinkCosts.Default)], null, [new DataNodeAddress(g1Id, 101, node.ListenEndpoint)]);
-        }
-        else
-        {
-            node = new DataNodeRuntime(201, g2Id, clusterOptions, dNet, any, g2Address, new Dictionary<GatewayId, IPEndPoint> { [g1Id] = g1Address }, []);
-            g2 = new GatewayRuntime(new GatewayOptions { Gateway = g2Id, Island = new IslandId(2) }, n2, g2Address,
-                [new PeerConfig(g1Id, g1Address, LinkCosts.Default)], (clusterOptions, new Dictionary<uint, IPEndPoint> { [201] = node.ListenEndpoint }));
-            g1 = new GatewayRuntime(new GatewayOptions { Gateway = g1Id, Island = new IslandId(1) }, n1, g1Address,
-                [new PeerConfig(g2Id, g2Address, LinkCosts.Default)], null, [new DataNodeAddress(g2Id, 201, node.ListenEndpoint)]);
-        }
+        DataNodeAddress[] rootKnown = configured && rootClustered ? [new DataNodeAddress(g1Id, 101, rootAddress)] : [];
+        DataNodeAddress[] leafKnown = configured && leafClustered ? [new DataNodeAddress(g2Id, 201, leafAddress)] : [];
+        var root = rootClustered ? new DataNodeRuntime(101, g1Id, rootOptions, rootNet, rootAddress, g1Address, new Dictionary<GatewayId, IPEndPoint> { [g2Id] = g2Address }, leafKnown) : null;
+        var leaf = leafClustered ? new DataNodeRuntime(201, g2Id, leafOptions, leafNet, leafAddress, g2Address, new Dictionary<GatewayId, IPEndPoint> { [g1Id] = g1Address }, rootKnown) : null;
+        var g1 = new GatewayRuntime(new GatewayOptions { Gateway = g1Id, Island = new IslandId(1) }, n1, g1Address,
+            [new PeerConfig(g2Id, g2Address, LinkCosts.Default)], rootClustered ? (rootOptions, new Dictionary<uint, IPEndPoint> { [101] = rootAddress }) : null, leafKnown);
+        var g2 = new GatewayRuntime(new GatewayOptions { Gateway = g2Id, Island = new IslandId(2) }, n2, g2Address,
+            [new PeerConfig(g1Id, g1Address, LinkCosts.Default)], leafClustered ? (leafOptions, new Dictionary<uint, IPEndPoint> { [201] = leafAddress }) : null, rootKnown);
+        var node = (leaf ?? root)!; // the data node whose listener the hostile part below tries
 
         await using (g1)
         await using (g2)
-        await using (node)
+        await using (root)
+        await using (leaf)
         using (n1)
         using (n2)
-        using (dNet)
+        using (rootNet)
+        using (leafNet)
         {
-            node.DropEveryNthDataDatagram = 5;
-            g1.DropEveryNthDataDatagram = 5;
-            foreach (var start in new Action[] { node.Start, g1.Start, g2.Start })
+            foreach (var n in new[] { root, leaf })
             {
-                start();
+                if (n is not null)
+                {
+                    n.DropEveryNthDataDatagram = 5;
+                    n.Start();
+                }
             }
 
+            g1.DropEveryNthDataDatagram = 5;
+            g1.Start();
+            g2.Start();
             Assert.True(await WaitAsync(async () => (await g2.SnapshotAsync()).Routes.Any(r => r.Destination == 1)
-                && (await (rootClustered ? g1 : g2).InvokeAsync(g => g.Cluster!.Load.Count)) == 1, TimeSpan.FromSeconds(10)), "no route or data node not up");
+                && (!rootClustered || (await g1.InvokeAsync(g => g.Cluster!.Load.Count)) == 1)
+                && (!leafClustered || (await g2.InvokeAsync(g => g.Cluster!.Load.Count)) == 1), TimeSpan.FromSeconds(10)), "no route or data node not up");
 
             var bulkSession = SessionName.Parse($"bfed://1/239.255.87.1/{Ports + 8}");
             var realTimeSession = SessionName.Parse($"bfed://1/239.255.87.2/{Ports + 7}/?content=real-time");
@@ -276,10 +280,13 @@ public class ClusterLoopbackTests
 
             using var bulkReceiver = Receiver(groups[0]);
             using var realTimeReceiver = Receiver(groups[1]);
-            // Both trees reach the data node, and the upstream sends to it.
-            Assert.True(await WaitAsync(async () => (await node.InvokeAsync(n => n.SessionCount)) == 2
-                && (rootClustered || (await g1.InvokeAsync(g => g.Sessions.Values.Count(s => s.PeerEndpoints.GetValueOrDefault(g2Id) == 201))) == 2),
-                TimeSpan.FromSeconds(10)), "the trees did not reach the data node");
+            // Both trees reach the data nodes, each gateway knows the other's data node, and the data nodes know each other.
+            Assert.True(await WaitAsync(async () =>
+                (root is null || await root.InvokeAsync(n => n.SessionCount) == 2) && (leaf is null || await leaf.InvokeAsync(n => n.SessionCount) == 2)
+                && (!leafClustered || await g1.InvokeAsync(g => g.Sessions.Values.Count(s => s.PeerEndpoints.GetValueOrDefault(g2Id) == 201)) == 2)
+                && (!rootClustered || await g2.InvokeAsync(g => g.Sessions.Values.Count(s => s.PeerEndpoints.GetValueOrDefault(g1Id) == 101)) == 2)
+                && (root is null || leaf is null || (root.KnownPeerDataNodes == 1 && leaf.KnownPeerDataNodes == 1)),
+                TimeSpan.FromSeconds(10)), "the trees did not reach the data nodes");
             await Task.Delay(300); // ASSIGNs with the downstream's labels
 
             const int count = 500;
@@ -303,8 +310,8 @@ public class ClusterLoopbackTests
 
             var bulk = await bulkTask;
             var realTime = await realTimeTask;
-            long dropped = node.DataDatagramsDroppedForTest + g1.DataDatagramsDroppedForTest;
-            var channels = rootClustered ? await node.BulkCountersAsync() : await g1.BulkCountersAsync();
+            long dropped = (root?.DataDatagramsDroppedForTest ?? 0) + (leaf?.DataDatagramsDroppedForTest ?? 0) + g1.DataDatagramsDroppedForTest;
+            var channels = root is not null ? await root.BulkCountersAsync() : await g1.BulkCountersAsync();
             var c2 = (await g2.SnapshotAsync()).Counters;
             Assert.True(bulk.Count == count, $"bulk {bulk.Count}, real-time {realTime.Count}, channels {channels}, node {node.ChannelsRefused} refused, g2 hello refused {g2.HelloRefused}, g2 datagrams refused {g2.DatagramsRefused}, g2 counters {string.Join(", ", c2.Where(kv => kv.Value != 0))}, node counters {await node.InvokeAsync(n => $"fwd {n.Counters.DataForwarded} fromIsland {n.Counters.DataFromIsland} sendFailed {n.Counters.SendFailed}")}");
             Assert.Equal(Enumerable.Range(0, count), bulk); // every message, in order
@@ -318,7 +325,7 @@ public class ClusterLoopbackTests
 
             // Hostile channels to the data node: from a gateway it does not know, and a known one's channel that then
             // sends something other than DATA. Both closed and counted; nothing reaches the node.
-            var peer = rootClustered ? g2Id : g1Id;
+            var peer = leaf is not null ? g1Id : g2Id;
             long received = await node.InvokeAsync(n => n.Counters.DataReceived);
             byte[][][] openings =
             [
