@@ -74,7 +74,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
     private long _learnedRefused;
     private readonly Socket _tcp;
     private readonly BulkDataChannels _bulk;
-    private int _inboundChannels;
+    private readonly ConnectionLimit _inboundLimit;
     private long _channelsRefused;
     private long _datagramsSent;
     private long _datagramsDroppedForTest;
@@ -123,6 +123,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         _tcp.Bind(ListenEndpoint);
         _tcp.Listen(64);
         _bulk = new BulkDataChannels(gateway, node, Post, () => Now);
+        _inboundLimit = new ConnectionLimit(() => 2 * (_peers.Count + _peerNodeConfig.Count) + 2);
         _loop = new Thread(RunLoop) { IsBackground = true, Name = $"data node {node}" };
     }
 
@@ -242,60 +243,53 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
 
     private void OnAccepted(Socket socket)
     {
-        if (Interlocked.Increment(ref _inboundChannels) > 2 * (_peers.Count + _peerNodeConfig.Count) + 2)
+        if (!_inboundLimit.TryServe(socket, ServeChannelAsync))
         {
-            Interlocked.Decrement(ref _inboundChannels);
             Interlocked.Increment(ref _channelsRefused);
-            socket.Dispose();
-            return;
         }
+    }
 
-        _ = Task.Run(async () =>
+    private async Task ServeChannelAsync(Socket socket)
+    {
+        try
         {
-            try
+            var remote = (socket.RemoteEndPoint as IPEndPoint)?.Address;
+            var inbound = new BulkDataChannels.Inbound(hello => Admit(hello, remote));
+            var link = new FramedConnection(socket, PeerCodec.MaxFrameBytes);
+            await using (link.ConfigureAwait(false))
             {
-                var remote = (socket.RemoteEndPoint as IPEndPoint)?.Address;
-                var inbound = new BulkDataChannels.Inbound(hello => Admit(hello, remote));
-                var link = new FramedConnection(socket, PeerCodec.MaxFrameBytes);
-                await using (link.ConfigureAwait(false))
+                using var helloTimer = new CancellationTokenSource(TimeSpan.FromSeconds(5));
+                using var registration = helloTimer.Token.Register(() =>
                 {
-                    using var helloTimer = new CancellationTokenSource(TimeSpan.FromSeconds(5));
-                    using var registration = helloTimer.Token.Register(() =>
+                    if (inbound.From is null)
                     {
-                        if (inbound.From is null)
-                        {
-                            link.Close();
-                        }
-                    });
-                    bool refused = false;
-                    await link.RunAsync(frame =>
+                        link.Close();
+                    }
+                });
+                bool refused = false;
+                await link.RunAsync(frame =>
+                {
+                    if (refused)
                     {
-                        if (refused)
-                        {
-                            return;
-                        }
+                        return;
+                    }
 
-                        if (inbound.OnFrame(frame, out refused))
-                        {
-                            var from = inbound.From!.Value;
-                            Post(() => Node.OnData(from, frame, Now)); // waits for room: TCP pushes back on the sender
-                        }
-                        else if (refused)
-                        {
-                            Interlocked.Increment(ref _channelsRefused);
-                            link.Close();
-                        }
-                    }, _stop.Token).ConfigureAwait(false);
-                }
+                    if (inbound.OnFrame(frame, out refused))
+                    {
+                        var from = inbound.From!.Value;
+                        Post(() => Node.OnData(from, frame, Now)); // waits for room: TCP pushes back on the sender
+                    }
+                    else if (refused)
+                    {
+                        Interlocked.Increment(ref _channelsRefused);
+                        link.Close();
+                    }
+                }, _stop.Token).ConfigureAwait(false);
             }
-            catch (Exception e) when (e is SocketException or IOException or OperationCanceledException or ObjectDisposedException)
-            {
-            }
-            finally
-            {
-                Interlocked.Decrement(ref _inboundChannels);
-            }
-        });
+        }
+        catch (Exception e) when (e is SocketException or IOException or OperationCanceledException or ObjectDisposedException)
+        {
+        }
     }
 
     // Runs an action on the loop thread, waiting for room in the queue (bulk data and channel events are never dropped).

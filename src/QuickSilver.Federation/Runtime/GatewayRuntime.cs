@@ -42,7 +42,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     private readonly Thread _loop;
     private readonly List<Task> _tasks = [];
     private readonly INativeNet _native;
-    private int _pendingConnections;
+    private readonly ConnectionLimit _acceptLimit;
     private long _helloRefused;
     private long _eventsDropped;
     private readonly Dictionary<uint, IPEndPoint> _ownNodes = []; // this control node's data nodes
@@ -118,6 +118,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         _udp.SendBufferSize = 4 << 20;
         _loop = new Thread(RunLoop) { IsBackground = true, Name = $"gateway {options.Gateway}" };
         _bulk = new BulkDataChannels(options.Gateway, 0, Post, () => Now);
+        _acceptLimit = new ConnectionLimit(() => 2 * (_peers.Count + _peerNodeConfig.Count) + 2);
     }
 
     public BroadcastGateway Gateway { get; }
@@ -387,25 +388,10 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     private void OnAccepted(Socket socket)
     {
-        if (Interlocked.Increment(ref _pendingConnections) > 2 * (_peers.Count + _peerNodeConfig.Count) + 2)
+        if (!_acceptLimit.TryServe(socket, s => RunLinkAsync(s, expected: null)))
         {
-            Interlocked.Decrement(ref _pendingConnections);
             Interlocked.Increment(ref _helloRefused);
-            socket.Dispose();
-            return;
         }
-
-        _ = Task.Run(async () =>
-        {
-            try
-            {
-                await RunLinkAsync(socket, expected: null).ConfigureAwait(false);
-            }
-            finally
-            {
-                Interlocked.Decrement(ref _pendingConnections);
-            }
-        });
     }
 
     private async Task DialLoopAsync(PeerConfig peer)
