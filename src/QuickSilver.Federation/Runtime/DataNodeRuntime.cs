@@ -114,13 +114,10 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         }
 
         Node = new DataNode(node, gateway, options, this, native, maxPayloadBytes: maxPayloadBytes, firstAuthCounter: ClusterAuthenticator.WallClockCounter());
-        _udp = new Socket(listen.AddressFamily, SocketType.Dgram, ProtocolType.Udp);
-        _udp.Bind(listen);
+        (_tcp, _udp) = SamePortSockets.Bind(listen);
         _udp.ReceiveBufferSize = 4 << 20;
         _udp.SendBufferSize = 4 << 20;
         ListenEndpoint = (IPEndPoint)_udp.LocalEndPoint!;
-        _tcp = new Socket(listen.AddressFamily, SocketType.Stream, ProtocolType.Tcp);
-        _tcp.Bind(ListenEndpoint);
         _tcp.Listen(64);
         _bulk = new BulkDataChannels(gateway, node, Post, () => Now);
         _inboundLimit = new ConnectionLimit(() => 2 * (_peers.Count + _peerNodeConfig.Count) + 2);

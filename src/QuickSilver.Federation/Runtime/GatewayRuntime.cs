@@ -107,13 +107,10 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
         _native = native;
         Gateway = clusterOptions is null ? new BroadcastGateway(options, this, native) : new BroadcastGateway(options, this, native, clusterOptions, this, ClusterAuthenticator.WallClockCounter());
-        _listener = new Socket(listen.AddressFamily, SocketType.Stream, ProtocolType.Tcp);
-        _listener.Bind(listen);
+        // Real-time DATA travels as UDP datagrams to and from the same address and port as the TCP listener.
+        (_listener, _udp) = SamePortSockets.Bind(listen);
         _listener.Listen(options.MaxPeers);
         ListenEndpoint = (IPEndPoint)_listener.LocalEndPoint!;
-        // Real-time DATA travels as UDP datagrams to and from the same address and port as the TCP listener.
-        _udp = new Socket(ListenEndpoint.AddressFamily, SocketType.Dgram, ProtocolType.Udp);
-        _udp.Bind(ListenEndpoint);
         _udp.ReceiveBufferSize = 4 << 20;
         _udp.SendBufferSize = 4 << 20;
         _loop = new Thread(RunLoop) { IsBackground = true, Name = $"gateway {options.Gateway}" };
