@@ -50,10 +50,11 @@ internal static class ClusterBench
             foreach (int n in parse.GetValue(nodes)!)
             {
                 var r = await RunAsync(n, parse.GetValue(sessions), parse.GetValue(count), parse.GetValue(size), parse.GetValue(basePort) + 40 * (run++ % 2), cancellationToken);
-                results.Add(new { nodes = n, r.Sent, r.Received, r.Seconds, r.Rate, r.PerNode });
+                results.Add(new { nodes = n, r.Sent, r.Received, r.Seconds, r.Rate, r.PerNode, r.Path });
                 if (!parse.GetValue(json))
                 {
-                    Console.WriteLine($"{n} data node(s): {r.Rate,10:N0} msg/s across {parse.GetValue(sessions)} sessions ({r.Received:N0}/{r.Sent:N0} received); delivered per data node: {string.Join(", ", r.PerNode.Select(p => $"{p.Key}: {p.Value:N0}"))}");
+                    Console.WriteLine($"{n} data node(s): {r.Rate,10:N0} msg/s across {parse.GetValue(sessions)} sessions ({r.Received:N0}/{r.Sent:N0} received); delivered per data node: {string.Join(", ", r.PerNode.Select(p => $"{p.Key}: {p.Value:N0}"))}; "
+                        + $"path: g1 took {r.Path.TakenByG1:N0} from its island, queued {r.Path.ChannelQueued:N0} on bulk data channels, dropped {r.Path.ChannelDropped:N0}; data nodes received {r.Path.ReceivedByDataNodes:N0}");
                 }
             }
 
@@ -67,7 +68,11 @@ internal static class ClusterBench
         return command;
     }
 
-    private sealed record Result(int Sent, int Received, double Seconds, double Rate, Dictionary<uint, long> PerNode);
+    private sealed record Result(int Sent, int Received, double Seconds, double Rate, Dictionary<uint, long> PerNode, Path Path);
+
+    /// <summary>Counts along the path: packets g1 took from its island, queued on and dropped at its bulk data channels,
+    /// and DATA frames the data nodes received.</summary>
+    private sealed record Path(long TakenByG1, long ChannelQueued, long ChannelDropped, long ReceivedByDataNodes);
 
     private static async Task<Result> RunAsync(int nodeCount, int sessionCount, int count, int size, int ports, CancellationToken cancellationToken)
     {
@@ -122,7 +127,16 @@ internal static class ClusterBench
             }
 
             int sent = count * sessionCount;
-            return new Result(sent, received, seconds, seconds > 0 ? (received - 1) / seconds : 0, perNode);
+            // Where messages were lost: g1's island socket (taken < sent), g1's bulk channel queue (dropped), the data nodes.
+            long taken = (await g1.SnapshotAsync()).Counters.GetValueOrDefault("DataFromIsland");
+            var channel = await g1.BulkCountersAsync();
+            long atNodes = 0;
+            foreach (var d in dataNodes)
+            {
+                atNodes += await d.InvokeAsync(x => x.Counters.DataReceived);
+            }
+
+            return new Result(sent, received, seconds, seconds > 0 ? (received - 1) / seconds : 0, perNode, new Path(taken, channel.Sent, channel.Dropped, atNodes));
         }
         finally
         {

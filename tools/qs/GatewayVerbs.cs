@@ -5,6 +5,7 @@ using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
 using System.Text.Json;
+using QuickSilver.Core.Security;
 using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Gateway;
 using QuickSilver.Federation.Naming;
@@ -85,7 +86,7 @@ internal static class GatewayVerbs
     {
         var id = Number("--id", "This gateway's number, unique in the federation");
         var island = Number("--island", "The island (broadcast network) this gateway belongs to");
-        var listen = Endpoint("--listen", "TCP address the gateway accepts peering links on", multicast: false);
+        var listen = Endpoint("--listen", "TCP address the gateway accepts peering links (and peers' bulk data channels) on; UDP on the same address", multicast: false);
         listen.Required = true;
         var peers = new Option<PeerConfig[]>("--peer")
         {
@@ -126,15 +127,20 @@ internal static class GatewayVerbs
         var qsmEmbedded = new Option<bool>("--qsm-embedded-gms") { Description = "With --qsm-gms: run that GMS inside the gateway's node" };
         var clusterNodes = AddressList("--cluster-node", "Make this gateway a clustered gateway's control node: one of its data nodes, <node>@<ip>:<port> (the data node's --listen); repeat for each", DataNodeAddress.ParseOwn);
         var peerDataNodes = AddressList("--peer-data-node", "A data node of a clustered peer gateway, <gateway>:<node>@<ip>:<port>; repeat for each", DataNodeAddress.Parse);
-        var dataNode = new Option<bool>("--data-node") { Description = "Run a data node of a clustered gateway instead of a gateway: --id is the node's number, --gateway and --island its gateway's, --listen its UDP address, --control the control node's --listen, --peer the peer gateways" };
+        var dataNode = new Option<bool>("--data-node") { Description = "Run a data node of a clustered gateway instead of a gateway: --id is the node's number, --gateway and --island its gateway's, --listen its address (UDP for control frames and real-time DATA, TCP for bulk data channels), --control the control node's --listen, --peer the peer gateways" };
         var control = Endpoint("--control", "With --data-node: the control node's peering address (it takes HEARTBEATs there, over UDP)", multicast: false);
         var clusterGateway = new Option<uint>("--gateway") { Description = "With --data-node: the number of the gateway this data node belongs to" };
         var heartbeatMs = Cli.Int("--heartbeat-ms", "Clustered gateway: a data node sends HEARTBEAT this often", 1000, 10, 60_000);
         var heartbeatTimeoutMs = Cli.Int("--heartbeat-timeout-ms", "Clustered gateway: the control node moves a silent data node's sessions after this long", 3000, 20, 600_000);
+        var clusterSecretFile = new Option<string?>("--cluster-secret-file")
+        {
+            Description = "Clustered gateway (control node and every data node): a file holding the secret they share, base64 of at least 32 random bytes "
+                          + "(e.g. 'head -c 32 /dev/urandom | base64 > cluster-secret'); control↔data frames then carry an HMAC-SHA256 tag, and forged or replayed ones are dropped",
+        };
         var command = new Command("gateway", "Run a federation gateway (an IP-multicast island on loopback, TCP peering links, an admin endpoint), a clustered gateway's control node (--cluster-node) or one of its data nodes (--data-node).")
         {
             id, island, listen, peers, admin, mediator, poolBase, poolSize, portBase, keepAlive, hold, refresh, joinHold, noTransit, seconds, fanout, qsmGms, qsmEmbedded,
-            clusterNodes, peerDataNodes, dataNode, control, clusterGateway, heartbeatMs, heartbeatTimeoutMs,
+            clusterNodes, peerDataNodes, dataNode, control, clusterGateway, heartbeatMs, heartbeatTimeoutMs, clusterSecretFile,
         };
         command.SetAction(async (parse, cancellationToken) =>
         {
@@ -156,8 +162,23 @@ internal static class GatewayVerbs
                 Policy = parse.GetValue(noTransit) ? new NoTransitPolicy(islandId) : OpenPolicy.Instance,
             };
             var nativeOptions = new MulticastNativeNetOptions { PoolBase = pool, PoolSize = parse.GetValue(poolSize), PortBase = parse.GetValue(portBase), Mediator = parse.GetValue(mediator) };
+            byte[]? clusterSecret = null;
+            if (parse.GetValue(clusterSecretFile) is { } secretPath)
+            {
+                try
+                {
+                    clusterSecret = DatagramSecurityOptions.DecodeSecret(await File.ReadAllTextAsync(secretPath, cancellationToken), "--cluster-secret-file");
+                }
+                catch (Exception e) when (e is IOException or UnauthorizedAccessException or ArgumentException)
+                {
+                    await Console.Error.WriteLineAsync(e is ArgumentException ? e.Message.Split(" (Parameter")[0] : $"--cluster-secret-file: cannot read '{secretPath}': {e.Message}");
+                    return Cli.BadOptions;
+                }
+            }
+
             var cluster = new ClusterOptions
             {
+                ClusterSecret = clusterSecret,
                 DataNodes = parse.GetValue(dataNode) ? [parse.GetValue(id)] : [.. parse.GetValue(clusterNodes)!.Select(n => n.Node)],
                 HeartbeatInterval = TimeSpan.FromMilliseconds(parse.GetValue(heartbeatMs)),
                 HeartbeatTimeout = TimeSpan.FromMilliseconds(parse.GetValue(heartbeatTimeoutMs)),
@@ -170,7 +191,11 @@ internal static class GatewayVerbs
                 }
                 catch (ArgumentOutOfRangeException e)
                 {
-                    string name = e.ParamName switch { nameof(ClusterOptions.HeartbeatTimeout) => "--heartbeat-timeout-ms", nameof(ClusterOptions.DataNodes) => "--cluster-node", _ => "--heartbeat-ms" };
+                    string name = e.ParamName switch
+                    {
+                        nameof(ClusterOptions.HeartbeatTimeout) => "--heartbeat-timeout-ms", nameof(ClusterOptions.DataNodes) => "--cluster-node",
+                        nameof(ClusterOptions.ClusterSecret) => "--cluster-secret-file", _ => "--heartbeat-ms",
+                    };
                     await Console.Error.WriteLineAsync($"{name}: {e.Message.Split(" (Parameter")[0]}");
                     return Cli.BadOptions;
                 }

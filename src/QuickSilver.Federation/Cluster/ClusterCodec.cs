@@ -43,6 +43,12 @@ public static class ClusterCodec
 
         Addresses(w, m.LocalAddresses);
         Addresses(w, m.RootAddresses);
+        w.U8(checked((byte)m.PeerNodes.Length));
+        foreach (var p in m.PeerNodes)
+        {
+            EndpointCodec.Write(w.U32(p.Gateway.Value).U32(p.Node), p.Address);
+        }
+
         return w.Written.ToArray();
     }
 
@@ -197,7 +203,41 @@ public static class ClusterCodec
             return FrameError.BadValue; // a root needs its Up channels, and only a root has them
         }
 
-        message = new AssignMessage(node, sequenceBase, session, flags == 1, labels, new GatewayId(upstream), upstreamEndpoint, upstreamLabels, downstream, local, roots);
+        if (!r.U8(out byte known))
+        {
+            return FrameError.Truncated;
+        }
+
+        if (known > down + 1)
+        {
+            return FrameError.BadValue;
+        }
+
+        var peerNodes = new PeerDataNodeAddress[known];
+        for (int i = 0; i < known; i++)
+        {
+            if (!r.U32(out uint g) || !r.U32(out uint n))
+            {
+                return FrameError.Truncated;
+            }
+
+            error = EndpointCodec.Read(ref r, out var address);
+            if (error != FrameError.None)
+            {
+                return error;
+            }
+
+            // Only a data node the ASSIGN names (the upstream's, or a downstream's) may have an address here.
+            bool named = n != 0 && ((g == upstream && n == upstreamEndpoint) || downstream.Any(d => d.Gateway.Value == g && d.Endpoint == n));
+            if (address is null || !named)
+            {
+                return FrameError.BadValue;
+            }
+
+            peerNodes[i] = new PeerDataNodeAddress(new GatewayId(g), n, address);
+        }
+
+        message = new AssignMessage(node, sequenceBase, session, flags == 1, labels, new GatewayId(upstream), upstreamEndpoint, upstreamLabels, downstream, local, roots, peerNodes);
         return FrameError.None;
     }
 

@@ -21,12 +21,17 @@ public sealed record HeartbeatMessage(uint Node, uint Sessions, uint Forwarded) 
 /// there (0: the gateway itself).</summary>
 public readonly record struct DownstreamPeer(GatewayId Gateway, uint Endpoint);
 
+/// <summary>Where data node <see cref="Node"/> of the peer gateway <see cref="Gateway"/> takes DATA, as that peer
+/// announced in DATA_ENDPOINT (so data nodes need no <c>--peer-data-node</c> configuration for it).</summary>
+public readonly record struct PeerDataNodeAddress(GatewayId Gateway, uint Node, System.Net.IPEndPoint Address);
+
 /// <summary>
 /// Control node → data node (the seed's subscribe_down / allocate / subscribe_up folded into one idempotent message):
 /// the whole data-path state of one session, re-sent whenever it changes and every
 /// <see cref="ClusterOptions.AssignRefresh"/>. <see cref="Labels"/> are the gateway's own flow labels; the upstream
 /// and its labels (empty until its TRANSLATION arrived); the downstream peers; the native addresses of the Down
-/// channels (local clients; empty when none) and of the Up channels (roots only).
+/// channels (local clients; empty when none) and of the Up channels (roots only); the addresses of the peers' data nodes
+/// named above, where the control node learnt them (<see cref="PeerNodes"/>, at most one per named data node).
 /// </summary>
 public sealed record AssignMessage(
     uint Node,
@@ -39,7 +44,11 @@ public sealed record AssignMessage(
     FlowLabel[] UpstreamLabels,
     DownstreamPeer[] Downstream,
     string[] LocalAddresses,
-    string[] RootAddresses) : ClusterMessage(Node);
+    string[] RootAddresses,
+    PeerDataNodeAddress[]? PeerNodes = null) : ClusterMessage(Node)
+{
+    public PeerDataNodeAddress[] PeerNodes { get; init; } = PeerNodes ?? [];
+}
 
 /// <summary>Control node → data node: stop forwarding <see cref="Session"/> and release its native channels.</summary>
 public sealed record ReleaseMessage(uint Node, SessionName Session) : ClusterMessage(Node);

@@ -25,6 +25,13 @@ public sealed record ClusterOptions
     /// <summary>Sessions one data node holds at most; ASSIGNs beyond are refused and counted.</summary>
     public int MaxSessionsPerNode { get; init; } = 4096;
 
+    /// <summary>The secret the control node and its data nodes share (at least
+    /// <see cref="ClusterAuthenticator.MinSecretBytes"/> bytes): every control↔data frame then carries an HMAC-SHA256
+    /// tag and a counter, and frames without a valid tag, or replayed, are dropped and counted
+    /// (<see cref="ClusterAuthenticator"/>). Null (the default): frames travel unauthenticated, for loopback or a
+    /// trusted machine-room network only.</summary>
+    public byte[]? ClusterSecret { get; init; }
+
     public const int MaxDataNodesBound = 256;
 
     public void Validate()
@@ -57,6 +64,11 @@ public sealed record ClusterOptions
         if (SessionHold <= AssignRefresh)
         {
             throw new ArgumentOutOfRangeException(nameof(SessionHold), $"SessionHold ({SessionHold.TotalSeconds} s) must exceed AssignRefresh ({AssignRefresh.TotalSeconds} s)");
+        }
+
+        if (ClusterSecret is { Length: < ClusterAuthenticator.MinSecretBytes })
+        {
+            throw new ArgumentOutOfRangeException(nameof(ClusterSecret), $"ClusterSecret must be at least {ClusterAuthenticator.MinSecretBytes} bytes; got {ClusterSecret.Length}");
         }
 
         if (MaxSessionsPerNode is < 1 or > 1_000_000)

@@ -18,13 +18,17 @@ public sealed class DataCoordinator
     private readonly IControlHost _host;
     private readonly Dictionary<uint, NodeState> _nodes = [];
     private readonly Dictionary<SessionName, Placement> _placements = [];
+    private readonly ClusterAuthenticator? _auth;
     private uint _incarnations;
 
-    public DataCoordinator(ClusterOptions options, IControlHost host)
+    /// <param name="firstAuthCounter">With <see cref="ClusterOptions.ClusterSecret"/>: the counter of the first frame
+    /// this control node seals (the runtime passes <see cref="ClusterAuthenticator.WallClockCounter"/>).</param>
+    public DataCoordinator(ClusterOptions options, IControlHost host, ulong firstAuthCounter = 1)
     {
         options.Validate();
         _options = options;
         _host = host;
+        _auth = options.ClusterSecret is { } secret ? new ClusterAuthenticator(secret, firstAuthCounter) : null;
         foreach (var n in options.DataNodes)
         {
             _nodes[n] = new NodeState(n);
@@ -46,6 +50,13 @@ public sealed class DataCoordinator
     /// <summary>A frame from a data node. Never throws: a malformed frame, or one from a node not configured, is counted.</summary>
     public void OnFrame(ReadOnlySpan<byte> frame, TimeSpan now)
     {
+        ulong counter = 0;
+        if (_auth is not null && _auth.Open(frame, out frame, out counter) != ClusterAuthError.None)
+        {
+            Counters.Unauthenticated++;
+            return;
+        }
+
         var error = ClusterCodec.Decode(frame, out var message);
         if (error != FrameError.None)
         {
@@ -65,6 +76,12 @@ public sealed class DataCoordinator
             return;
         }
 
+        if (_auth is not null && !_auth.Fresh(hb.Node, counter))
+        {
+            Counters.Replayed++;
+            return;
+        }
+
         Counters.Heartbeats++;
         node.LastHeard = now;
         if (!node.Alive)
@@ -73,7 +90,7 @@ public sealed class DataCoordinator
             node.Alive = true;
             node.SequenceBase = ++_incarnations << 24;
             Counters.NodesUp++;
-            _host.SendToDataNode(node.Id, ClusterCodec.Reset(new ResetMessage(node.Id)));
+            Send(node.Id, ClusterCodec.Reset(new ResetMessage(node.Id)));
         }
         else if (hb.Sessions < node.Sessions)
         {
@@ -114,7 +131,10 @@ public sealed class DataCoordinator
 
     /// <summary>Places every session on a live node and sends the ASSIGNs that changed or are due, and RELEASEs for
     /// sessions the gateway no longer has. Returns the sessions whose data node changed (their neighbours must learn it).</summary>
-    public IReadOnlyList<SessionTree> Sync(IReadOnlyDictionary<SessionName, SessionTree> trees, Func<SessionTree, GatewayId, uint> endpointOf, TimeSpan now)
+    /// <param name="addressOf">Where a peer's data node takes DATA, if that peer said (DATA_ENDPOINT): passed on in the
+    /// ASSIGN so the data node needs no configuration for it.</param>
+    public IReadOnlyList<SessionTree> Sync(IReadOnlyDictionary<SessionName, SessionTree> trees, Func<SessionTree, GatewayId, uint> endpointOf, TimeSpan now,
+        Func<GatewayId, uint, System.Net.IPEndPoint?>? addressOf = null)
     {
         List<SessionTree>? changed = null;
         foreach (var p in _placements.Values.ToList())
@@ -123,7 +143,7 @@ public sealed class DataCoordinator
             {
                 if (p.Node is { } n)
                 {
-                    _host.SendToDataNode(n, ClusterCodec.Release(new ReleaseMessage(n, p.Session)));
+                    Send(n, ClusterCodec.Release(new ReleaseMessage(n, p.Session)));
                     _nodes[n].Sessions--;
                 }
 
@@ -155,19 +175,21 @@ public sealed class DataCoordinator
             }
 
             var id = p.Node.Value;
-            var assign = Build(tree, id, endpointOf);
+            var assign = Build(tree, id, endpointOf, addressOf);
             var bytes = ClusterCodec.Assign(assign);
             if (p.Sent is null || now - p.SentAt >= _options.AssignRefresh || !bytes.AsSpan().SequenceEqual(p.Sent))
             {
                 p.Sent = bytes;
                 p.SentAt = now;
                 Counters.AssignsSent++;
-                _host.SendToDataNode(id, bytes);
+                Send(id, bytes);
             }
         }
 
         return changed ?? (IReadOnlyList<SessionTree>)[];
     }
+
+    private void Send(uint node, byte[] frame) => _host.SendToDataNode(node, _auth is null ? frame : _auth.Seal(frame));
 
     private NodeState? LeastLoaded()
     {
@@ -183,12 +205,21 @@ public sealed class DataCoordinator
         return best;
     }
 
-    private AssignMessage Build(SessionTree tree, uint node, Func<SessionTree, GatewayId, uint> endpointOf)
+    private AssignMessage Build(SessionTree tree, uint node, Func<SessionTree, GatewayId, uint> endpointOf, Func<GatewayId, uint, System.Net.IPEndPoint?>? addressOf)
     {
         var upstream = tree.Upstream ?? default;
         var labels = tree.UpstreamLabels ?? [];
         var downstream = tree.Downstream.Keys.Where(g => g != upstream).Take(ClusterCodec.MaxDownstream).OrderBy(g => g.Value)
             .Select(g => new DownstreamPeer(g, endpointOf(tree, g))).ToArray();
+        var named = downstream.Select(d => (d.Gateway, Node: d.Endpoint));
+        if (upstream.Value != 0)
+        {
+            named = named.Prepend((upstream, endpointOf(tree, upstream)));
+        }
+
+        var peerNodes = addressOf is null ? [] : named.Where(p => p.Node != 0)
+            .Select(p => addressOf(p.Gateway, p.Node) is { } a ? new PeerDataNodeAddress(p.Gateway, p.Node, a) : (PeerDataNodeAddress?)null)
+            .OfType<PeerDataNodeAddress>().Take(byte.MaxValue).ToArray();
         return new AssignMessage(
             node,
             _nodes[node].SequenceBase,
@@ -200,7 +231,8 @@ public sealed class DataCoordinator
             upstream.Value == 0 ? [] : labels,
             downstream,
             tree.LocalChannels?.Select(c => c.Address).ToArray() ?? [],
-            tree.IsRoot ? tree.RootChannels?.Select(c => c.Address).ToArray() ?? [] : []);
+            tree.IsRoot ? tree.RootChannels?.Select(c => c.Address).ToArray() ?? [] : [],
+            peerNodes);
     }
 
     private sealed class NodeState(uint id)
@@ -240,6 +272,10 @@ public sealed class CoordinatorCounters
     public long SessionsMoved;
     public long AssignsSent;
     public long NoLiveNode;
+
+    /// <summary>Frames dropped: tag not verified (forged, altered, unauthenticated); counter replayed.</summary>
+    public long Unauthenticated;
+    public long Replayed;
 
     public readonly long[] Malformed = new long[Enum.GetValues<FrameError>().Length];
 

@@ -28,12 +28,15 @@ public sealed class DataNode : INativeNetUpcalls
     private readonly Dictionary<(GatewayId, FlowLabel), (NodeSession Session, int Flow)> _upstreamLabels = [];
     private readonly DuplicateFilter _duplicates;
     private readonly byte[] _scratch;
+    private readonly ClusterAuthenticator? _auth;
     private uint _nextSequence;
     private bool _seeded;
     private TimeSpan _now;
     private TimeSpan _lastHeartbeat = TimeSpan.MinValue;
 
-    public DataNode(uint id, GatewayId gateway, ClusterOptions options, IDataNodeHost host, INativeNet native, int maxOrigins = 1024, int maxPayloadBytes = 65_000)
+    /// <param name="firstAuthCounter">With <see cref="ClusterOptions.ClusterSecret"/>: the counter of the first frame
+    /// this node seals (the runtime passes <see cref="ClusterAuthenticator.WallClockCounter"/>).</param>
+    public DataNode(uint id, GatewayId gateway, ClusterOptions options, IDataNodeHost host, INativeNet native, int maxOrigins = 1024, int maxPayloadBytes = 65_000, ulong firstAuthCounter = 1)
     {
         if (id == 0)
         {
@@ -58,6 +61,7 @@ public sealed class DataNode : INativeNetUpcalls
         _maxPayload = maxPayloadBytes;
         _duplicates = new DuplicateFilter(maxOrigins);
         _scratch = new byte[DataHeader.Size + maxPayloadBytes];
+        _auth = options.ClusterSecret is { } secret ? new ClusterAuthenticator(secret, firstAuthCounter) : null;
     }
 
     public uint Id => _id.Value;
@@ -72,10 +76,23 @@ public sealed class DataNode : INativeNetUpcalls
     public void OnControlFrame(ReadOnlySpan<byte> frame, TimeSpan now)
     {
         _now = now;
+        ulong counter = 0;
+        if (_auth is not null && _auth.Open(frame, out frame, out counter) != ClusterAuthError.None)
+        {
+            Counters.Unauthenticated++;
+            return;
+        }
+
         var error = ClusterCodec.Decode(frame, out var message);
         if (error != FrameError.None)
         {
             Counters.Malformed[(int)error]++;
+            return;
+        }
+
+        if (_auth is not null && !_auth.Fresh(0, counter))
+        {
+            Counters.Replayed++; // sender 0: the control node, the only one that sends here
             return;
         }
 
@@ -121,7 +138,8 @@ public sealed class DataNode : INativeNetUpcalls
         {
             _lastHeartbeat = now;
             Counters.HeartbeatsSent++;
-            _host.SendToControl(ClusterCodec.Heartbeat(new HeartbeatMessage(_id.Value, (uint)_sessions.Count, (uint)Counters.DataForwarded)));
+            var heartbeat = ClusterCodec.Heartbeat(new HeartbeatMessage(_id.Value, (uint)_sessions.Count, (uint)Counters.DataForwarded));
+            _host.SendToControl(_auth is null ? heartbeat : _auth.Seal(heartbeat));
         }
 
         foreach (var s in _sessions.Values.ToList())
@@ -285,6 +303,10 @@ public sealed class DataNode : INativeNetUpcalls
         }
 
         s.Downstream = m.Downstream;
+        foreach (var p in m.PeerNodes)
+        {
+            _host.LearnPeerNode(p.Gateway, p.Node, p.Address);
+        }
         s.Local = Channels(s, s.Local, m.LocalAddresses, ChannelDirection.Down, subscribe: m.Session.MultiSource);
         s.RootChannels = Channels(s, s.RootChannels, m.RootAddresses, ChannelDirection.Up, subscribe: true);
     }

@@ -25,6 +25,11 @@ public sealed class DataNodeCounters
     public long SendFailed;
     public long HeartbeatsSent;
 
+    /// <summary>Control frames dropped because their tag did not verify (forged, altered, unauthenticated), and
+    /// because their counter was a replay (<see cref="ClusterAuthenticator"/>).</summary>
+    public long Unauthenticated;
+    public long Replayed;
+
     /// <summary>Malformed control frames by reason (<see cref="FrameError"/>), and malformed DATA frames under BadValue.</summary>
     public readonly long[] Malformed = new long[Enum.GetValues<FrameError>().Length];
 

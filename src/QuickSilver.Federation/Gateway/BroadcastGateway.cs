@@ -20,6 +20,11 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
 {
     private readonly GatewayOptions _options;
     private readonly IGatewayHost _host;
+    private readonly IControlHost? _controlHost;
+    private readonly Dictionary<(GatewayId Peer, uint Node), System.Net.IPEndPoint> _peerDataNodes = [];
+
+    /// <summary>Peers' data-node addresses learnt from DATA_ENDPOINT, at most (later ones refused and counted).</summary>
+    public const int MaxPeerDataNodes = 1024;
     private readonly INativeNet _native;
     private readonly Dictionary<GatewayId, PeeringLink> _peers = [];
     private readonly Dictionary<SessionName, SessionTree> _sessions = [];
@@ -36,8 +41,10 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
 
     /// <summary>The control node of a clustered gateway (seed §4): routing, trees and the mediator here, data forwarded
     /// only by the data nodes listed in <paramref name="cluster"/>, reached through <paramref name="controlHost"/>.
-    /// The plug-in is used for addresses (allocate, reclaim), SROUTE costs and the mediator, never for data.</summary>
-    public BroadcastGateway(GatewayOptions options, IGatewayHost host, INativeNet native, ClusterOptions cluster, IControlHost controlHost)
+    /// The plug-in is used for addresses (allocate, reclaim), SROUTE costs and the mediator, never for data.
+    /// <paramref name="firstAuthCounter"/>: the counter of the first control frame sealed when
+    /// <see cref="ClusterOptions.ClusterSecret"/> is set (<see cref="ClusterAuthenticator"/>).</summary>
+    public BroadcastGateway(GatewayOptions options, IGatewayHost host, INativeNet native, ClusterOptions cluster, IControlHost controlHost, ulong firstAuthCounter = 1)
         : this(options, host, native)
     {
         if (cluster.DataNodes.Contains(options.Gateway.Value))
@@ -45,7 +52,8 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
             throw new ArgumentOutOfRangeException(nameof(cluster), "a data node number equals the gateway's own number");
         }
 
-        _cluster = new DataCoordinator(cluster, controlHost);
+        _cluster = new DataCoordinator(cluster, controlHost, firstAuthCounter);
+        _controlHost = controlHost;
     }
 
     public BroadcastGateway(GatewayOptions options, IGatewayHost host, INativeNet native)
@@ -328,6 +336,21 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
         if (_sessions.TryGetValue(m.Session, out var tree) && (tree.Upstream == peer || tree.Downstream.ContainsKey(peer)))
         {
             tree.PeerEndpoints[peer] = m.Node;
+            if (m.Address is { } address)
+            {
+                if (_peerDataNodes.Count >= MaxPeerDataNodes && !_peerDataNodes.ContainsKey((peer, m.Node)))
+                {
+                    Counters.PeerDataNodesRefused++;
+                    return;
+                }
+
+                if (!_peerDataNodes.TryGetValue((peer, m.Node), out var known) || !known.Equals(address))
+                {
+                    _peerDataNodes[(peer, m.Node)] = address;
+                    _host.LearnDataNode(peer, m.Node, address);
+                }
+            }
+
             return;
         }
 
@@ -347,7 +370,7 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
             return;
         }
 
-        foreach (var tree in _cluster.Sync(_sessions, EndpointOf, _now))
+        foreach (var tree in _cluster.Sync(_sessions, EndpointOf, _now, (peer, node) => _peerDataNodes.GetValueOrDefault((peer, node))))
         {
             if (tree.Upstream is { } up)
             {
@@ -365,7 +388,7 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
     {
         if (_cluster?.NodeOf(tree.Name) is { } node)
         {
-            SendControl(peer, PeerCodec.DataEndpoint(tree.Name, node));
+            SendControl(peer, PeerCodec.DataEndpoint(tree.Name, node, _controlHost?.AddressOf(node)));
         }
     }
 

@@ -45,6 +45,9 @@ public sealed class GatewayCounters
     /// <summary>DATA_ENDPOINT frames for a session or a peer not on our tree.</summary>
     public long EndpointsStale;
 
+    /// <summary>DATA_ENDPOINT addresses not kept: the bound on peers' data nodes (<see cref="BroadcastGateway.MaxPeerDataNodes"/>) was reached.</summary>
+    public long PeerDataNodesRefused;
+
     /// <summary>Per-receiver delivery (seed 004): frames sent across links, packets handed to receivers, refusals.</summary>
     public long CoreCastPayloadsSent;
     public long CoreCastHeadersSent;

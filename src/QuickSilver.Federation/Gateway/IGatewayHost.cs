@@ -18,6 +18,12 @@ public interface IGatewayHost
     /// (the peer announced it with DATA_ENDPOINT). A host that cannot reach data nodes sends it to the peer itself.</summary>
     bool SendToDataNode(GatewayId peer, uint node, ReadOnlySpan<byte> frame, bool realTime) => realTime ? SendDatagram(peer, frame) : Send(peer, frame);
 
+    /// <summary>The peer announced (DATA_ENDPOINT) where its data node <paramref name="node"/> takes DATA. A host that
+    /// resolves data nodes by configuration only ignores it.</summary>
+    void LearnDataNode(GatewayId peer, uint node, System.Net.IPEndPoint address)
+    {
+    }
+
     /// <summary>Closes the link to <paramref name="peer"/> (the gateway already forgot it).</summary>
     void Disconnect(GatewayId peer);
 }

@@ -19,6 +19,7 @@ public enum FrameType : byte
     CoreCastPayload = 14,
     CoreCastHeader = 15,
     ReceiverData = 16,
+    DataChannel = 17,
 }
 
 /// <summary>Why a frame was refused (one counter each).</summary>

@@ -102,7 +102,13 @@ public static class PeerCodec
         return w.Written.ToArray();
     }
 
-    public static byte[] DataEndpoint(SessionName session, uint node) => Start(FrameType.DataEndpoint).String(session.Text).U32(node).Written.ToArray();
+    public static byte[] DataEndpoint(SessionName session, uint node, System.Net.IPEndPoint? address = null)
+        => EndpointCodec.Write(Start(FrameType.DataEndpoint).String(session.Text).U32(node), node == 0 ? null : address).Written.ToArray();
+
+    /// <summary>The first frame on a bulk data channel (a TCP connection that carries only DATA frames, one way, from a
+    /// data node or a gateway to a peer's data node or gateway): who sends, <paramref name="node"/> 0 for the gateway
+    /// itself.</summary>
+    public static byte[] DataChannel(GatewayId gateway, uint node) => Start(FrameType.DataChannel).U32(gateway.Value).U32(node).Written.ToArray();
 
     /// <summary>Reads the type of a frame without decoding it (data frames take the fast path).</summary>
     public static FrameError PeekType(ReadOnlySpan<byte> frame, out FrameType type)
@@ -124,7 +130,7 @@ public static class PeerCodec
         }
 
         type = (FrameType)frame[1];
-        return type is >= FrameType.Hello and <= FrameType.ReceiverData ? FrameError.None : FrameError.UnknownType;
+        return type is >= FrameType.Hello and <= FrameType.DataChannel ? FrameError.None : FrameError.UnknownType;
     }
 
     /// <summary>Decodes a control frame. Returns <see cref="FrameError.None"/> and the message, or the reason it was refused.</summary>
@@ -152,6 +158,7 @@ public static class PeerCodec
             FrameType.DataEndpoint => DecodeDataEndpoint(ref r, out message),
             FrameType.Capabilities => r.U32(out uint flags) ? Ok(new CapabilitiesMessage(flags), out message) : FrameError.Truncated,
             FrameType.Receivers => DecodeReceivers(ref r, out message),
+            FrameType.DataChannel => DecodeDataChannel(ref r, out message),
             _ => FrameError.UnknownType, // Data is not a control frame
         };
         if (error == FrameError.None && r.Remaining != 0)
@@ -467,6 +474,23 @@ public static class PeerCodec
         return FrameError.None;
     }
 
+    private static FrameError DecodeDataChannel(ref SpanReader r, out PeerMessage? message)
+    {
+        message = null;
+        if (!r.U32(out uint gateway) || !r.U32(out uint node))
+        {
+            return FrameError.Truncated;
+        }
+
+        if (gateway == 0 || gateway == node)
+        {
+            return FrameError.BadValue;
+        }
+
+        message = new DataChannelMessage(new GatewayId(gateway), node);
+        return FrameError.None;
+    }
+
     private static FrameError DecodeDataEndpoint(ref SpanReader r, out PeerMessage? message)
     {
         message = null;
@@ -481,7 +505,18 @@ public static class PeerCodec
             return FrameError.Truncated;
         }
 
-        message = new DataEndpointMessage(session!, node);
+        error = EndpointCodec.Read(ref r, out var address);
+        if (error != FrameError.None)
+        {
+            return error;
+        }
+
+        if (node == 0 && address is not null)
+        {
+            return FrameError.BadValue; // the gateway itself has no data-node address
+        }
+
+        message = new DataEndpointMessage(session!, node, address);
         return FrameError.None;
     }
 

@@ -44,8 +44,10 @@ public sealed record NoRouteMessage(SessionName Session) : PeerMessage;
 
 /// <summary>DATA_ENDPOINT (ours, for the clustered gateway): the sender's data node that handles
 /// <see cref="Session"/>; the receiver sends that session's DATA toward it instead of toward the sender's control node.
-/// <see cref="Node"/> 0 means the sender itself (an unclustered gateway).</summary>
-public sealed record DataEndpointMessage(SessionName Session, uint Node) : PeerMessage;
+/// <see cref="Node"/> 0 means the sender itself (an unclustered gateway). <see cref="Address"/>: where that data node
+/// takes DATA (UDP datagrams and TCP bulk data channels), when the sender knows it; null: resolve the number by
+/// configuration.</summary>
+public sealed record DataEndpointMessage(SessionName Session, uint Node, System.Net.IPEndPoint? Address = null) : PeerMessage;
 
 /// <summary>CAPABILITIES (ours): sent once after HELLO. Bit 0 of <see cref="Flags"/>: the sender takes CoreCast frames
 /// (payload once, then headers). A peer that never sends it gets per-receiver sessions as plain unicast.</summary>
@@ -60,3 +62,7 @@ public readonly record struct ReceiverId(GatewayId Egress, uint Receiver);
 /// <summary>RECEIVERS (ours, for per-receiver delivery): downstream → upstream, every receiver of the session behind the
 /// sender (its own island's and those its downstream peers reported), replacing the previous list.</summary>
 public sealed record ReceiversMessage(SessionName Session, ReceiverId[] Receivers) : PeerMessage;
+
+/// <summary>DATA_CHANNEL: the first frame of a bulk data channel, naming its sender: a gateway (<see cref="Node"/> 0)
+/// or one of its data nodes. Every later frame on the channel must be DATA.</summary>
+public sealed record DataChannelMessage(GatewayId Gateway, uint Node) : PeerMessage;

@@ -26,6 +26,19 @@ internal ref struct SpanReader(ReadOnlySpan<byte> span)
         return true;
     }
 
+    public bool Bytes(int n, out ReadOnlySpan<byte> value)
+    {
+        if (Remaining < n)
+        {
+            value = default;
+            return false;
+        }
+
+        value = _span.Slice(_pos, n);
+        _pos += n;
+        return true;
+    }
+
     public bool U16(out ushort value)
     {
         if (Remaining < 2)
@@ -101,6 +114,13 @@ internal sealed class FrameWriter
     {
         Ensure(1)[0] = v;
         Length += 1;
+        return this;
+    }
+
+    public FrameWriter Bytes(ReadOnlySpan<byte> v)
+    {
+        v.CopyTo(Ensure(v.Length));
+        Length += v.Length;
         return this;
     }
 

@@ -1,3 +1,4 @@
+using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Globalization;
 using System.Net;
@@ -6,6 +7,8 @@ using System.Threading.Channels;
 using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Naming;
 using QuickSilver.Federation.NativeNet;
+using QuickSilver.Federation.Peering;
+using QuickSilver.Transport.Framing;
 
 namespace QuickSilver.Federation.Runtime;
 
@@ -49,9 +52,11 @@ public sealed record DataNodeAddress(GatewayId Gateway, uint Node, IPEndPoint Ad
 
 /// <summary>
 /// Runs one <see cref="DataNode"/> on real sockets: a loop thread owns the state machine (ticks every 100 ms), one UDP
-/// socket carries both the control↔data frames (only from the configured control node's address) and the DATA
+/// socket carries both the control↔data frames (only from the configured control node's address) and real-time DATA
 /// datagrams (only from a configured peer gateway's or peer data node's address; anything else is counted in
-/// <see cref="DatagramsRefused"/>). The island plug-in (<see cref="IHostedNativeNet"/>) sends into the island and, for
+/// <see cref="DatagramsRefused"/>). Bulk sessions' DATA travels on TCP bulk data channels (<see cref="BulkDataChannels"/>):
+/// this node dials the peer gateway or peer data node it sends to, and takes channels from configured peers on a TCP
+/// listener at the same address as its UDP socket. The island plug-in (<see cref="IHostedNativeNet"/>) sends into the island and, for
 /// roots and multi-source sessions, listens there. Stopping it (<see cref="DisposeAsync"/>) is a crash as far as the
 /// control node can tell: heartbeats stop.
 /// </summary>
@@ -59,17 +64,27 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
 {
     private static readonly TimeSpan TickEvery = TimeSpan.FromMilliseconds(100);
 
-    private readonly Channel<Action> _events = Channel.CreateBounded<Action>(new BoundedChannelOptions(GatewayRuntime.QueueCapacity) { SingleReader = true, FullMode = BoundedChannelFullMode.DropWrite });
+    private readonly Channel<Action> _events = Channel.CreateBounded<Action>(new BoundedChannelOptions(GatewayRuntime.QueueCapacity) { SingleReader = true, FullMode = BoundedChannelFullMode.Wait });
     private readonly Socket _udp;
     private readonly IPEndPoint _control;
     private readonly Dictionary<GatewayId, IPEndPoint> _peers;
     private readonly Dictionary<uint, IPEndPoint> _peerNodes;
-    private readonly Dictionary<IPEndPoint, GatewayId> _sources = [];
+    private readonly ConcurrentDictionary<uint, DataNodeAddress> _peerNodeConfig; // read by the channel acceptor
+    private readonly HashSet<uint> _configuredNodes;
+    private long _learnedRefused;
+    private readonly Socket _tcp;
+    private readonly BulkDataChannels _bulk;
+    private readonly ConnectionLimit _inboundLimit;
+    private long _channelsRefused;
+    private long _datagramsSent;
+    private long _datagramsDroppedForTest;
+    private readonly ConcurrentDictionary<IPEndPoint, GatewayId> _sources = []; // read by the receive loop
     private readonly IHostedNativeNet _native;
     private readonly CancellationTokenSource _stop = new();
     private readonly Stopwatch _clock = Stopwatch.StartNew();
     private readonly Thread _loop;
     private Task? _receive;
+    private Task? _accept;
     private long _datagramsRefused;
     private long _eventsDropped;
 
@@ -86,6 +101,8 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         _control = control;
         _peers = peers.ToDictionary();
         _peerNodes = peerDataNodes.ToDictionary(d => d.Node, d => d.Address);
+        _peerNodeConfig = new ConcurrentDictionary<uint, DataNodeAddress>(peerDataNodes.ToDictionary(d => d.Node));
+        _configuredNodes = [.. peerDataNodes.Select(d => d.Node)];
         foreach (var (g, address) in _peers)
         {
             _sources[address] = g;
@@ -96,12 +113,14 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
             _sources[d.Address] = d.Gateway;
         }
 
-        Node = new DataNode(node, gateway, options, this, native, maxPayloadBytes: maxPayloadBytes);
-        _udp = new Socket(listen.AddressFamily, SocketType.Dgram, ProtocolType.Udp);
-        _udp.Bind(listen);
+        Node = new DataNode(node, gateway, options, this, native, maxPayloadBytes: maxPayloadBytes, firstAuthCounter: ClusterAuthenticator.WallClockCounter());
+        (_tcp, _udp) = SamePortSockets.Bind(listen);
         _udp.ReceiveBufferSize = 4 << 20;
         _udp.SendBufferSize = 4 << 20;
         ListenEndpoint = (IPEndPoint)_udp.LocalEndPoint!;
+        _tcp.Listen(64);
+        _bulk = new BulkDataChannels(gateway, node, Post, () => Now);
+        _inboundLimit = new ConnectionLimit(() => 2 * (_peers.Count + _peerNodeConfig.Count) + 2);
         _loop = new Thread(RunLoop) { IsBackground = true, Name = $"data node {node}" };
     }
 
@@ -115,11 +134,28 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
 
     public long EventsDropped => Interlocked.Read(ref _eventsDropped);
 
+    /// <summary>Inbound bulk data channels refused: a first frame that is not DATA_CHANNEL from a configured peer at its
+    /// configured IP address, a later frame that is not DATA, or too many connections.</summary>
+    public long ChannelsRefused => Interlocked.Read(ref _channelsRefused);
+
+    /// <summary>DATA datagrams sent (real-time sessions) and, for tests, dropped on purpose before the socket.</summary>
+    public long DataDatagramsSent => Interlocked.Read(ref _datagramsSent);
+
+    public long DataDatagramsDroppedForTest => Interlocked.Read(ref _datagramsDroppedForTest);
+
+    /// <summary>Tests only: drop every n-th outgoing DATA datagram (0: none), to inject loss on the UDP path.</summary>
+    internal int DropEveryNthDataDatagram { get; set; }
+
+    /// <summary>The outgoing bulk data channels' counters, read on the loop thread: (opened, failed, sent, dropped).</summary>
+    public Task<(long Opened, long Failed, long Sent, long Dropped)> BulkCountersAsync()
+        => InvokeAsync(_ => (_bulk.Opened, _bulk.Failed, _bulk.FramesSent, _bulk.FramesDropped));
+
     public void Start()
     {
         _native.Bind(Node, TryPost);
         _loop.Start();
         _receive = Task.Run(ReceiveLoopAsync);
+        _accept = Task.Run(() => TcpAcceptor.RunAsync(_tcp, OnAccepted, _stop.Token));
     }
 
     /// <summary>Runs <paramref name="func"/> on the loop thread (counters, session count).</summary>
@@ -138,9 +174,136 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
 
     bool IDataNodeHost.SendData(GatewayId peer, uint endpoint, ReadOnlySpan<byte> frame, bool realTime)
     {
-        // Data nodes carry every flow as UDP datagrams (a bulk flow's TCP channel between data nodes is not built).
+        // Real-time flows as UDP datagrams (no retransmission); bulk flows on a TCP channel to the same address.
         var target = endpoint != 0 ? _peerNodes.GetValueOrDefault(endpoint) : _peers.GetValueOrDefault(peer);
-        return target is not null && SendTo(frame, target);
+        if (target is null)
+        {
+            return false;
+        }
+
+        if (!realTime)
+        {
+            return _bulk.Send(target, frame);
+        }
+
+        if (LossInjection.Drop(DropEveryNthDataDatagram, ref _datagramsSent, ref _datagramsDroppedForTest))
+        {
+            return true; // lost on the wire, as far as the sender can tell
+        }
+
+        return SendTo(frame, target);
+    }
+
+    /// <summary>Peers' data nodes learnt from DATA_ENDPOINT (directly, or through the control node's ASSIGN) rather than
+    /// configured, at most; configuration wins over what a peer says.</summary>
+    public const int MaxLearnedDataNodes = 1024;
+
+    /// <summary>Peers' data nodes this node can reach and admits channels from (configured and learnt).</summary>
+    public int KnownPeerDataNodes => _peerNodeConfig.Count;
+
+    /// <summary>Learnt addresses refused: the bound, or an address that is the control node's or another peer's.</summary>
+    public long LearnedDataNodesRefused => Interlocked.Read(ref _learnedRefused);
+
+    void IDataNodeHost.LearnPeerNode(GatewayId gateway, uint node, IPEndPoint address)
+    {
+        if (_configuredNodes.Contains(node) || (_peerNodes.TryGetValue(node, out var known) && known.Equals(address) && _sources.GetValueOrDefault(address) == gateway))
+        {
+            return;
+        }
+
+        bool taken = address.Equals(_control) || (_sources.TryGetValue(address, out var owner) && owner != gateway);
+        if (taken || (known is null && _peerNodes.Count - _configuredNodes.Count >= MaxLearnedDataNodes))
+        {
+            Interlocked.Increment(ref _learnedRefused);
+            return;
+        }
+
+        if (known is not null)
+        {
+            _sources.TryRemove(known, out _);
+        }
+
+        _peerNodes[node] = address;
+        _peerNodeConfig[node] = new DataNodeAddress(gateway, node, address);
+        _sources[address] = gateway;
+    }
+
+    // Who may open a bulk data channel to this node: a configured peer gateway, or a configured data node of one, from
+    // its configured IP address.
+    private GatewayId? Admit(DataChannelMessage hello, IPAddress? remote)
+    {
+        var expected = hello.Node == 0
+            ? _peers.GetValueOrDefault(hello.Gateway)
+            : _peerNodeConfig.TryGetValue(hello.Node, out var d) && d.Gateway == hello.Gateway ? d.Address : null;
+        return expected is not null && remote is not null && expected.Address.Equals(remote) ? hello.Gateway : null;
+    }
+
+    private void OnAccepted(Socket socket)
+    {
+        if (!_inboundLimit.TryServe(socket, ServeChannelAsync))
+        {
+            Interlocked.Increment(ref _channelsRefused);
+        }
+    }
+
+    private async Task ServeChannelAsync(Socket socket)
+    {
+        try
+        {
+            var remote = (socket.RemoteEndPoint as IPEndPoint)?.Address;
+            var inbound = new BulkDataChannels.Inbound(hello => Admit(hello, remote));
+            var link = new FramedConnection(socket, PeerCodec.MaxFrameBytes);
+            await using (link.ConfigureAwait(false))
+            {
+                using var helloTimer = new CancellationTokenSource(TimeSpan.FromSeconds(5));
+                using var registration = helloTimer.Token.Register(() =>
+                {
+                    if (inbound.From is null)
+                    {
+                        link.Close();
+                    }
+                });
+                bool refused = false;
+                await link.RunAsync(frame =>
+                {
+                    if (refused)
+                    {
+                        return;
+                    }
+
+                    if (inbound.OnFrame(frame, out refused))
+                    {
+                        var from = inbound.From!.Value;
+                        Post(() => Node.OnData(from, frame, Now)); // waits for room: TCP pushes back on the sender
+                    }
+                    else if (refused)
+                    {
+                        Interlocked.Increment(ref _channelsRefused);
+                        link.Close();
+                    }
+                }, _stop.Token).ConfigureAwait(false);
+            }
+        }
+        catch (Exception e) when (e is SocketException or IOException or OperationCanceledException or ObjectDisposedException)
+        {
+        }
+    }
+
+    // Runs an action on the loop thread, waiting for room in the queue (bulk data and channel events are never dropped).
+    private void Post(Action action)
+    {
+        if (_stop.IsCancellationRequested || _events.Writer.TryWrite(action))
+        {
+            return;
+        }
+
+        try
+        {
+            _events.Writer.WriteAsync(action, _stop.Token).AsTask().GetAwaiter().GetResult();
+        }
+        catch (Exception e) when (e is OperationCanceledException or ChannelClosedException)
+        {
+        }
     }
 
     private bool SendTo(ReadOnlySpan<byte> frame, IPEndPoint target)
@@ -225,10 +388,23 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
 
         await _stop.CancelAsync().ConfigureAwait(false);
         _udp.Dispose();
+        _tcp.Dispose();
         _events.Writer.TryComplete();
         if (_loop.IsAlive)
         {
             _loop.Join(TimeSpan.FromSeconds(2));
+        }
+
+        await _bulk.DisposeAsync().ConfigureAwait(false);
+        if (_accept is not null)
+        {
+            try
+            {
+                await _accept.WaitAsync(TimeSpan.FromSeconds(2)).ConfigureAwait(false);
+            }
+            catch (TimeoutException)
+            {
+            }
         }
 
         if (_receive is not null)

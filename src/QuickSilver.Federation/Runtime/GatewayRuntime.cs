@@ -1,3 +1,4 @@
+using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Net;
 using System.Net.Sockets;
@@ -17,7 +18,9 @@ namespace QuickSilver.Federation.Runtime;
 /// stopwatch); peering links are TCP connections framed by <see cref="FramedConnection"/> (u32 length + frame,
 /// System.IO.Pipelines), at most <see cref="PeerCodec.MaxFrameBytes"/> a frame. A link starts with HELLO both ways;
 /// the first frame must be a HELLO from a configured peer within 5 s, else the connection is closed and counted.
-/// Data frames are dropped (counted) when a link's send queue is full; control frames close the link instead.
+/// Data frames are dropped (counted) when a link's send queue is full; control frames close the link instead. The same
+/// listener takes bulk data channels (<see cref="BulkDataChannels"/>: first frame DATA_CHANNEL) from the configured data
+/// nodes of peer gateways, and this gateway dials such channels to carry bulk DATA to a peer's data node.
 /// </summary>
 public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposable
 {
@@ -39,13 +42,19 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     private readonly Thread _loop;
     private readonly List<Task> _tasks = [];
     private readonly INativeNet _native;
-    private int _pendingConnections;
+    private readonly ConnectionLimit _acceptLimit;
     private long _helloRefused;
     private long _eventsDropped;
     private readonly Dictionary<uint, IPEndPoint> _ownNodes = []; // this control node's data nodes
     private readonly Dictionary<IPEndPoint, uint> _ownNodeSources = [];
     private readonly Dictionary<uint, IPEndPoint> _peerNodes = []; // clustered peers' data nodes
     private readonly Dictionary<IPEndPoint, GatewayId> _peerNodeSources = [];
+    private readonly ConcurrentDictionary<uint, DataNodeAddress> _peerNodeConfig = []; // read by the channel acceptor
+    private readonly HashSet<uint> _configuredPeerNodes = [];
+    private long _learnedRefused;
+    private readonly BulkDataChannels _bulk;
+    private long _datagramsToNodes;
+    private long _datagramsDroppedForTest;
 
     /// <param name="cluster">Makes this gateway a clustered gateway's control node: its data nodes' numbers and UDP
     /// addresses (the ASSIGN and HEARTBEAT frames travel as datagrams on the peering port).</param>
@@ -75,6 +84,8 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
             _peerNodes[d.Node] = d.Address;
             _peerNodeSources[d.Address] = d.Gateway;
+            _peerNodeConfig[d.Node] = d;
+            _configuredPeerNodes.Add(d.Node);
         }
     }
 
@@ -95,17 +106,16 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         }
 
         _native = native;
-        Gateway = clusterOptions is null ? new BroadcastGateway(options, this, native) : new BroadcastGateway(options, this, native, clusterOptions, this);
-        _listener = new Socket(listen.AddressFamily, SocketType.Stream, ProtocolType.Tcp);
-        _listener.Bind(listen);
+        Gateway = clusterOptions is null ? new BroadcastGateway(options, this, native) : new BroadcastGateway(options, this, native, clusterOptions, this, ClusterAuthenticator.WallClockCounter());
+        // Real-time DATA travels as UDP datagrams to and from the same address and port as the TCP listener.
+        (_listener, _udp) = SamePortSockets.Bind(listen);
         _listener.Listen(options.MaxPeers);
         ListenEndpoint = (IPEndPoint)_listener.LocalEndPoint!;
-        // Real-time DATA travels as UDP datagrams to and from the same address and port as the TCP listener.
-        _udp = new Socket(ListenEndpoint.AddressFamily, SocketType.Dgram, ProtocolType.Udp);
-        _udp.Bind(ListenEndpoint);
         _udp.ReceiveBufferSize = 4 << 20;
         _udp.SendBufferSize = 4 << 20;
         _loop = new Thread(RunLoop) { IsBackground = true, Name = $"gateway {options.Gateway}" };
+        _bulk = new BulkDataChannels(options.Gateway, 0, Post, () => Now);
+        _acceptLimit = new ConnectionLimit(() => 2 * (_peers.Count + _peerNodeConfig.Count) + 2);
     }
 
     public BroadcastGateway Gateway { get; }
@@ -120,6 +130,16 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     /// <summary>UDP datagrams refused: not from a connected peer's announced address, or dropped for a full queue.</summary>
     public long DatagramsRefused => Interlocked.Read(ref _datagramsRefused);
+
+    /// <summary>Tests only: drop every n-th DATA datagram sent to a peer's data node (0: none), to inject UDP loss.</summary>
+    internal int DropEveryNthDataDatagram { get; set; }
+
+    /// <summary>DATA datagrams to peers' data nodes dropped on purpose (<see cref="DropEveryNthDataDatagram"/>).</summary>
+    public long DataDatagramsDroppedForTest => Interlocked.Read(ref _datagramsDroppedForTest);
+
+    /// <summary>The outgoing bulk data channels' counters, read on the loop thread: (opened, failed, sent, dropped).</summary>
+    public Task<(long Opened, long Failed, long Sent, long Dropped)> BulkCountersAsync()
+        => InvokeAsync(_ => (_bulk.Opened, _bulk.Failed, _bulk.FramesSent, _bulk.FramesDropped));
 
     /// <summary>Binds a hosted plug-in (<see cref="IHostedNativeNet"/>) to the gateway and this loop, then starts the
     /// loop, the listener and the dialers.</summary>
@@ -217,7 +237,54 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     }
 
     bool IGatewayHost.SendToDataNode(GatewayId peer, uint node, ReadOnlySpan<byte> frame, bool realTime)
-        => _peerNodes.TryGetValue(node, out var address) ? SendUdp(frame, address) : ((IGatewayHost)this).SendDatagram(peer, frame);
+    {
+        if (!_peerNodes.TryGetValue(node, out var address))
+        {
+            return realTime ? ((IGatewayHost)this).SendDatagram(peer, frame) : ((IGatewayHost)this).Send(peer, frame);
+        }
+
+        if (!realTime)
+        {
+            return _bulk.Send(address, frame); // bulk: a TCP channel to the data node
+        }
+
+        return LossInjection.Drop(DropEveryNthDataDatagram, ref _datagramsToNodes, ref _datagramsDroppedForTest) || SendUdp(frame, address);
+    }
+
+    /// <summary>Peers' data nodes learnt from DATA_ENDPOINT (directly, or through the control node's ASSIGN) rather than
+    /// configured, at most; configuration wins over what a peer says.</summary>
+    public const int MaxLearnedDataNodes = 1024;
+
+    /// <summary>Learnt addresses refused: the bound, or an address that is one of ours or another peer's.</summary>
+    public long LearnedDataNodesRefused => Interlocked.Read(ref _learnedRefused);
+
+    IPEndPoint? IControlHost.AddressOf(uint node) => _ownNodes.GetValueOrDefault(node);
+
+    void IGatewayHost.LearnDataNode(GatewayId peer, uint node, IPEndPoint address)
+    {
+        if (_configuredPeerNodes.Contains(node))
+        {
+            return; // configuration wins
+        }
+
+        _peerNodes.TryGetValue(node, out var known);
+        bool taken = address.Equals(ListenEndpoint) || _ownNodeSources.ContainsKey(address) || _datagramSources.ContainsKey(address)
+            || (_peerNodeSources.TryGetValue(address, out var owner) && owner != peer);
+        if (taken || (known is null && _peerNodes.Count - _configuredPeerNodes.Count >= MaxLearnedDataNodes))
+        {
+            Interlocked.Increment(ref _learnedRefused);
+            return;
+        }
+
+        if (known is not null)
+        {
+            _peerNodeSources.Remove(known);
+        }
+
+        _peerNodes[node] = address;
+        _peerNodeSources[address] = peer;
+        _peerNodeConfig[node] = new DataNodeAddress(peer, node, address);
+    }
 
     bool IControlHost.SendToDataNode(uint node, ReadOnlySpan<byte> frame) => _ownNodes.TryGetValue(node, out var address) && SendUdp(frame, address);
 
@@ -318,25 +385,10 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     private void OnAccepted(Socket socket)
     {
-        if (Interlocked.Increment(ref _pendingConnections) > 2 * _peers.Count + 2)
+        if (!_acceptLimit.TryServe(socket, s => RunLinkAsync(s, expected: null)))
         {
-            Interlocked.Decrement(ref _pendingConnections);
             Interlocked.Increment(ref _helloRefused);
-            socket.Dispose();
-            return;
         }
-
-        _ = Task.Run(async () =>
-        {
-            try
-            {
-                await RunLinkAsync(socket, expected: null).ConfigureAwait(false);
-            }
-            finally
-            {
-                Interlocked.Decrement(ref _pendingConnections);
-            }
-        });
     }
 
     private async Task DialLoopAsync(PeerConfig peer)
@@ -378,11 +430,15 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
             GatewayId? peer = null;
             bool refused = false;
             var remote = (socket.RemoteEndPoint as IPEndPoint)?.Address;
+            // A bulk data channel from a peer's data node: first frame DATA_CHANNEL, then DATA only.
+            var channel = new BulkDataChannels.Inbound(hello =>
+                hello.Node != 0 && _peerNodeConfig.TryGetValue(hello.Node, out var d) && d.Gateway == hello.Gateway
+                && remote is not null && d.Address.Address.Equals(remote) ? hello.Gateway : null);
             link.TrySend(PeerCodec.Hello(Gateway.Id, Gateway.Island, (ushort)ListenEndpoint.Port));
             using var helloTimer = new CancellationTokenSource(HelloTimeout);
             using var registration = helloTimer.Token.Register(() =>
             {
-                if (peer is null)
+                if (peer is null && channel.From is null)
                 {
                     Interlocked.Increment(ref _helloRefused);
                     link.Close();
@@ -398,6 +454,33 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                 if (peer is { } known)
                 {
                     Post(() => Gateway.OnFrame(known, frame, Now));
+                    return;
+                }
+
+                if (channel.From is not null || (PeerCodec.PeekType(frame, out var first) == FrameError.None && first == FrameType.DataChannel))
+                {
+                    if (channel.OnFrame(frame, out refused))
+                    {
+                        var from = channel.From!.Value;
+                        // As a datagram from a peer's data node: accepted while the peering link to that peer is up.
+                        Post(() =>
+                        {
+                            if (_links.ContainsKey(from))
+                            {
+                                Gateway.OnFrame(from, frame, Now);
+                            }
+                            else
+                            {
+                                Interlocked.Increment(ref _datagramsRefused);
+                            }
+                        });
+                    }
+                    else if (refused)
+                    {
+                        Interlocked.Increment(ref _helloRefused);
+                        link.Close();
+                    }
+
                     return;
                 }
 
@@ -477,6 +560,8 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         {
             _loop.Join(TimeSpan.FromSeconds(2));
         }
+
+        await _bulk.DisposeAsync().ConfigureAwait(false);
 
         try
         {

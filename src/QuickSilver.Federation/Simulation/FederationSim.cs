@@ -58,6 +58,19 @@ public sealed class FederationSim
     /// (an unclustered gateway, or, if it ever happened, a clustered control node).</summary>
     public Dictionary<uint, long> DataSentByNode { get; } = [];
 
+    /// <summary>Probability that a DATA frame sent as a UDP datagram (a real-time session's, between gateways or to and
+    /// from data nodes) is lost. Bulk DATA travels on TCP (a peering link or a bulk data channel) and is never lost
+    /// here. 0 by default (and then no random number is drawn, so seeded runs replay as before).</summary>
+    public double DatagramLoss { get; set; }
+
+    /// <summary>DATA datagrams lost to <see cref="DatagramLoss"/>.</summary>
+    public long DatagramsLost { get; private set; }
+
+    /// <summary>DATA frames put on reliable paths (peering links, bulk data channels) and on datagram paths.</summary>
+    public long ReliableDataFrames { get; private set; }
+
+    public long DatagramDataFrames { get; private set; }
+
     /// <summary>Control↔data-node frames and bytes (both ways).</summary>
     public long ClusterFramesSent { get; private set; }
 
@@ -117,6 +130,15 @@ public sealed class FederationSim
 
     /// <summary>The data node stops: no ticks, no heartbeats, no frames in or out, its native subscriptions deaf.</summary>
     public void CrashDataNode(uint id) => _dataNodes[id].Alive = false;
+
+    /// <summary>Every control↔data frame as sent (to data nodes and to control nodes), recorded when
+    /// <see cref="RecordClusterFrames"/> is set: for replay tests.</summary>
+    public List<(uint Node, bool ToControl, byte[] Frame)> ClusterFrames { get; } = [];
+
+    public bool RecordClusterFrames { get; set; }
+
+    /// <summary>Injects raw bytes as a frame from a data node to the control node <paramref name="gateway"/>.</summary>
+    public void InjectToControl(uint gateway, byte[] frame) => _gateways[new GatewayId(gateway)].Gateway.OnDataNodeFrame(frame, Now);
 
     /// <summary>Injects raw bytes as a control frame to data node <paramref name="node"/> (hostile-input tests).</summary>
     public void InjectToDataNode(uint node, byte[] frame) => _dataNodes[node].Node.OnControlFrame(frame, Now);
@@ -223,6 +245,11 @@ public sealed class FederationSim
         ClusterFramesSent++;
         ClusterBytesSent += frame.Length;
         var copy = frame.ToArray();
+        if (RecordClusterFrames)
+        {
+            ClusterFrames.Add((node, false, copy));
+        }
+
         At(Now + ClusterLatency, () =>
         {
             if (_dataNodes.TryGetValue(node, out var n) && n.Alive && n.Gateway == gateway && _gateways[gateway].Alive)
@@ -237,6 +264,11 @@ public sealed class FederationSim
         ClusterFramesSent++;
         ClusterBytesSent += frame.Length;
         var copy = frame.ToArray();
+        if (RecordClusterFrames)
+        {
+            ClusterFrames.Add((node.Id, true, copy));
+        }
+
         At(Now + ClusterLatency, () =>
         {
             if (node.Alive && _gateways[node.Gateway].Alive)
@@ -246,7 +278,7 @@ public sealed class FederationSim
         });
     }
 
-    private bool Send(GatewayId from, GatewayId to, ReadOnlySpan<byte> frame, uint fromNode = 0, uint toNode = 0)
+    private bool Send(GatewayId from, GatewayId to, ReadOnlySpan<byte> frame, uint fromNode = 0, uint toNode = 0, bool datagram = false)
     {
         if (!_links.TryGetValue((from, to), out var link) || (fromNode == 0 ? !_gateways[from].Alive : !_dataNodes[fromNode].Alive))
         {
@@ -258,6 +290,19 @@ public sealed class FederationSim
             DataSent.Add((from, to, h.Origin, h.Sequence));
             DataBytesSent += frame.Length;
             DataSentByNode[fromNode] = DataSentByNode.GetValueOrDefault(fromNode) + 1;
+            if (!datagram)
+            {
+                ReliableDataFrames++;
+            }
+            else
+            {
+                DatagramDataFrames++;
+                if (DatagramLoss > 0 && Random.NextDouble() < DatagramLoss)
+                {
+                    DatagramsLost++;
+                    return true; // UDP: the sender never learns
+                }
+            }
         }
         else if (frame.Length >= 2 && (FrameType)frame[1] is FrameType.CoreCastPayload or FrameType.CoreCastHeader or FrameType.ReceiverData)
         {
@@ -328,7 +373,8 @@ public sealed class FederationSim
             return true;
         }
 
-        public bool SendData(GatewayId peer, uint endpoint, ReadOnlySpan<byte> frame, bool realTime) => sim.Send(Gateway, peer, frame, Id, endpoint);
+        // Real-time: a UDP datagram; bulk: a TCP bulk data channel (GatewayRuntime / DataNodeRuntime do the same).
+        public bool SendData(GatewayId peer, uint endpoint, ReadOnlySpan<byte> frame, bool realTime) => sim.Send(Gateway, peer, frame, Id, endpoint, datagram: realTime);
     }
 
     private sealed class SimGateway(FederationSim sim, GatewayId id) : IGatewayHost, IControlHost
@@ -341,10 +387,10 @@ public sealed class FederationSim
 
         public bool Send(GatewayId peer, ReadOnlySpan<byte> frame) => sim.Send(Id, peer, frame);
 
-        // The simulated links carry datagrams like frames (in order, no loss of their own).
-        public bool SendDatagram(GatewayId peer, ReadOnlySpan<byte> frame) => sim.Send(Id, peer, frame);
+        // The simulated links carry datagrams like frames (in order), lost with probability DatagramLoss.
+        public bool SendDatagram(GatewayId peer, ReadOnlySpan<byte> frame) => sim.Send(Id, peer, frame, datagram: true);
 
-        public bool SendToDataNode(GatewayId peer, uint node, ReadOnlySpan<byte> frame, bool realTime) => sim.Send(Id, peer, frame, toNode: node);
+        public bool SendToDataNode(GatewayId peer, uint node, ReadOnlySpan<byte> frame, bool realTime) => sim.Send(Id, peer, frame, toNode: node, datagram: realTime);
 
         public bool SendToDataNode(uint node, ReadOnlySpan<byte> frame)
         {

@@ -1,3 +1,4 @@
+using System.Net;
 using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Naming;
 using QuickSilver.Federation.Peering;
@@ -15,6 +16,9 @@ public class ClusterCodecTests
         yield return [ClusterCodec.Reset(new ResetMessage(7))];
         yield return [ClusterCodec.Assign(new AssignMessage(7, 1 << 24, Two, false, [new FlowLabel(1), new FlowLabel(2)], new GatewayId(4), 9, [new FlowLabel(3), new FlowLabel(4)], [new DownstreamPeer(new GatewayId(5), 0), new DownstreamPeer(new GatewayId(6), 61)], ["239.1.1.1:5000", "239.1.1.2:5000"], []))];
         yield return [ClusterCodec.Assign(new AssignMessage(7, 0, Two, true, [new FlowLabel(1), new FlowLabel(2)], default, 0, [], [], [], ["tv/audio", "tv/video"]))];
+        yield return [ClusterCodec.Assign(new AssignMessage(7, 1 << 24, Two, false, [new FlowLabel(1), new FlowLabel(2)], new GatewayId(4), 9, [new FlowLabel(3), new FlowLabel(4)],
+            [new DownstreamPeer(new GatewayId(5), 0), new DownstreamPeer(new GatewayId(6), 61)], [], [],
+            [new PeerDataNodeAddress(new GatewayId(4), 9, IPEndPoint.Parse("10.0.0.9:47401")), new PeerDataNodeAddress(new GatewayId(6), 61, IPEndPoint.Parse("[fd00::61]:47461"))]))];
     }
 
     [Theory]
@@ -81,6 +85,49 @@ public class ClusterCodecTests
         Assert.Equal(FrameError.None, PeerCodec.Decode(frame, out var m));
         Assert.Equal(new DataEndpointMessage(Two, 61), m);
         Assert.Equal(FrameError.Truncated, PeerCodec.Decode(frame.AsSpan(0, frame.Length - 1), out _));
+    }
+
+    [Fact]
+    public void DataEndpointCarriesTheDataNodesAddressAndRefusesBadOnes()
+    {
+        foreach (var address in new[] { IPEndPoint.Parse("192.0.2.7:47421"), IPEndPoint.Parse("[2001:db8::7]:47421") })
+        {
+            var frame = PeerCodec.DataEndpoint(Two, 61, address);
+            Assert.Equal(FrameError.None, PeerCodec.Decode(frame, out var m));
+            Assert.Equal(new DataEndpointMessage(Two, 61, address), m);
+            for (int n = 0; n < frame.Length; n++)
+            {
+                Assert.NotEqual(FrameError.None, PeerCodec.Decode(frame.AsSpan(0, n), out _));
+            }
+        }
+
+        // The gateway itself (node 0) has no address: the encoder leaves it out, the decoder refuses one.
+        Assert.Equal(PeerCodec.DataEndpoint(Two, 0), PeerCodec.DataEndpoint(Two, 0, IPEndPoint.Parse("192.0.2.7:1")));
+        var withAddress = PeerCodec.DataEndpoint(Two, 61, IPEndPoint.Parse("192.0.2.7:47421"));
+        int nodeAt = withAddress.Length - 4 - 1 - 4 - 2;
+        var zero = (byte[])withAddress.Clone();
+        zero.AsSpan(nodeAt, 4).Clear();
+        Assert.Equal(FrameError.BadValue, PeerCodec.Decode(zero, out _));
+        var family = (byte[])withAddress.Clone();
+        family[nodeAt + 4] = 5;
+        Assert.Equal(FrameError.BadValue, PeerCodec.Decode(family, out _));
+        var port = (byte[])withAddress.Clone();
+        port.AsSpan(port.Length - 2).Clear();
+        Assert.Equal(FrameError.BadValue, PeerCodec.Decode(port, out _));
+    }
+
+    [Fact]
+    public void AnAssignMayCarryAddressesOnlyForTheDataNodesItNames()
+    {
+        FlowLabel[] labels = [new FlowLabel(1), new FlowLabel(2)];
+        AssignMessage Assign(params PeerDataNodeAddress[] nodes) => new(7, 0, Two, false, labels, new GatewayId(4), 9, [], [new DownstreamPeer(new GatewayId(6), 61)], [], [], nodes);
+        var a = IPEndPoint.Parse("10.0.0.9:47401");
+        Assert.Equal(FrameError.None, ClusterCodec.Decode(ClusterCodec.Assign(Assign(new PeerDataNodeAddress(new GatewayId(4), 9, a), new PeerDataNodeAddress(new GatewayId(6), 61, a))), out var m));
+        Assert.Equal([new PeerDataNodeAddress(new GatewayId(4), 9, a), new PeerDataNodeAddress(new GatewayId(6), 61, a)], ((AssignMessage)m!).PeerNodes);
+        Assert.Equal(FrameError.BadValue, ClusterCodec.Decode(ClusterCodec.Assign(Assign(new PeerDataNodeAddress(new GatewayId(4), 10, a))), out _)); // not the upstream's node
+        Assert.Equal(FrameError.BadValue, ClusterCodec.Decode(ClusterCodec.Assign(Assign(new PeerDataNodeAddress(new GatewayId(5), 61, a))), out _)); // not that gateway's
+        Assert.Equal(FrameError.BadValue, ClusterCodec.Decode(ClusterCodec.Assign(Assign(
+            new PeerDataNodeAddress(new GatewayId(4), 9, a), new PeerDataNodeAddress(new GatewayId(6), 61, a), new PeerDataNodeAddress(new GatewayId(6), 61, a))), out _)); // more than named
     }
 
     [Fact]

@@ -227,4 +227,42 @@ public class ClusterSimTests(ITestOutputHelper output)
         Publish(sim, i1, 1, 0, 10, TimeSpan.FromMilliseconds(10));
         Assert.Equal(Enumerable.Range(0, 10), Ids(clients[0]));
     }
+
+    [Theory]
+    [InlineData(11, 0)]
+    [InlineData(12, 1)]
+    [InlineData(13, 2)]
+    public void UnderDatagramLossABulkSessionThroughDataNodesLosesNothingAndARealTimeOneLosesAsBefore(int seed, int rootNodes)
+    {
+        // rootNodes 0: g1 (unclustered) → g2's data node; 1 or 2: g1's data node → g2's data node.
+        var (sim, i1, i2) = Pair(seed, rootNodes, leafNodes: 1);
+        var bulk = i2.Join(SessionName.Parse("bfed://1/b/d"));
+        var realTime = i2.Join(SessionName.Parse("bfed://1/r/d/?content=real-time"));
+        sim.RunFor(TimeSpan.FromSeconds(1));
+        Assert.Equal(MediatorReplyKind.Translation, bulk.Reply!.Kind);
+        Assert.Equal(MediatorReplyKind.Translation, realTime.Reply!.Kind);
+        sim.DatagramLoss = 0.2;
+
+        const int count = 300;
+        for (int p = 0; p < count; p++)
+        {
+            i1.Publish("b/d", Packet(p));
+            i1.Publish("r/d", Packet(p));
+            sim.RunFor(TimeSpan.FromMilliseconds(10));
+        }
+
+        sim.RunFor(TimeSpan.FromMilliseconds(500));
+        Assert.Equal(Enumerable.Range(0, count), Ids(bulk)); // every packet, once, in order
+        var got = Ids(realTime);
+        Assert.Equal(got.Distinct().Order(), got);
+        Assert.InRange(got.Count, count / 2, count - 10); // about 20 % lost: UDP, no retransmission
+        Assert.Equal(count - got.Count, sim.DatagramsLost);
+        Assert.Equal(count, sim.DatagramDataFrames);
+        Assert.Equal(count, sim.ReliableDataFrames);
+        if (rootNodes > 0)
+        {
+            Assert.False(sim.DataSentByNode.ContainsKey(0)); // no DATA frame left a control node
+        }
+        output.WriteLine($"seed {seed}, root data nodes {rootNodes}: bulk {Ids(bulk).Count} of {count}, real-time {got.Count} of {count} ({sim.DatagramsLost} datagrams lost)");
+    }
 }

@@ -23,6 +23,8 @@ public class PeerCodecTests
         yield return PeerCodec.Translation(new TranslationMessage(Session, [new FlowLabel(11), new FlowLabel(12)]));
         yield return PeerCodec.Leave(Session);
         yield return PeerCodec.NoRoute(Session);
+        yield return PeerCodec.DataChannel(new GatewayId(2), 201);
+        yield return PeerCodec.DataChannel(new GatewayId(2), 0);
     }
 
     [Fact]
@@ -43,10 +45,20 @@ public class PeerCodecTests
                 TranslationMessage m => PeerCodec.Translation(m),
                 LeaveMessage m => PeerCodec.Leave(m.Session),
                 NoRouteMessage m => PeerCodec.NoRoute(m.Session),
+                DataChannelMessage m => PeerCodec.DataChannel(m.Gateway, m.Node),
                 _ => throw new InvalidOperationException(),
             };
             Assert.Equal(frame, again);
         }
+    }
+
+    [Fact]
+    public void DataChannelRefusesGatewayZeroAndANodeNumberedAsItsGateway()
+    {
+        Assert.Equal(FrameError.BadValue, PeerCodec.Decode(PeerCodec.DataChannel(new GatewayId(0), 201), out _));
+        Assert.Equal(FrameError.BadValue, PeerCodec.Decode(PeerCodec.DataChannel(new GatewayId(7), 7), out _));
+        Assert.Equal(FrameError.None, PeerCodec.Decode(PeerCodec.DataChannel(new GatewayId(7), 0), out var m));
+        Assert.Equal(new DataChannelMessage(new GatewayId(7), 0), m);
     }
 
     [Fact]

@@ -119,11 +119,13 @@ public class LoopbackGatewayTests
         using (n1)
         using (n2)
         {
-            // 1: a HELLO from an unknown gateway; 2: a keep-alive first; 3: a length prefix of 4 GiB.
+            // 1: a HELLO from an unknown gateway; 2: a keep-alive first; 3: a bulk data channel from a data node no one
+            // configured; 4: a length prefix of 4 GiB.
             byte[][] openings =
             [
                 Frame(PeerCodec.Hello(new GatewayId(77), new IslandId(7))),
                 Frame(PeerCodec.KeepAlive()),
+                Frame(PeerCodec.DataChannel(new GatewayId(1), 999)),
                 [0xff, 0xff, 0xff, 0xff, 1, 2],
             ];
             foreach (var opening in openings)
@@ -140,7 +142,7 @@ public class LoopbackGatewayTests
                 }
             }
 
-            Assert.True(g2.HelloRefused >= 2);
+            Assert.True(g2.HelloRefused >= 3);
             var snapshot = await g2.SnapshotAsync();
             Assert.Single(snapshot.Peers); // g1 only: nothing grew
         }
