@@ -19,6 +19,21 @@ public sealed class AerGroupSimulationTests(ITestOutputHelper output)
     private const uint Session = 15;
     private static readonly NetAddress Wan = new(0xEFFF0F01u, 47100);
 
+    /// <summary>The AER group "wan": <paramref name="repairServer"/> runs a repair server in its own stack (the builder
+    /// option's path: AerGroups.AddRepairServers) for <paramref name="receivers"/>, the source sends to it; then 300 ms
+    /// for the first SPMs to reach the repair server and the receivers.</summary>
+    private static void JoinWideArea(NodeCluster cluster, NodeCluster.Node source, NodeCluster.Node repairServer, IReadOnlyList<NodeCluster.Node> receivers)
+    {
+        repairServer.AddRepairServer(new AerRepairServerOptions { Session = Session, Group = Wan, Source = source.Address, Children = [.. receivers.Select(r => r.Address)] });
+        foreach (var r in receivers)
+        {
+            r.JoinAer("wan", new AerGroupOptions { Session = Session, Group = Wan, Source = source.Address });
+        }
+
+        source.JoinAer("wan", new AerGroupOptions { Session = Session, Group = Wan, Source = source.Address, Children = [repairServer.Address] });
+        cluster.Network.RunFor(TimeSpan.FromMilliseconds(300));
+    }
+
     [Theory]
     [InlineData(1501, false)]
     [InlineData(1502, false)]
@@ -39,14 +54,7 @@ public sealed class AerGroupSimulationTests(ITestOutputHelper output)
         // node 1 runs in its own stack (the builder option's path: AerGroups.AddRepairServers).
         cluster.Join(all, "lan");
         cluster.SettleViews("lan", all);
-        repairServer.AddRepairServer(new AerRepairServerOptions { Session = Session, Group = Wan, Source = source.Address, Children = [.. receivers.Select(r => r.Address)] });
-        foreach (var r in receivers)
-        {
-            r.JoinAer("wan", new AerGroupOptions { Session = Session, Group = Wan, Source = source.Address });
-        }
-
-        source.JoinAer("wan", new AerGroupOptions { Session = Session, Group = Wan, Source = source.Address, Children = [repairServer.Address] });
-        cluster.Network.RunFor(TimeSpan.FromMilliseconds(300)); // the first SPMs reach the repair server and the receivers
+        JoinWideArea(cluster, source, repairServer, receivers);
         source.PublishNumbered("lan", Messages, perSecond: 2_000);
         source.PublishNumbered("wan", Messages);
 
@@ -92,14 +100,7 @@ public sealed class AerGroupSimulationTests(ITestOutputHelper output)
         var receivers = all.Skip(2).ToList();
         cluster.Join(all, "lan");
         cluster.SettleViews("lan", all);
-        repairServer.AddRepairServer(new AerRepairServerOptions { Session = Session, Group = Wan, Source = source.Address, Children = [.. receivers.Select(r => r.Address)] });
-        foreach (var r in receivers)
-        {
-            r.JoinAer("wan", new AerGroupOptions { Session = Session, Group = Wan, Source = source.Address });
-        }
-
-        source.JoinAer("wan", new AerGroupOptions { Session = Session, Group = Wan, Source = source.Address, Children = [repairServer.Address] });
-        cluster.Network.RunFor(TimeSpan.FromMilliseconds(300));
+        JoinWideArea(cluster, source, repairServer, receivers);
         source.PublishNumbered("lan", Messages, perSecond: 1_000);
         source.PublishNumbered("wan", Messages);
         Assert.True(cluster.Network.RunUntil(() => receivers.All(r => r.Groups["wan"].Count >= 300), TimeSpan.FromMinutes(1)), $"seed {Seed}: the stream did not start");
