@@ -19,6 +19,18 @@ public sealed class AerGroupSimulationTests(ITestOutputHelper output)
     private const uint Session = 15;
     private static readonly NetAddress Wan = new(0xEFFF0F01u, 47100);
 
+    /// <summary><paramref name="count"/> nodes in the QSM group "lan" (settled) and the AER group "wan": node 0 the source,
+    /// node 1 a repair server for the rest (<see cref="JoinWideArea"/>).</summary>
+    private static (List<NodeCluster.Node> All, NodeCluster.Node Source, NodeCluster.Node RepairServer, List<NodeCluster.Node> Receivers) BothGroups(NodeCluster cluster, int count)
+    {
+        var all = cluster.AddNodes(count);
+        var receivers = all.Skip(2).ToList();
+        cluster.Join(all, "lan");
+        cluster.SettleViews("lan", all);
+        JoinWideArea(cluster, all[0], all[1], receivers);
+        return (all, all[0], all[1], receivers);
+    }
+
     /// <summary>The AER group "wan": <paramref name="repairServer"/> runs a repair server in its own stack (the builder
     /// option's path: AerGroups.AddRepairServers) for <paramref name="receivers"/>, the source sends to it; then 300 ms
     /// for the first SPMs to reach the repair server and the receivers.</summary>
@@ -45,16 +57,9 @@ public sealed class AerGroupSimulationTests(ITestOutputHelper output)
         // Encrypted: the node's datagram security sits under every layer, the AER layer's included.
         var security = encrypted ? new DatagramSecurityOptions { Mode = DatagramSecurity.Encrypt, ClusterSecret = [.. Enumerable.Range(1, 32).Select(i => (byte)i)] } : null;
         var cluster = new NodeCluster(seed, LinkOptions.LossyLan, security: security);
-        var all = cluster.AddNodes(5);
-        var source = all[0];
-        var repairServer = all[1];
-        var receivers = all.Skip(2).ToList();
-
         // The QSM group spans all five nodes; the AER group is the source, and three receivers under a repair server that
         // node 1 runs in its own stack (the builder option's path: AerGroups.AddRepairServers).
-        cluster.Join(all, "lan");
-        cluster.SettleViews("lan", all);
-        JoinWideArea(cluster, source, repairServer, receivers);
+        var (all, source, repairServer, receivers) = BothGroups(cluster, 5);
         source.PublishNumbered("lan", Messages, perSecond: 2_000);
         source.PublishNumbered("wan", Messages);
 
@@ -94,13 +99,7 @@ public sealed class AerGroupSimulationTests(ITestOutputHelper output)
         const int Seed = 1521;
         const int Messages = 3_000;
         var cluster = new NodeCluster(Seed, LinkOptions.LossyLan);
-        var all = cluster.AddNodes(4);
-        var source = all[0];
-        var repairServer = all[1];
-        var receivers = all.Skip(2).ToList();
-        cluster.Join(all, "lan");
-        cluster.SettleViews("lan", all);
-        JoinWideArea(cluster, source, repairServer, receivers);
+        var (all, source, repairServer, receivers) = BothGroups(cluster, 4);
         source.PublishNumbered("lan", Messages, perSecond: 1_000);
         source.PublishNumbered("wan", Messages);
         Assert.True(cluster.Network.RunUntil(() => receivers.All(r => r.Groups["wan"].Count >= 300), TimeSpan.FromMinutes(1)), $"seed {Seed}: the stream did not start");
