@@ -84,7 +84,12 @@ public sealed class PackageTests
                   </config>
                 </configuration>
                 """);
-            string hostingVersion = typeof(Microsoft.Extensions.Hosting.IHost).Assembly.GetName().Version is { } v ? $"{v.Major}.{v.Minor}.{v.Build}" : "10.0.0";
+            // The package version this solution restored (the informational version, "10.0.14+sha"): the assembly version
+            // is 10.0.0 for every 10.0.x package, and a feed that no longer serves 10.0.0 made the consumer's restore
+            // fail with NU1603 (warnings are errors).
+            string hostingVersion = typeof(Microsoft.Extensions.Hosting.IHost).Assembly
+                .GetCustomAttributes(typeof(System.Reflection.AssemblyInformationalVersionAttribute), false)
+                .OfType<System.Reflection.AssemblyInformationalVersionAttribute>().FirstOrDefault()?.InformationalVersion.Split('+')[0] ?? "10.0.14";
             var run = await RunAsync(consumer, TimeSpan.FromSeconds(240), "run", "-c", "Release",
                 $"-p:QuickSilverVersion={version}", $"-p:HostingVersion={hostingVersion}", "--",
                 Random.Shared.Next(30000, 60000).ToString(System.Globalization.CultureInfo.InvariantCulture),
