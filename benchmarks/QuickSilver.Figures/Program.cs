@@ -17,7 +17,12 @@ var flow = new Option<string>("--flow")
 };
 flow.AcceptOnlyFromAmong("paper", "receivers");
 var receiveWindow = new Option<int?>("--receive-window") { Description = "With --flow receivers: each receiver's window in bytes (default: what its 1,000-datagram receive queue holds, 144,000)." };
-var congestion = new Option<bool>("--congestion-control") { Description = "With --flow receivers: senders keep a congestion window cut on receive-queue overflow (RegionOptions.CongestionControl)." };
+var congestion = new Option<string>("--congestion-control")
+{
+    Description = "With --flow receivers: on (the library's default) or off: senders keep a congestion window cut on receive-queue overflow (RegionOptions.CongestionControl).",
+    DefaultValueFactory = _ => "on",
+};
+congestion.AcceptOnlyFromAmong("on", "off");
 var wallBudget = new Option<int?>("--wall-budget") { Description = "Seconds of wall time after which one run is cut (default 60 quick, 240 full)." };
 
 var root = new RootCommand("QuickSilver QSM figures: throughput, partitioning, token rate, senders, recovery and ACK latency in simulation.")
@@ -39,7 +44,7 @@ root.SetAction(parse =>
         Testbed.ReceiveWindowBytes = window;
     }
 
-    Testbed.CongestionControl = parse.GetValue(congestion);
+    Testbed.CongestionControl = parse.GetValue(congestion) == "on";
     var mode = parse.GetValue(quick) ? FigureMode.Quick(parse.GetValue(maxNodes)) : FigureMode.Full(parse.GetValue(maxNodes));
     if (parse.GetValue(wallBudget) is { } budget)
     {

@@ -34,7 +34,7 @@ internal static class Testbed
     public static int ReceiveWindowBytes { get; set; } = ReceiveQueueLimit * 144;
 
     /// <summary>With <c>--flow receivers</c>: <c>RegionOptions.CongestionControl</c> (<c>--congestion-control</c>). Set once, at start.</summary>
-    public static bool CongestionControl { get; set; }
+    public static bool CongestionControl { get; set; } = true;
 
     /// <summary>What paces the senders: the paper's rate controller by default (these are the paper's figures), or the
     /// receivers' windows (<c>--flow receivers</c>). Set once, at start.</summary>

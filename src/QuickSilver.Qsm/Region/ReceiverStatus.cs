@@ -116,10 +116,21 @@ internal sealed class ReceiverStatus
     public void OnProgress(SenderStream stream)
     {
         ulong position = stream.FlowPosition;
-        if (position >= stream.Report.Sent + Threshold(stream) && !_stopped && stream.Sender != _member.Node)
+        var report = stream.Report;
+        if ((position >= report.Sent + Threshold(stream) || (report.RequestedUpTo > report.Sent && position >= report.RequestedUpTo))
+            && !_stopped && stream.Sender != _member.Node)
         {
             Report(stream, position);
         }
+    }
+
+    /// <summary>Packet <paramref name="seq"/> of <paramref name="stream"/> asked for a report once this member's position
+    /// reaches it (the sender is about to run out of window): reports then, whatever the threshold says.</summary>
+    public void OnReportRequest(SenderStream stream, ulong seq)
+    {
+        var report = stream.Report;
+        report.RequestedUpTo = Math.Max(report.RequestedUpTo, seq);
+        OnProgress(stream);
     }
 
     /// <summary>A new gap in <paramref name="stream"/> (a packet arrived with missing ones before it): reports at once,
@@ -375,9 +386,16 @@ internal sealed class ReceiverStatus
         flow.SlotLeading[slot] = report.Leading;
         var summary = flow.Aggregate();
         ulong threshold = _member.Streams.TryGetValue(sender, out var own) ? Threshold(own) : _firstThreshold;
+        // The sender asked for a report (this member saw the request too): pass on every move until the aggregate reaches it.
+        bool requested = own is not null && own.Report.RequestedUpTo > flow.RequestServed && summary.Position > flow.Forwarded;
         if (summary.Position >= flow.Forwarded + threshold || (summary.Complete && !flow.ForwardedComplete)
-            || (summary.Missing != 0 && summary.Missing != flow.ForwardedMissing) || flow.OverflowPending)
+            || (summary.Missing != 0 && summary.Missing != flow.ForwardedMissing) || flow.OverflowPending || requested)
         {
+            if (own is not null && summary.Position != ulong.MaxValue && summary.Position >= own.Report.RequestedUpTo)
+            {
+                flow.RequestServed = own.Report.RequestedUpTo;
+            }
+
             Forward(sender, flow, summary);
         }
 
@@ -514,6 +532,7 @@ internal sealed class ReceiverStatus
         public int Repeated;
         public GapRepeatBackoff Gap;
         public bool OverflowPending; // a member (or partition) said its queue overflowed since the last forward
+        public ulong RequestServed;  // the sender's report request this aggregate has answered
 
         public void Exempt(int slot)
         {
@@ -587,12 +606,14 @@ internal sealed class FlowReport
     public ulong TickBytes;
     public GapRepeatBackoff Gap;
     public long OverflowsReported; // the node's receive-queue drops this stream's last overflowed report covered
+    public ulong RequestedUpTo;    // the highest packet that asked for a report on reaching it
 
     public void Reset()
     {
         Sent = 0;
         LastTick = 0;
         Repeated = 0;
+        RequestedUpTo = 0;
         Gap.Reset();
     }
 }

@@ -281,6 +281,11 @@ internal sealed class RegionMember
         {
             _status?.OnGap(stream); // say so now: the sender resends it, instead of its window filling up behind it
         }
+
+        if (header.ReportRequested && !repair)
+        {
+            _status?.OnReportRequest(stream, header.Seq); // the sender is about to run out of window
+        }
     }
 
     /// <summary>Sets the nodes that may send into this region (issue 12, "accept only members"): the members of every

@@ -93,10 +93,9 @@ public sealed record RegionOptions
 
     /// <summary>With <see cref="RegionFlowControl.ReceiverWindow"/>: whether a sender also keeps a congestion window
     /// under the receivers' windows, cut when a receiver says its receive queue overflowed (fast start, halving,
-    /// recovery; see <c>CongestionWindow</c> and docs/qsm.md "Congestion control"). Off by default: members report every
-    /// eighth of their own window, and a congestion window below that waits for the status tick (a lone message took
-    /// longer than 5 ms in the whole-stack simulation); turn it on where receivers' windows exceed what their queues take.</summary>
-    public bool CongestionControl { get; init; }
+    /// recovery; while it sets the limit, the sender asks members to report on reaching the packet that leaves less than
+    /// half of it; see <c>CongestionWindow</c> and docs/qsm.md "Congestion control"). On by default.</summary>
+    public bool CongestionControl { get; init; } = true;
 
     /// <summary>With <see cref="CongestionControl"/>: the congestion window a sender starts with, in bytes, doubling
     /// each round trip it is used up until a receiver overflows (fast start); default 64 KiB. 0 starts it open: only the

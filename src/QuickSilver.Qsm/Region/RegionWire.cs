@@ -36,7 +36,8 @@ internal readonly record struct FlowStatus(uint Reporter, uint Region, uint View
 /// <summary>The fixed part of a QSM data packet. <see cref="Settled"/> (0 when unknown, and in repairs) is the point up to
 /// which the sender's flow reports say every member of its view has taken its stream (docs/qsm.md, "Purging on the
 /// sender's word"): a member may drop its copies up to there at once, instead of at the next token round.</summary>
-internal readonly record struct DataHeader(uint Sender, uint Region, uint View, ulong ViewStart, ulong Seq, ulong Settled = 0);
+internal readonly record struct DataHeader(uint Sender, uint Region, uint View, ulong ViewStart, ulong Seq, ulong Settled = 0,
+    bool ReportRequested = false);
 
 internal static class RegionWire
 {
@@ -56,6 +57,9 @@ internal static class RegionWire
 
     public const int StatusSize = PacketHeader.Size + 56;
 
+    /// <summary>Data packet flag: the sender asks every member to report its flow status as soon as its position
+    /// reaches this packet (it is about to run out of window; docs/qsm.md "Congestion control").</summary>
+    private const ushort DataReportRequestFlag = 1;
     private const ushort StatusAggregateFlag = 1;
     private const ushort StatusCompleteFlag = 2;
     private const ushort StatusPartialFlag = 4;
@@ -80,7 +84,7 @@ internal static class RegionWire
     public static int WriteHeader(Span<byte> datagram, in DataHeader header, int payloadLength)
     {
         int length = DataHeaderSize + payloadLength;
-        new PacketHeader(DataType, header.Sender, (ushort)length).Write(datagram);
+        new PacketHeader(DataType, header.Sender, (ushort)length, header.ReportRequested ? DataReportRequestFlag : (ushort)0).Write(datagram);
         var body = datagram[PacketHeader.Size..];
         BinaryPrimitives.WriteUInt32LittleEndian(body, header.Region);
         BinaryPrimitives.WriteUInt32LittleEndian(body[4..], header.View);
@@ -106,7 +110,8 @@ internal static class RegionWire
             BinaryPrimitives.ReadUInt32LittleEndian(body[4..]),
             BinaryPrimitives.ReadUInt64LittleEndian(body[8..]),
             BinaryPrimitives.ReadUInt64LittleEndian(body[16..]),
-            BinaryPrimitives.ReadUInt64LittleEndian(body[24..]));
+            BinaryPrimitives.ReadUInt64LittleEndian(body[24..]),
+            (common.Flags & DataReportRequestFlag) != 0);
         payload = datagram[DataHeaderSize..];
         return header.Seq > 0 && header.ViewStart > 0 && header.ViewStart <= header.Seq && header.Settled < header.Seq;
     }
