@@ -173,11 +173,20 @@ public sealed class ReceiveBufferSimulationTests(ITestOutputHelper output)
         Send(500);
         cluster.Network.RunFor(TimeSpan.FromSeconds(1));
         long buffers = member.BuffersAllocated;
-        long before = GC.GetAllocatedBytesForCurrentThread();
-        Send(500);
-        long allocated = GC.GetAllocatedBytesForCurrentThread() - before;
 
-        Assert.Equal(15_000, node.Groups["ticks"].Count);
+        // Two measured batches, the lesser counts: a cost per message or per packet shows in both (5,000 messages, 500
+        // packets: at least 12,000 bytes), while one rare allocation of the runtime's on this thread shows in one (in a
+        // full parallel CI run, once: 3,816 bytes; alone it never came).
+        long allocated = long.MaxValue;
+        for (int batch = 0; batch < 2; batch++)
+        {
+            long before = GC.GetAllocatedBytesForCurrentThread();
+            Send(500);
+            allocated = Math.Min(allocated, GC.GetAllocatedBytesForCurrentThread() - before);
+            cluster.Network.RunFor(TimeSpan.FromSeconds(1));
+        }
+
+        Assert.Equal(20_000, node.Groups["ticks"].Count);
         Assert.Equal(buffers, member.BuffersAllocated);
         Assert.True(allocated < 1024, $"{allocated} bytes allocated for 5,000 messages in 500 packets");
     }
