@@ -929,7 +929,7 @@ internal sealed class RegionSender : IDatagramFeed
     /// <summary>The congestion window in bytes (0 without <see cref="RegionOptions.CongestionControl"/>).</summary>
     public long CongestionWindowBytes => _congestion is null ? 0 : (long)_congestion.Window;
 
-    /// <summary>Round trips that ended with losses and cut the congestion window.</summary>
+    /// <summary>Round trips that ended with an overflow signal and cut the congestion window.</summary>
     public long CongestionDecreases => _congestion?.Decreases ?? 0;
 
     /// <summary>The stream's byte position after packet <paramref name="seq"/> (at least the acknowledged point's).</summary>
