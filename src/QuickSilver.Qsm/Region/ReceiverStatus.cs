@@ -33,7 +33,9 @@ internal sealed class ReceiverStatus
     private uint _window;     // this member's share of the receive window per sender (bytes)
     private ulong _firstThreshold; // packets between two reports, in the largest packets (before a stream is measured)
     private bool _stopped;
-    private long _overflows; // the transport's receive-queue drops, sampled each tick and on each new gap
+    private long _overflows;        // the transport's receive-queue drops, sampled each tick and on a new gap
+    private long _overflowsAtTick;  // the sample before the last tick's: where a stream's first report counts from
+    private TimeSpan _sampledAt;    // when _overflows was read (a gap samples at most once a gap interval)
 
     public ReceiverStatus(RegionMember member, FlowStatusSink sink, int maxDatagramSize)
     {
@@ -139,7 +141,10 @@ internal sealed class ReceiverStatus
     {
         if (!_stopped && _member.View is not null && stream.Sender != _member.Node)
         {
-            SampleOverflows(); // a gap is what a full queue leaves: say so in this report
+            if (_member.Scheduler.Now - _sampledAt >= _options.GapReportInterval)
+            {
+                SampleOverflows(); // a gap is what a full queue leaves: say so in this report (one syscall at most per interval)
+            }
 
             Report(stream, stream.FlowPosition);
             ArmGapTimer();
@@ -246,11 +251,22 @@ internal sealed class ReceiverStatus
 
     private bool IsPartitionLeader => _member.Index >= 0 && _member.Index == _member.Partition;
 
-    private void SampleOverflows() => _overflows = _member.Data.ReceiveOverflows;
+    private void SampleOverflows()
+    {
+        _overflows = _member.Data.ReceiveOverflows;
+        _sampledAt = _member.Scheduler.Now;
+    }
 
     /// <summary>Whether the node's receive queue dropped datagrams since this stream's last report said so.</summary>
     private bool Overflowed(FlowReport report)
     {
+        if (report.OverflowsReported < 0)
+        {
+            // A stream's first report counts from the previous tick, not from zero: drops from before the stream (another
+            // sender's burst, long ago) would otherwise cut every new sender's window at once.
+            report.OverflowsReported = _overflowsAtTick;
+        }
+
         if (_overflows <= report.OverflowsReported)
         {
             return false;
@@ -462,6 +478,7 @@ internal sealed class ReceiverStatus
 
         if (_member.View is not null && _member.Index >= 0)
         {
+            _overflowsAtTick = _overflows;
             SampleOverflows();
             int active = 0;
             foreach (var stream in _member.Streams.Values)
@@ -605,7 +622,7 @@ internal sealed class FlowReport
     public ulong TickDelivered; // the stream's Delivered and TakenBytes at the last tick
     public ulong TickBytes;
     public GapRepeatBackoff Gap;
-    public long OverflowsReported; // the node's receive-queue drops this stream's last overflowed report covered
+    public long OverflowsReported = -1; // the node's receive-queue drops this stream's last overflowed report covered (-1: none yet)
     public ulong RequestedUpTo;    // the highest packet that asked for a report on reaching it
 
     public void Reset()

@@ -31,6 +31,22 @@ public sealed class AerGroupSimulationTests(ITestOutputHelper output)
         return (all, all[0], all[1], receivers);
     }
 
+    /// <summary>Every one of <paramref name="messages"/> in order: in "lan" at <paramref name="members"/>, in "wan" at
+    /// <paramref name="receivers"/>.</summary>
+    private static void AssertEveryMessageInOrder(IEnumerable<NodeCluster.Node> members, IEnumerable<NodeCluster.Node> receivers, NodeCluster.Node source, int messages)
+    {
+        var expected = Enumerable.Range(1, messages).ToList();
+        foreach (var node in members)
+        {
+            Assert.Equal(expected, node.Groups["lan"].Received[source.Id]);
+        }
+
+        foreach (var r in receivers)
+        {
+            Assert.Equal(expected, r.Groups["wan"].Received[AerGroupSession.SourceSender]);
+        }
+    }
+
     /// <summary>The AER group "wan": <paramref name="repairServer"/> runs a repair server in its own stack (the builder
     /// option's path: AerGroups.AddRepairServers) for <paramref name="receivers"/>, the source sends to it; then 300 ms
     /// for the first SPMs to reach the repair server and the receivers.</summary>
@@ -73,16 +89,7 @@ public sealed class AerGroupSimulationTests(ITestOutputHelper output)
         }
 
         Assert.True(done, $"seed {seed}: lan {string.Join(",", all.Select(n => n.Groups["lan"].CountFrom(source.Id)))}, wan {string.Join(",", receivers.Select(r => r.Groups["wan"].Count))}");
-        var expected = Enumerable.Range(1, Messages).ToList();
-        foreach (var node in all)
-        {
-            Assert.Equal(expected, node.Groups["lan"].Received[source.Id]);
-        }
-
-        foreach (var r in receivers)
-        {
-            Assert.Equal(expected, r.Groups["wan"].Received[AerGroupSession.SourceSender]);
-        }
+        AssertEveryMessageInOrder(all, receivers, source, Messages);
 
         Assert.True(cluster.Network.Drops[DropReason.LinkLoss] > 50, $"seed {seed}: too little loss to test recovery");
         Assert.True(receivers.Sum(r => r.AerGroups!.Layer.Counters.RepairsReceived) > 0, $"seed {seed}: no AER repair: the loss did not touch the AER group");
@@ -112,15 +119,9 @@ public sealed class AerGroupSimulationTests(ITestOutputHelper output)
             () => live.All(n => n.Groups["lan"].CountFrom(source.Id) >= Messages) && receivers.All(r => r.Groups["wan"].Count >= Messages),
             TimeSpan.FromMinutes(3));
         Assert.True(done, $"seed {Seed}: lan {string.Join(",", live.Select(n => n.Groups["lan"].CountFrom(source.Id)))}, wan {string.Join(",", receivers.Select(r => r.Groups["wan"].Count))}");
-        var expected = Enumerable.Range(1, Messages).ToList();
-        foreach (var node in live)
-        {
-            Assert.Equal(expected, node.Groups["lan"].Received[source.Id]);
-        }
-
+        AssertEveryMessageInOrder(live, receivers, source, Messages);
         foreach (var r in receivers)
         {
-            Assert.Equal(expected, r.Groups["wan"].Received[AerGroupSession.SourceSender]);
             Assert.Equal(source.Address, r.Groups["wan"].Aer!.Receiver!.CurrentUpstream);
         }
 
