@@ -61,7 +61,7 @@ internal static class NodeVerb
         var security = SecurityFlags.Create();
         var command = new Command("node", "Run a node: join groups, optionally publish, print delivered counts once a second.")
         {
-            gms, replicas, join, publish, size, waitRegions, expect, seconds, linger, describe, readRate, slowReceivers, laggardTimeout, security.SecretFile, security.Mode,
+            gms, replicas, join, publish, size, waitRegions, expect, seconds, linger, describe, readRate, slowReceivers, laggardTimeout, security.SecretFile, security.Mode, security.Cipher,
         };
         command.SetAction((parse, cancellationToken) => security.TryRead(parse, out var datagrams)
             ? NodeRun.RunAsync(new NodeSettings(
