@@ -42,6 +42,8 @@ internal sealed class RegionMember
     private readonly PacketSkip _skipOne;
     private readonly Alarm _lossyAlarm;
     private readonly Alarm _rateAlarm;
+    private readonly Alarm _retireAlarm;
+    private readonly StreamRetirement _retirement = new();
     private readonly TokenRing _ring;
     private uint _firstView;
     private readonly RateControlOptions _rateOptions;
@@ -75,6 +77,8 @@ internal sealed class RegionMember
         Recovery = new LossRecovery(this, data.MaxDatagramSize);
         _rateAlarm = new Alarm(_ => SampleRates());
         _scheduler.ScheduleAfter(_rateAlarm, _rateOptions.SampleInterval);
+        _retireAlarm = new Alarm(_ => RetireDepartedStreams());
+        _scheduler.ScheduleAfter(_retireAlarm, RetirePeriod);
     }
 
     public RegionView? View { get; private set; }
@@ -107,6 +111,14 @@ internal sealed class RegionMember
 
     /// <summary>Sections this member, as region leader, retired (their senders idle, acknowledged and purged everywhere).</summary>
     public long SectionsRetired => _ring.SectionsRetired;
+
+    /// <summary>Streams of departed senders this member retired (<see cref="StreamRetirement"/>).</summary>
+    public long StreamsRetired => _retirement.Retired;
+
+    /// <summary>Streams this member holds now, its own and departed senders' included.</summary>
+    public int StreamCount => _streamList.Count;
+
+    internal StreamRetirement Retirement => _retirement;
 
     /// <summary>Flow status reports this member sent (to its partition leader, or as leader to senders).</summary>
     public long StatusReportsSent => _status?.ReportsSent ?? 0;
@@ -200,7 +212,7 @@ internal sealed class RegionMember
     /// delivered, seen and holds.</summary>
     public string Describe() =>
         $"region {View?.Region.Value} view {View?.ViewNumber} ({View?.Count} members), index {Index}, partition {Partition}/{Partitions}, " +
-        $"rounds {RoundsCompleted}, repairs {RepairsSent}, pulls {PullsSent}, NAKs {NaksSent}, drops {Drops.Total}; " +
+        $"rounds {RoundsCompleted}, repairs {RepairsSent}, pulls {PullsSent}, NAKs {NaksSent}, drops {Drops.Total}, streams retired {StreamsRetired}; " +
         string.Join("; ", _streams.Values.Select(s => $"sender {s.Sender}: delivered {s.Delivered}, seen {s.MaxSeen}, held {s.HeldCount}, " +
             $"overflows {s.Overflows}, anchored {s.Anchored}{(s.Paused ? ", paused" : "")}{(s.Skipped > 0 ? $", skipped {s.Skipped}" : "")}"));
 
@@ -212,6 +224,7 @@ internal sealed class RegionMember
         _status?.Stop();
         _scheduler.Cancel(_rateAlarm);
         _scheduler.Cancel(_lossyAlarm);
+        _scheduler.Cancel(_retireAlarm);
         if (View?.MulticastAddress is { } group && group != keepAddress)
         {
             _data.LeaveGroup(group);
@@ -241,6 +254,7 @@ internal sealed class RegionMember
         }
 
         var stream = Stream(header.Sender);
+        stream.LastHeard = _scheduler.Now;
         if (!repair)
         {
             stream.Address = from; // an original or a sender's retransmission: from the sender itself
@@ -520,12 +534,41 @@ internal sealed class RegionMember
     {
         if (!_streams.TryGetValue(sender, out var stream))
         {
-            stream = new SenderStream(sender, _deliverOne, _options.FifoDelivery, _options.MaxHeldPackets, _options.SenderWindow, _pool, Drops, _skipOne);
+            stream = new SenderStream(sender, _deliverOne, _options.FifoDelivery, _options.MaxHeldPackets, _options.SenderWindow, _pool, Drops, _skipOne)
+            {
+                LastHeard = _scheduler.Now,
+            };
             _streams.Add(sender, stream);
             _streamList.Add(stream);
+            _retirement.Restart(sender);
         }
 
         return stream;
+    }
+
+    private TimeSpan RetirePeriod => TimeSpan.FromTicks(Math.Max(_options.TokenInterval.Ticks, _options.RetireDepartedStreamsAfter.Ticks / 4));
+
+    /// <summary>Retires the complete streams of senders no longer in this member's views (<see cref="StreamRetirement"/>).</summary>
+    private void RetireDepartedStreams()
+    {
+        if (View is not null)
+        {
+            var now = _scheduler.Now;
+            for (int i = _streamList.Count - 1; i >= 0; i--)
+            {
+                var stream = _streamList[i];
+                uint sender = stream.Sender;
+                bool departed = sender != _node && !_viewMembers.ContainsKey(sender) && !_admitted.ContainsKey(sender);
+                if (StreamRetirement.Due(stream, departed, now, _options.RetireDepartedStreamsAfter))
+                {
+                    _streams.Remove(sender);
+                    _streamList.RemoveAt(i);
+                    _retirement.Retire(stream);
+                }
+            }
+        }
+
+        _scheduler.ScheduleAfter(_retireAlarm, RetirePeriod);
     }
 
     private void SampleRates()

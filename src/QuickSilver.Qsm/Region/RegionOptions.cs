@@ -123,6 +123,14 @@ public sealed record RegionOptions
     /// most 10 minutes; default 2 s.</summary>
     public TimeSpan LaggardTimeout { get; init; } = TimeSpan.FromSeconds(2);
 
+    /// <summary>How long a member keeps the stream of a sender that is no longer in its views (it left, crashed, or
+    /// registered again under a new id) once the stream is complete: everything delivered and purged, and no token has
+    /// carried a section for it or a packet of it arrived for this long. Then the stream is retired
+    /// (<see cref="StreamRetirement"/>), so a long-lived member does not keep one per sender it ever heard. At least
+    /// three <see cref="TokenInterval"/>s (rounds must have had time to show whether anything is still owed), at most
+    /// 1 hour; default 30 s.</summary>
+    public TimeSpan RetireDepartedStreamsAfter { get; init; } = TimeSpan.FromSeconds(30);
+
     /// <summary>With <see cref="RegionFlowControl.ReceiverWindow"/>: how many partitions' reports one node combines. In
     /// a region of more partitions, each block of this many partitions reports through the leader of its first
     /// partition, so a sender hears one report per block, not per partition (docs/qsm.md, "Flow control"). 2 to 1,024;
@@ -168,6 +176,11 @@ public sealed record RegionOptions
             throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(SlowReceivers)}", SlowReceivers,
                 $"RegionOptions.{nameof(SlowReceivers)} = {SlowReceivers} needs RegionOptions.{nameof(FlowControl)} = {RegionFlowControl.ReceiverWindow}: " +
                 "a sender sees who holds it back only in the receivers' flow reports.");
+        }
+        if (RetireDepartedStreamsAfter < TokenInterval * 3 || RetireDepartedStreamsAfter > TimeSpan.FromHours(1))
+        {
+            throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(RetireDepartedStreamsAfter)}", RetireDepartedStreamsAfter,
+                $"RegionOptions.{nameof(RetireDepartedStreamsAfter)} ({RetireDepartedStreamsAfter}) must be at least three RegionOptions.{nameof(TokenInterval)}s ({TokenInterval * 3}) and at most 1 hour.");
         }
         if (LaggardTimeout < StatusInterval * 2 || LaggardTimeout > TimeSpan.FromMinutes(10))
         {

@@ -136,6 +136,10 @@ internal sealed class SenderStream
     /// <summary>Packets held: delivered ones awaiting the purge, and those waiting for a gap or for the layer above.</summary>
     public int HeldCount => _count;
 
+    /// <summary>When a packet of this sender or a token section for it last reached this member (for
+    /// <see cref="StreamRetirement"/>).</summary>
+    internal TimeSpan LastHeard { get; set; }
+
     /// <summary>The ring's current capacity (slots; a power of two that grows on demand).</summary>
     public int Capacity => _slots.Length;
 

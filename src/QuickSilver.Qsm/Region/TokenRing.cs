@@ -226,7 +226,13 @@ internal sealed class TokenRing
     {
         foreach (var section in token.Sections)
         {
-            if (_member.Streams.TryGetValue(section.Sender, out var stream) && stream.Candidate is { } candidate && !stream.Anchored)
+            _member.Streams.TryGetValue(section.Sender, out var stream);
+            if (stream is not null)
+            {
+                stream.LastHeard = _member.Scheduler.Now; // a section still circulates: not yet time to retire it
+            }
+
+            if (stream is { Anchored: false, Candidate: { } candidate })
             {
                 stream.Anchor(Math.Max(candidate, section.PurgeUpTo));
             }
@@ -241,7 +247,9 @@ internal sealed class TokenRing
                 // region may purge on its behalf beyond where its stream would start. Without this, a member of the
                 // view that had not heard the sender yet was left out of the purge point, the region purged packets
                 // it was owed, and no peer could repair them.
-                section.ReceivedMin = Math.Min(section.ReceivedMin, stream?.Candidate ?? 0);
+                // A sender whose stream this member retired (StreamRetirement) had delivered everything it was owed.
+                ulong start = stream?.Candidate ?? (stream is null && _member.Retirement.TryDelivered(section.Sender, out ulong retired) ? retired : 0);
+                section.ReceivedMin = Math.Min(section.ReceivedMin, start);
             }
         }
     }

@@ -1,0 +1,75 @@
+namespace QuickSilver.Qsm.Region;
+
+/// <summary>
+/// Retires the streams of departed senders at one member (docs/security.md, "Bounds"; docs/qsm.md, "Departed senders"):
+/// a member starts a <see cref="SenderStream"/> for every sender it hears, and without this kept each one for its
+/// lifetime, including every earlier id of a node that registered again. A stream is retired when its sender is neither
+/// in the member's view nor admitted to send into the region, the stream is complete (anchored, everything seen
+/// delivered, nothing held: the region purged it all) and not cut loose, and neither a packet of it nor a token section
+/// for it has reached the member for <see cref="RegionOptions.RetireDepartedStreamsAfter"/>.
+/// <para>A token section can still come for a retired sender (a member that lags, or a new leader's first rounds).
+/// Answering it as a member that never heard the sender (received minimum 0) would hold the region's purge of that
+/// sender back for good, so the member remembers the retired stream's delivered point and answers with that: at most
+/// <see cref="MaxRemembered"/> senders, the oldest forgotten first. A sender that comes back (in a view again) starts a
+/// new stream as any sender heard mid-stream does, and its remembered point is forgotten.</para>
+/// Core thread only.
+/// </summary>
+internal sealed class StreamRetirement
+{
+    /// <summary>Retired senders whose delivered point is remembered for late token sections.</summary>
+    public const int MaxRemembered = 4096;
+
+    private readonly Dictionary<uint, ulong> _delivered = new();
+    private readonly Queue<uint> _order = new();
+
+    /// <summary>Streams retired so far.</summary>
+    public long Retired { get; private set; }
+
+    /// <summary>Remembered delivered points forgotten at the bound.</summary>
+    public long Forgotten { get; private set; }
+
+    /// <summary>Whether <paramref name="stream"/> may be retired now.</summary>
+    public static bool Due(SenderStream stream, bool departed, TimeSpan now, TimeSpan after)
+        => departed && stream.Anchored && stream.HeldCount == 0 && stream.Delivered >= stream.MaxSeen && !stream.Lossy
+           && now - stream.LastHeard >= after;
+
+    /// <summary>Records a retired stream's delivered point.</summary>
+    public void Retire(SenderStream stream)
+    {
+        Retired++;
+        if (_delivered.TryAdd(stream.Sender, stream.Delivered))
+        {
+            _order.Enqueue(stream.Sender);
+        }
+        else
+        {
+            _delivered[stream.Sender] = stream.Delivered;
+        }
+
+        while (_delivered.Count > MaxRemembered && _order.TryDequeue(out uint oldest))
+        {
+            if (_delivered.Remove(oldest))
+            {
+                Forgotten++;
+            }
+        }
+
+        if (_order.Count > 2 * MaxRemembered)
+        {
+            // Ids of restarted (then retired again) senders pile up in the order: keep each remembered one once, oldest first.
+            var seen = new HashSet<uint>();
+            var kept = _order.Where(id => _delivered.ContainsKey(id) && seen.Add(id)).ToList();
+            _order.Clear();
+            kept.ForEach(_order.Enqueue);
+        }
+    }
+
+    /// <summary>The delivered point of a retired sender, if remembered.</summary>
+    public bool TryDelivered(uint sender, out ulong delivered) => _delivered.TryGetValue(sender, out delivered);
+
+    /// <summary>A stream for <paramref name="sender"/> starts again: its retired point no longer applies.</summary>
+    public void Restart(uint sender) => _delivered.Remove(sender); // its id stays in the order queue until dequeued (a no-op then)
+
+    /// <summary>Senders remembered.</summary>
+    public int Remembered => _delivered.Count;
+}
