@@ -8,7 +8,9 @@ using QuickSilver.Core.Io;
 namespace QuickSilver.Hosting.Tests;
 
 /// <summary>AddQuickSilver: binding, validation at start, the hosted node's life and its health check. Nodes run over
-/// real loopback UDP with an embedded GMS; the timeouts are hang guards.</summary>
+/// real loopback UDP with an embedded GMS; the timeouts are hang guards. One collection with <see cref="AerHostingTests"/>:
+/// the meter-factory test listens to every meter in the process, so no other hosts start beside it.</summary>
+[Collection(nameof(HostingTests))]
 public sealed class HostingTests
 {
     [Fact]
