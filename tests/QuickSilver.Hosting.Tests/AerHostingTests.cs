@@ -84,13 +84,7 @@ public sealed class AerHostingTests
             settings[key] = value;
         }
 
-        var builder = Hosts.Builder(settings);
-        builder.Services.AddQuickSilver(builder.Configuration.GetSection("QuickSilver"));
-        using var host = builder.Build();
-
-        var error = await Assert.ThrowsAsync<OptionsValidationException>(() => host.StartAsync());
-        Assert.Contains(expected, error.Message, StringComparison.Ordinal);
-        Assert.Throws<InvalidOperationException>(() => host.Services.GetRequiredService<QuickSilverService>().Node); // nothing started
+        await Hosts.AssertStartFailsNamingAsync(settings, expected);
     }
 
     [Fact]
