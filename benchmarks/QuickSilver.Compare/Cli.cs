@@ -43,6 +43,18 @@ internal static class Cli
                 }
             }
         });
+        var cipher = new Option<string>("--cipher")
+        {
+            Description = "The cipher suite of QuickSilver's secure series: aegis128l (the default) or aesgcm.",
+            DefaultValueFactory = _ => "aegis128l",
+        };
+        cipher.Validators.Add(r =>
+        {
+            if (!Enum.TryParse<QuickSilver.Core.Security.DatagramCipherSuite>(r.GetValueOrDefault<string>(), ignoreCase: true, out var suite) || !Enum.IsDefined(suite))
+            {
+                r.AddError($"--cipher takes aegis128l or aesgcm; got '{r.GetValueOrDefault<string>()}'.");
+            }
+        });
         var ramp = new Option<bool>("--ramp")
         {
             Description = "Instead of the experiments: QuickSilver's ramp from a cold start (2 receivers, 1000 B, no warm-up, --messages, default 1,000,000): each receiver's rate per 10 ms from the sender's first send, ramp.csv, ramp.png and the time to 90 % of the steady rate in summary.md.",
@@ -62,7 +74,7 @@ internal static class Cli
         
         var root = new RootCommand("QuickSilver vs JGroups vs raw UDP over loopback IP multicast: a CSV, a PNG and ratios per experiment.")
         {
-            quick, output, systems, messages, warmup, timeout, minRate, auth, ramp, only,
+            quick, output, systems, messages, warmup, timeout, minRate, auth, cipher, ramp, only,
         };
         root.SetAction((parse, _) => Runner.RunAsync(new RunOptions(
             parse.GetValue(quick), parse.GetValue(output)!, parse.GetValue(systems)!, parse.GetValue(messages), parse.GetValue(warmup),
@@ -71,6 +83,7 @@ internal static class Cli
         {
             Ramp = parse.GetValue(ramp),
             Only = parse.GetValue(only),
+            QsCipher = Enum.Parse<QuickSilver.Core.Security.DatagramCipherSuite>(parse.GetValue(cipher)!, ignoreCase: true),
         }));
         
         var roleName = new Argument<string>("name");

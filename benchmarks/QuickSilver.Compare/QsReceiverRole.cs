@@ -25,7 +25,12 @@ internal static class QsReceiverRole
             Gms = NetAddress.Loopback((ushort)a.Int("gms", 47001)),
             InjectedLossRate = a.Double("loss", 0),
             Security = Enum.Parse<DatagramSecurity>(a.String("security", nameof(DatagramSecurity.Off))) is var mode && mode != DatagramSecurity.Off
-                ? new DatagramSecurityOptions { Mode = mode, ClusterSecret = Convert.FromBase64String(a.String("secret", "")) }
+                ? new DatagramSecurityOptions
+                {
+                    Mode = mode,
+                    ClusterSecret = Convert.FromBase64String(a.String("secret", "")),
+                    Cipher = Enum.Parse<DatagramCipherSuite>(a.String("cipher", nameof(DatagramCipherSuite.Aegis128L))),
+                }
                 : new DatagramSecurityOptions(),
         }, deadline.Token);
         var joined = await Task.WhenAll(Enumerable.Range(0, groups).Select(g => node.JoinGroupAsync(GroupName(g), deadline.Token)));

@@ -12,6 +12,9 @@ internal sealed record RunOptions(bool Quick, string Output, IReadOnlyList<strin
 
     /// <summary>Run only the experiments whose name starts with this; null: all.</summary>
     public string? Only { get; init; }
+
+    /// <summary>The cipher suite of QuickSilver's secure series.</summary>
+    public QuickSilver.Core.Security.DatagramCipherSuite QsCipher { get; init; }
 }
 
 /// <summary>Runs every experiment's points for every system (a point shared by experiments runs once), then writes a
@@ -65,7 +68,7 @@ internal static class Runner
                 {
                     if (!done.TryGetValue((system, point), out var result))
                     {
-                        result = await RunPassAsync(system, new PassContext(point, options.Timeout, options.QsMinRate, SecurityOf(system), options.Quick ? 2 : 5), classPath);
+                        result = await RunPassAsync(system, new PassContext(point, options.Timeout, options.QsMinRate, SecurityOf(system), options.Quick ? 2 : 5) { QsCipher = options.QsCipher }, classPath);
                         done[(system, point)] = result;
                         Console.WriteLine(Describe(experiment.Name, result));
                     }

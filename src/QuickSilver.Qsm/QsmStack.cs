@@ -100,5 +100,5 @@ internal static class QsmStack
 
     /// <summary>Segments sized to the transport's datagrams (64 bytes left for headers, and the security trailer's room) unless given.</summary>
     private static ReliableUnicastOptions ReliableOptions(IDatagramTransport transport, ReliableUnicastOptions? given, DatagramSecurityOptions? security)
-        => given ?? new ReliableUnicastOptions { MaxSegmentBytes = transport.MaxDatagramSize - 64 - (security is { Enabled: true } ? DatagramSealer.Overhead : 0) };
+        => given ?? new ReliableUnicastOptions { MaxSegmentBytes = transport.MaxDatagramSize - 64 - (security is { Enabled: true } ? DatagramSealer.OverheadOf(security.Cipher) : 0) };
 }

@@ -66,6 +66,12 @@ public sealed class SecretFileTests(ITestOutputHelper output) : IDisposable
         Assert.True(await tooShort.WaitAsync(TimeSpan.FromSeconds(30)));
         Assert.Equal(2, tooShort.ExitCode);
         Assert.Contains("--secret-file: the cluster secret must be at least 32 bytes", tooShort.Stderr, StringComparison.Ordinal);
+
+        string good = SecretFile("good", RandomNumberGenerator.GetBytes(32));
+        using var badCipher = Tool.Qs("node", "--gms", "127.0.0.1:1", "--join", "x", "--secret-file", good, "--cipher", "rot13", "--seconds", "5");
+        Assert.True(await badCipher.WaitAsync(TimeSpan.FromSeconds(30)));
+        Assert.Equal(2, badCipher.ExitCode);
+        Assert.Contains("--cipher must be aegis128l or aesgcm", badCipher.Stderr, StringComparison.Ordinal);
     }
 
     public void Dispose() => Directory.Delete(_directory, recursive: true);

@@ -31,7 +31,7 @@ internal static class GmsVerb
         var joinSet = new Option<bool>("--join") { Description = "With --peers: this replica is new to a running GMS; it asks the leader to add it to the replica set (--peers lists it with the running replicas)." };
         var election = Cli.Int("--election-timeout", "With --peers: the shortest Raft election timeout in ms (the longest is twice it; Raft requests time out at a third of it, 250 ms at the default)", 300, 30, 60_000);
         var leaveOnExit = new Option<bool>("--leave-on-exit") { Description = "With --peers: when stopping (Ctrl+C or --seconds), ask the leader to remove this replica from the replica set first." };
-        var command = new Command("gms", "Run a standalone group membership service, or one replica of a replicated one.") { listen, pool, seconds, security.SecretFile, security.Mode, id, peers, data, joinSet, leaveOnExit, election };
+        var command = new Command("gms", "Run a standalone group membership service, or one replica of a replicated one.") { listen, pool, seconds, security.SecretFile, security.Mode, security.Cipher, id, peers, data, joinSet, leaveOnExit, election };
         command.SetAction(async (parse, cancellationToken) =>
         {
             if (!security.TryRead(parse, out var datagrams))
@@ -70,7 +70,7 @@ internal static class GmsVerb
             bool asJson = parse.GetValue(json);
             Console.WriteLine(asJson
                 ? JsonSerializer.Serialize(new { @event = "listening", gms = options.Gms.ToString(), multicast = options.GmsServer.MulticastPoolStart.ToString(), security = datagrams.Mode.ToString() })
-                : $"gms listening on {options.Gms}, multicast pool from {options.GmsServer.MulticastPoolStart}, datagram security {datagrams.Mode}; Ctrl+C stops it");
+                : $"gms listening on {options.Gms}, multicast pool from {options.GmsServer.MulticastPoolStart}, datagram security {datagrams.Mode}{(datagrams.Enabled ? $" ({datagrams.Cipher})" : "")}; Ctrl+C stops it");
             while (!stop.IsCancellationRequested)
             {
                 await Task.Delay(TimeSpan.FromSeconds(5), stop.Token).ContinueWith(_ => { }, TaskScheduler.Default);

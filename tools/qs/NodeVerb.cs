@@ -73,7 +73,7 @@ internal static class NodeVerb
         var aer = AerNodeFlags.Create();
         var command = new Command("node", "Run a node: join groups, optionally publish, print delivered counts once a second.")
         {
-            gms, replicas, join, publish, size, waitRegions, expect, seconds, linger, describe, readRate, slowReceivers, laggardTimeout, security.SecretFile, security.Mode,
+            gms, replicas, join, publish, size, waitRegions, expect, seconds, linger, describe, readRate, slowReceivers, laggardTimeout, security.SecretFile, security.Mode, security.Cipher,
             listen, lossPercent,
         };
         foreach (var option in aer.All)

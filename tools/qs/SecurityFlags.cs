@@ -6,22 +6,26 @@ namespace QuickSilver.Tools;
 /// <summary>
 /// The datagram-security flags both verbs take: <c>--secret-file PATH</c> (or the environment variable
 /// <see cref="SecretFileVariable"/> naming the file), a file holding the cluster secret in base64, and
-/// <c>--security off|authenticate|encrypt</c>, by default authenticate when a secret is given and off without one.
+/// <c>--security off|authenticate|encrypt</c>, by default authenticate when a secret is given and off without one, and
+/// <c>--cipher aegis128l|aesgcm</c> (default aegis128l).
 /// The GMS and every node must be given the same secret and mode.
 /// </summary>
 internal sealed class SecurityFlags
 {
     public const string SecretFileVariable = "QS_SECRET_FILE";
 
-    private SecurityFlags(Option<string?> secretFile, Option<string?> mode)
+    private SecurityFlags(Option<string?> secretFile, Option<string?> mode, Option<string?> cipher)
     {
         SecretFile = secretFile;
         Mode = mode;
+        Cipher = cipher;
     }
 
     public Option<string?> SecretFile { get; }
 
     public Option<string?> Mode { get; }
+
+    public Option<string?> Cipher { get; }
 
     public static SecurityFlags Create()
     {
@@ -38,7 +42,15 @@ internal sealed class SecurityFlags
                 r.AddError($"--security must be off, authenticate or encrypt; got '{text}'.");
             }
         });
-        return new SecurityFlags(secretFile, mode);
+        var cipher = new Option<string?>("--cipher") { Description = "aegis128l (default) or aesgcm: the AEAD that seals datagrams; the GMS and every node must agree." };
+        cipher.Validators.Add(r =>
+        {
+            if (r.GetValueOrDefault<string?>() is { } text && (!Enum.TryParse<DatagramCipherSuite>(text, ignoreCase: true, out var suite) || !Enum.IsDefined(suite)))
+            {
+                r.AddError($"--cipher must be aegis128l or aesgcm; got '{text}'.");
+            }
+        });
+        return new SecurityFlags(secretFile, mode, cipher);
     }
 
     /// <summary>The options the flags describe, or false after printing to stderr what is wrong (naming the flag).</summary>
@@ -96,6 +108,7 @@ internal sealed class SecurityFlags
             secret = null; // --security off with a secret: explicitly unprotected
         }
 
-        return new DatagramSecurityOptions { Mode = mode, ClusterSecret = secret };
+        var suite = parse.GetValue(Cipher) is { } named ? Enum.Parse<DatagramCipherSuite>(named, ignoreCase: true) : DatagramCipherSuite.Aegis128L;
+        return new DatagramSecurityOptions { Mode = mode, ClusterSecret = secret, Cipher = suite };
     }
 }

@@ -10,6 +10,9 @@ internal sealed record PassContext(ExperimentPoint Point, TimeSpan Timeout, doub
     QuickSilver.Core.Security.DatagramSecurity QsSecurity = QuickSilver.Core.Security.DatagramSecurity.Off, int SockperfSeconds = 5,
     string? TimelineFolder = null)
 {
+    /// <summary>The cipher suite when <see cref="QsSecurity"/> is not Off.</summary>
+    public QuickSilver.Core.Security.DatagramCipherSuite QsCipher { get; init; }
+
     /// <summary>Children get <see cref="Timeout"/>; the runner waits this much longer before it gives up on them.</summary>
     public TimeSpan Grace => Timeout + TimeSpan.FromSeconds(15);
 

@@ -21,7 +21,7 @@ internal static class QsPass
         string system = Systems.QuickSilverWith(context.QsSecurity);
         var security = context.QsSecurity == DatagramSecurity.Off
             ? new DatagramSecurityOptions()
-            : new DatagramSecurityOptions { Mode = context.QsSecurity, ClusterSecret = DatagramSecurityOptions.GenerateSecret() };
+            : new DatagramSecurityOptions { Mode = context.QsSecurity, ClusterSecret = DatagramSecurityOptions.GenerateSecret(), Cipher = context.QsCipher };
         var (port, tag) = PassContext.FreshAddress();
         using var deadline = new CancellationTokenSource(context.Grace);
         await using var node = await QuickSilverNode.StartAsync(new QuickSilverNodeOptions
@@ -43,7 +43,7 @@ internal static class QsPass
         }
 
         var args = RoleArgs.Make(("gms", port), ("groups", p.Groups), ("messages", p.Messages), ("warmup", p.Warmup), ("loss", p.Loss),
-            ("timeout", (int)context.Timeout.TotalSeconds), ("security", security.Mode),
+            ("timeout", (int)context.Timeout.TotalSeconds), ("security", security.Mode), ("cipher", security.Cipher),
             ("secret", security.ClusterSecret is { } secret ? Convert.ToBase64String(secret) : "")); // a fresh secret per pass, on loopback
         var children = Enumerable.Range(0, p.Receivers)
             .Select(i => ChildProcess.StartSelf(Roles.QsReceive, context.TimelineFolder is { } folder

@@ -4,11 +4,11 @@ using System.Security.Cryptography;
 namespace QuickSilver.Core.Security;
 
 /// <summary>
-/// The AES-GCM keys one endpoint seals and opens datagrams with, each under a 32-bit key id that travels in every
+/// The keys (<see cref="DatagramCipher"/>s of one suite) one endpoint seals and opens datagrams with, each under a 32-bit key id that travels in every
 /// datagram's trailer. Key id <see cref="ClusterKeyId"/> is derived from the cluster secret; the ring holds up to
 /// <see cref="Capacity"/> keys so a key handed out later (per region and view, by the GMS) can be added, made current
-/// for sending, and the old one kept for receiving until its datagrams have drained, then removed. One
-/// <see cref="AesGcm"/> instance per key, made once and reused for every datagram. Core thread only.
+/// for sending, and the old one kept for receiving until its datagrams have drained, then removed. One cipher per
+/// key, made once and reused for every datagram. Core thread only.
 /// </summary>
 public sealed class DatagramKeyRing : IDisposable
 {
@@ -18,35 +18,50 @@ public sealed class DatagramKeyRing : IDisposable
     /// <summary>Keys held at once.</summary>
     public const int Capacity = 4;
 
-    /// <summary>AES-256: 32-byte keys.</summary>
-    public const int KeyBytes = 32;
+    /// <summary>Bytes of key material per key (<see cref="DatagramCipher.KeyBytes"/>).</summary>
+    public const int KeyBytes = DatagramCipher.KeyBytes;
 
     private readonly uint[] _ids = new uint[Capacity];
-    private readonly AesGcm?[] _keys = new AesGcm?[Capacity];
+    private readonly DatagramCipher?[] _keys = new DatagramCipher?[Capacity];
     private int _current = -1;
 
-    /// <summary>A ring holding the cluster key for <paramref name="mode"/>, current.</summary>
-    public static DatagramKeyRing FromSecret(ReadOnlySpan<byte> clusterSecret, DatagramSecurity mode)
+    public DatagramKeyRing(DatagramCipherSuite suite = DatagramCipherSuite.Aegis128L)
     {
-        var ring = new DatagramKeyRing();
+        _ = DatagramCipher.TagBytesOf(suite); // throws for an unknown suite
+        Suite = suite;
+    }
+
+    /// <summary>The suite of every key in the ring.</summary>
+    public DatagramCipherSuite Suite { get; }
+
+    /// <summary>A ring holding the cluster key for <paramref name="mode"/> and <paramref name="suite"/>, current.</summary>
+    public static DatagramKeyRing FromSecret(ReadOnlySpan<byte> clusterSecret, DatagramSecurity mode, DatagramCipherSuite suite = DatagramCipherSuite.Aegis128L)
+    {
+        var ring = new DatagramKeyRing(suite);
         Span<byte> key = stackalloc byte[KeyBytes];
-        DeriveClusterKey(clusterSecret, mode, key);
+        DeriveClusterKey(clusterSecret, mode, key, suite);
         ring.Add(ClusterKeyId, key);
         CryptographicOperations.ZeroMemory(key);
         ring.Use(ClusterKeyId);
         return ring;
     }
 
-    /// <summary>HKDF-SHA256 (RFC 5869) of the cluster secret, with a fixed salt and the mode in the info, so an
-    /// Authenticate cluster and an Encrypt cluster with one secret never share a key.</summary>
-    public static void DeriveClusterKey(ReadOnlySpan<byte> clusterSecret, DatagramSecurity mode, Span<byte> key)
+    /// <summary>HKDF-SHA256 (RFC 5869) of the cluster secret, with a fixed salt and the mode and suite in the info, so
+    /// clusters of another mode or suite with one secret never share a key.</summary>
+    public static void DeriveClusterKey(ReadOnlySpan<byte> clusterSecret, DatagramSecurity mode, Span<byte> key, DatagramCipherSuite suite = DatagramCipherSuite.Aegis128L)
     {
         if (mode == DatagramSecurity.Off)
         {
             throw new ArgumentException("No key is derived for DatagramSecurity.Off.", nameof(mode));
         }
 
-        var info = mode == DatagramSecurity.Authenticate ? "QuickSilver datagram v1 authenticate key 0"u8 : "QuickSilver datagram v1 encrypt key 0"u8;
+        var info = (mode, suite) switch
+        {
+            (DatagramSecurity.Authenticate, DatagramCipherSuite.AesGcm) => "QuickSilver datagram v1 authenticate key 0"u8,
+            (DatagramSecurity.Encrypt, DatagramCipherSuite.AesGcm) => "QuickSilver datagram v1 encrypt key 0"u8,
+            (DatagramSecurity.Authenticate, _) => "QuickSilver datagram v2 aegis128l authenticate key 0"u8,
+            _ => "QuickSilver datagram v2 aegis128l encrypt key 0"u8,
+        };
         HKDF.DeriveKey(HashAlgorithmName.SHA256, clusterSecret, key[..KeyBytes], "QuickSilver cluster secret"u8, info);
     }
 
@@ -87,7 +102,7 @@ public sealed class DatagramKeyRing : IDisposable
         }
 
         _keys[slot]?.Dispose();
-        _keys[slot] = new AesGcm(key, DatagramSealer.TagBytes);
+        _keys[slot] = DatagramCipher.Create(Suite, key);
         _ids[slot] = id;
     }
 
@@ -118,7 +133,7 @@ public sealed class DatagramKeyRing : IDisposable
     }
 
     /// <summary>The current key and its id.</summary>
-    internal AesGcm Current(out uint id)
+    internal DatagramCipher Current(out uint id)
     {
         if (_current < 0)
         {
@@ -130,7 +145,7 @@ public sealed class DatagramKeyRing : IDisposable
     }
 
     /// <summary>The key with id <paramref name="id"/>, if held (a scan of <see cref="Capacity"/> entries).</summary>
-    internal bool TryGet(uint id, [NotNullWhen(true)] out AesGcm? key)
+    internal bool TryGet(uint id, [NotNullWhen(true)] out DatagramCipher? key)
     {
         int slot = IndexOf(id);
         key = slot >= 0 ? _keys[slot] : null;

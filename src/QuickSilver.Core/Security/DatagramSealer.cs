@@ -26,35 +26,37 @@ public enum DatagramRejection
 }
 
 /// <summary>
-/// Seals and opens one datagram at a time with AES-GCM under a <see cref="DatagramKeyRing"/>, in place and without
-/// allocating. The trailer (docs/wire-format.md, "Datagram trailer") follows the datagram the layers wrote:
-/// <code>u32 keyId | u32 salt | u64 counter | u8[16] tag</code>
-/// The 12-byte nonce is salt‖counter as they appear. The salt is drawn at random per sealer (per endpoint), the counter
+/// Seals and opens one datagram at a time under a <see cref="DatagramKeyRing"/>'s <see cref="DatagramCipher"/>s, in
+/// place and without allocating. The trailer (docs/wire-format.md, "Datagram trailer") follows the datagram the layers
+/// wrote:
+/// <code>u8[T] tag | u32 keyId | u32 salt | u64 counter</code>
+/// T being the suite's tag length (<see cref="DatagramCipher.TagBytesOf"/>: 32 for AEGIS-128L, 16 for AES-GCM). The
+/// 12-byte nonce is salt‖counter as they appear. The salt is drawn at random per sealer (per endpoint), the counter
 /// starts at a random value below 2^62 and goes up by one per datagram, so a sealer never repeats a nonce, and two
 /// sealers that drew the same salt would need counter ranges 2^62 apart at random to meet.
 /// <list type="bullet">
-/// <item>Authenticate: GMAC. Associated data = datagram ‖ keyId ‖ nonce, nothing encrypted; verification recomputes
-/// the tag and compares it in constant time (no exception for a forged datagram).</item>
-/// <item>Encrypt: the datagram is encrypted in place; associated data = keyId ‖ nonce. Opening decrypts into the
-/// caller's buffer; a bad tag costs the runtime's exception (caught here).</item>
+/// <item>Authenticate: the tag of the datagram (associated data; nothing encrypted). The key id and nonce are bound by
+/// being the key and nonce: another key id opens under another key, another nonce gives another tag.</item>
+/// <item>Encrypt: the datagram is encrypted in place and the tag follows it; associated data = keyId ‖ nonce. Opening
+/// decrypts into the caller's buffer.</item>
 /// </list>
-/// Core thread only (an <see cref="AesGcm"/> instance is not thread-safe).
+/// Core thread only (a cipher is not thread-safe).
 /// </summary>
 public sealed class DatagramSealer
 {
     public const int KeyIdBytes = 4;
-    public const int NonceBytes = 12;
-    public const int TagBytes = 16;
+    public const int NonceBytes = DatagramCipher.NonceBytes;
 
-    /// <summary>Bytes the trailer adds to every datagram.</summary>
-    public const int Overhead = KeyIdBytes + NonceBytes + TagBytes;
+    /// <summary>The key id and nonce, the trailer's last bytes.</summary>
+    public const int HeaderBytes = KeyIdBytes + NonceBytes;
 
-    private const int HeaderBytes = KeyIdBytes + NonceBytes; // what precedes the tag in the trailer
     private readonly DatagramKeyRing _keys;
     private readonly uint _salt;
+    private readonly int _tagBytes;
     private ulong _counter;
 
     /// <param name="mode">Authenticate or Encrypt.</param>
+    /// <param name="keys">The ring; its suite is this sealer's.</param>
     /// <param name="salt">Null: random (production). Given: tests that need two sealers to collide.</param>
     /// <param name="firstCounter">Null: random below 2^62.</param>
     public DatagramSealer(DatagramSecurity mode, DatagramKeyRing keys, uint? salt = null, ulong? firstCounter = null)
@@ -66,13 +68,24 @@ public sealed class DatagramSealer
 
         Mode = mode;
         _keys = keys ?? throw new ArgumentNullException(nameof(keys));
+        Suite = keys.Suite;
+        _tagBytes = DatagramCipher.TagBytesOf(Suite);
+        Overhead = _tagBytes + HeaderBytes;
         Span<byte> random = stackalloc byte[12];
         RandomNumberGenerator.Fill(random);
         _salt = salt ?? BinaryPrimitives.ReadUInt32LittleEndian(random);
         _counter = (firstCounter ?? (BinaryPrimitives.ReadUInt64LittleEndian(random[4..]) >> 2)) - 1;
     }
 
+    /// <summary>Bytes the trailer of <paramref name="suite"/> adds to every datagram: 48 (AEGIS-128L) or 32 (AES-GCM).</summary>
+    public static int OverheadOf(DatagramCipherSuite suite) => DatagramCipher.TagBytesOf(suite) + HeaderBytes;
+
     public DatagramSecurity Mode { get; }
+
+    public DatagramCipherSuite Suite { get; }
+
+    /// <summary>Bytes the trailer adds to every datagram.</summary>
+    public int Overhead { get; }
 
     /// <summary>This sealer's salt (the first four nonce bytes of every datagram it seals).</summary>
     public uint Salt => _salt;
@@ -80,37 +93,42 @@ public sealed class DatagramSealer
     /// <summary>The counter of the last datagram sealed.</summary>
     public ulong LastCounter => _counter;
 
+    /// <summary>The key id a sealed datagram names (the first bytes of its trailer's header), if it is long enough.</summary>
+    public static bool TryReadKeyId(ReadOnlySpan<byte> datagram, out uint keyId)
+    {
+        keyId = datagram.Length >= HeaderBytes ? BinaryPrimitives.ReadUInt32LittleEndian(datagram[^HeaderBytes..]) : 0;
+        return datagram.Length >= HeaderBytes;
+    }
+
     /// <summary>Seals <paramref name="buffer"/>[..<paramref name="length"/>] in place and appends the trailer;
     /// <paramref name="buffer"/> must have <see cref="Overhead"/> bytes beyond <paramref name="length"/>. Returns the
     /// sealed length.</summary>
     public int Seal(Span<byte> buffer, int length)
     {
-        var aes = _keys.Current(out uint keyId);
-        return Seal(buffer, length, aes, keyId);
+        var cipher = _keys.Current(out uint keyId);
+        return Seal(buffer, length, cipher, keyId);
     }
 
-    /// <summary>Seals under <paramref name="aes"/>, named <paramref name="keyId"/> in the trailer (a region's key).</summary>
-    internal int Seal(Span<byte> buffer, int length, AesGcm aes, uint keyId)
+    /// <summary>Seals under <paramref name="cipher"/>, named <paramref name="keyId"/> in the trailer (a region's key).</summary>
+    internal int Seal(Span<byte> buffer, int length, DatagramCipher cipher, uint keyId)
     {
         if ((uint)length > (uint)(buffer.Length - Overhead))
         {
             throw new ArgumentOutOfRangeException(nameof(length), length, $"A sealed datagram needs {Overhead} bytes after its {length}; the buffer has {buffer.Length}.");
         }
 
-        var trailer = buffer.Slice(length, Overhead);
-        BinaryPrimitives.WriteUInt32LittleEndian(trailer, keyId);
-        BinaryPrimitives.WriteUInt32LittleEndian(trailer[KeyIdBytes..], _salt);
-        BinaryPrimitives.WriteUInt64LittleEndian(trailer[(KeyIdBytes + 4)..], ++_counter);
-        var nonce = trailer.Slice(KeyIdBytes, NonceBytes);
-        var tag = trailer.Slice(HeaderBytes, TagBytes);
+        var header = buffer.Slice(length + _tagBytes, HeaderBytes);
+        BinaryPrimitives.WriteUInt32LittleEndian(header, keyId);
+        BinaryPrimitives.WriteUInt32LittleEndian(header[KeyIdBytes..], _salt);
+        BinaryPrimitives.WriteUInt64LittleEndian(header[(KeyIdBytes + 4)..], ++_counter);
+        var nonce = header[KeyIdBytes..];
         if (Mode == DatagramSecurity.Authenticate)
         {
-            aes.Encrypt(nonce, ReadOnlySpan<byte>.Empty, Span<byte>.Empty, tag, buffer[..(length + HeaderBytes)]);
+            cipher.Authenticate(nonce, buffer[..length], buffer.Slice(length, _tagBytes));
         }
         else
         {
-            var body = buffer[..length];
-            aes.Encrypt(nonce, body, body, tag, trailer[..HeaderBytes]);
+            cipher.Encrypt(nonce, buffer[..(length + _tagBytes)], length, header);
         }
 
         return length + Overhead;
@@ -138,37 +156,31 @@ public sealed class DatagramSealer
             return DatagramRejection.Truncated;
         }
 
-        var trailer = datagram.Slice(length, Overhead);
-        uint keyId = BinaryPrimitives.ReadUInt32LittleEndian(trailer);
-        AesGcm? aes;
+        var header = datagram[^HeaderBytes..];
+        uint keyId = BinaryPrimitives.ReadUInt32LittleEndian(header);
+        DatagramCipher? cipher;
         if (scoped is not null && scoped.TryGet(keyId, out key))
         {
-            aes = key.Aes;
+            cipher = key.Cipher;
         }
-        else if (!_keys.TryGet(keyId, out aes))
+        else if (!_keys.TryGet(keyId, out cipher))
         {
             return DatagramRejection.UnknownKey;
         }
 
-        salt = BinaryPrimitives.ReadUInt32LittleEndian(trailer[KeyIdBytes..]);
-        counter = BinaryPrimitives.ReadUInt64LittleEndian(trailer[(KeyIdBytes + 4)..]);
-        var nonce = trailer.Slice(KeyIdBytes, NonceBytes);
-        var tag = trailer.Slice(HeaderBytes, TagBytes);
-        if (Mode == DatagramSecurity.Authenticate)
-        {
-            Span<byte> expected = stackalloc byte[TagBytes];
-            aes.Encrypt(nonce, ReadOnlySpan<byte>.Empty, Span<byte>.Empty, expected, datagram[..(length + HeaderBytes)]);
-            return CryptographicOperations.FixedTimeEquals(expected, tag) ? DatagramRejection.None : DatagramRejection.BadTag;
-        }
+        salt = BinaryPrimitives.ReadUInt32LittleEndian(header[KeyIdBytes..]);
+        counter = BinaryPrimitives.ReadUInt64LittleEndian(header[(KeyIdBytes + 4)..]);
+        return Verify(cipher, datagram, plaintext, length) ? DatagramRejection.None : DatagramRejection.BadTag;
+    }
 
-        try
-        {
-            aes.Decrypt(nonce, datagram[..length], tag, plaintext[..length], trailer[..HeaderBytes]);
-            return DatagramRejection.None;
-        }
-        catch (AuthenticationTagMismatchException)
-        {
-            return DatagramRejection.BadTag;
-        }
+    /// <summary>Whether <paramref name="datagram"/> (its layers' <paramref name="length"/> bytes and a trailer) verifies
+    /// under <paramref name="cipher"/>; encrypting, it is decrypted into <paramref name="plaintext"/>.</summary>
+    internal bool Verify(DatagramCipher cipher, ReadOnlySpan<byte> datagram, Span<byte> plaintext, int length)
+    {
+        var header = datagram[^HeaderBytes..];
+        var nonce = header[KeyIdBytes..];
+        return Mode == DatagramSecurity.Authenticate
+            ? cipher.Verify(nonce, datagram[..length], datagram.Slice(length, _tagBytes))
+            : cipher.Decrypt(nonce, datagram[..(length + _tagBytes)], plaintext[..length], header);
     }
 }

@@ -15,6 +15,10 @@ public sealed record DatagramSecurityOptions
     /// <summary>Off (the default), Authenticate or Encrypt.</summary>
     public DatagramSecurity Mode { get; init; } = DatagramSecurity.Off;
 
+    /// <summary>The AEAD datagrams are sealed with: <see cref="DatagramCipherSuite.Aegis128L"/> (the default) or
+    /// <see cref="DatagramCipherSuite.AesGcm"/>. Every node and the GMS must use the same one.</summary>
+    public DatagramCipherSuite Cipher { get; init; } = DatagramCipherSuite.Aegis128L;
+
     /// <summary>The secret every node and the GMS share, at least <see cref="MinSecretBytes"/> bytes of which at least
     /// that many are random (<see cref="GenerateSecret"/>). Keys are derived from it with HKDF-SHA256
     /// (<see cref="DatagramKeyRing.DeriveClusterKey"/>); it is never sent.</summary>
@@ -32,7 +36,7 @@ public sealed record DatagramSecurityOptions
 
     /// <summary>Datagrams this node seals under one region key before it asks the GMS for a new one (AES-GCM's limit on
     /// invocations per key: NIST SP 800-38D §8.3 caps a key at 2^32 when the nonce is not a pure counter, as ours, salted
-    /// at random per endpoint, is not). The count is per sealing node, so with m senders in a region a key may see up to m
+    /// at random per endpoint, is not; kept under AEGIS-128L, whose 128-bit nonces would allow far more). The count is per sealing node, so with m senders in a region a key may see up to m
     /// times this before it is replaced. Default 2^30; between <see cref="MinDatagramsPerKey"/> and 2^32. The cluster key
     /// (GMS and reliable-unicast traffic) is derived from the secret and not rotated.</summary>
     public long MaxDatagramsPerKey { get; init; } = 1L << 30;
@@ -107,9 +111,14 @@ public sealed record DatagramSecurityOptions
         {
             throw new ArgumentOutOfRangeException($"{prefix}.{nameof(KeyRetireDelay)}", KeyRetireDelay, $"{prefix}.{nameof(KeyRetireDelay)} must be above zero and at most 1 minute, got {KeyRetireDelay}.");
         }
-        if (!AesGcm.IsSupported)
+        if (!Enum.IsDefined(Cipher))
         {
-            throw new PlatformNotSupportedException($"{prefix}.{nameof(Mode)} {Mode} needs AES-GCM, which this platform's cryptography library does not offer.");
+            throw new ArgumentOutOfRangeException($"{prefix}.{nameof(Cipher)}", Cipher, $"{prefix}.{nameof(Cipher)} must be Aegis128L or AesGcm, got {(int)Cipher}.");
+        }
+
+        if (Cipher == DatagramCipherSuite.AesGcm && !AesGcm.IsSupported)
+        {
+            throw new PlatformNotSupportedException($"{prefix}.{nameof(Cipher)} AesGcm: this platform's cryptography library does not offer AES-GCM; use Aegis128L.");
         }
     }
 }

@@ -1,5 +1,4 @@
 using System.Buffers.Binary;
-using System.Security.Cryptography;
 using QuickSilver.Core.Io;
 using QuickSilver.Core.Stack;
 
@@ -10,8 +9,9 @@ namespace QuickSilver.Core.Security;
 /// authenticated under that scope's key (<see cref="SecureTransport.ScopedKeys"/>), on top of the cluster key that seals
 /// the reliable-unicast segments carrying them: tokens, pulls, NAKs, ACKs and stream-start hints of a region then come
 /// only from holders of the region's key (docs/security.md, "Keys per region and view"). Each message travels as
-/// <code>u8 sealed | message | (sealed = 1:) u32 keyId | u32 salt | u64 counter | u8[16] tag</code>
-/// the tag being AES-GCM's GMAC over everything before it (the message stays readable to whoever can open the segment:
+/// <code>u8 sealed | message | (sealed = 1:) u8[T] tag | u32 keyId | u32 salt | u64 counter</code>
+/// the datagram trailer's layout (<see cref="DatagramSealer"/> in Authenticate mode, under the endpoint's suite), the tag
+/// being over the flag and the message (the message stays readable to whoever can open the segment:
 /// encryption, if any, is the datagram's). A message is sealed when this node holds a key for its scope; an unsealed one
 /// is accepted only for a scope this node holds no key for (a region simulation without a GMS). A message that fails is
 /// dropped and counted in <see cref="SecureTransport.MessageCounters"/>, never thrown on. One buffer, grown to the largest
@@ -25,13 +25,11 @@ namespace QuickSilver.Core.Security;
 /// </summary>
 public sealed class ScopedControlChannel : IControlChannel
 {
-    private const int TrailerBytes = DatagramSealer.Overhead;
-    private const int TagOffset = DatagramSealer.KeyIdBytes + DatagramSealer.NonceBytes;
     private readonly IControlChannel _inner;
     private readonly SecureTransport _transport;
     private readonly int _scopeOffset;
-    private readonly uint _salt;
-    private ulong _counter;
+    private readonly DatagramSealer _sealer; // its own salt and counter; keys come from the scoped table
+    private readonly int _trailerBytes;
     private byte[] _buffer = new byte[256];
     private readonly Queue<(NetAddress From, uint KeyId, byte[] Message)> _parked = new();
     private int _parkedBytes;
@@ -49,17 +47,15 @@ public sealed class ScopedControlChannel : IControlChannel
         _transport = transport ?? throw new ArgumentNullException(nameof(transport));
         ArgumentOutOfRangeException.ThrowIfNegative(scopeOffset);
         _scopeOffset = scopeOffset;
-        Span<byte> random = stackalloc byte[12];
-        RandomNumberGenerator.Fill(random);
-        _salt = BinaryPrimitives.ReadUInt32LittleEndian(random);
-        _counter = BinaryPrimitives.ReadUInt64LittleEndian(random[4..]) >> 2;
+        _sealer = new DatagramSealer(DatagramSecurity.Authenticate, new DatagramKeyRing(transport.ScopedKeys.Suite));
+        _trailerBytes = _sealer.Overhead;
         _transport.ScopedKeys.Installed += OnKeyInstalled;
     }
 
     /// <summary>Messages waiting for their key now.</summary>
     public int Parked => _parked.Count;
 
-    public int MaxMessageBytes => _inner.MaxMessageBytes - 1 - TrailerBytes;
+    public int MaxMessageBytes => _inner.MaxMessageBytes - 1 - _trailerBytes;
 
     public bool Send(NetAddress peer, ReadOnlySpan<byte> message)
     {
@@ -69,9 +65,9 @@ public sealed class ScopedControlChannel : IControlChannel
         }
 
         int length = 1 + message.Length;
-        if (_buffer.Length < length + TrailerBytes)
+        if (_buffer.Length < length + _trailerBytes)
         {
-            _buffer = new byte[Math.Max(length + TrailerBytes, _buffer.Length * 2)];
+            _buffer = new byte[Math.Max(length + _trailerBytes, _buffer.Length * 2)];
         }
 
         var buffer = _buffer.AsSpan();
@@ -79,12 +75,7 @@ public sealed class ScopedControlChannel : IControlChannel
         if (TryScope(message, out uint scope) && _transport.ScopedKeys.TryCurrent(scope, out var key))
         {
             buffer[0] = 1;
-            var trailer = buffer.Slice(length, TrailerBytes);
-            BinaryPrimitives.WriteUInt32LittleEndian(trailer, key.Id);
-            BinaryPrimitives.WriteUInt32LittleEndian(trailer[4..], _salt);
-            BinaryPrimitives.WriteUInt64LittleEndian(trailer[8..], ++_counter);
-            key.Aes.Encrypt(trailer.Slice(4, DatagramSealer.NonceBytes), ReadOnlySpan<byte>.Empty, Span<byte>.Empty, trailer[TagOffset..], buffer[..(length + TagOffset)]);
-            length += TrailerBytes;
+            length = _sealer.Seal(buffer, length, key.Cipher, key.Id);
             _transport.MessageCounters.CountSealed();
         }
         else
@@ -154,7 +145,7 @@ public sealed class ScopedControlChannel : IControlChannel
         inner = default;
         waitFor = 0;
         var rejection = DatagramRejection.None;
-        if (message.IsEmpty || message[0] > 1 || (message[0] == 1 && message.Length < 1 + TrailerBytes))
+        if (message.IsEmpty || message[0] > 1 || (message[0] == 1 && message.Length < 1 + _trailerBytes))
         {
             rejection = DatagramRejection.Truncated;
         }
@@ -168,10 +159,9 @@ public sealed class ScopedControlChannel : IControlChannel
         }
         else
         {
-            int length = message.Length - TrailerBytes;
-            var trailer = message[length..];
+            int length = message.Length - _trailerBytes;
             inner = message[1..length];
-            uint keyId = BinaryPrimitives.ReadUInt32LittleEndian(trailer);
+            DatagramSealer.TryReadKeyId(message, out uint keyId);
             if (!_transport.ScopedKeys.TryGet(keyId, out var key))
             {
                 waitFor = keyId == DatagramKeyRing.ClusterKeyId ? 0 : keyId;
@@ -186,9 +176,7 @@ public sealed class ScopedControlChannel : IControlChannel
             }
             else
             {
-                Span<byte> expected = stackalloc byte[DatagramSealer.TagBytes];
-                key.Aes.Encrypt(trailer.Slice(4, DatagramSealer.NonceBytes), ReadOnlySpan<byte>.Empty, Span<byte>.Empty, expected, message[..(length + TagOffset)]);
-                if (!CryptographicOperations.FixedTimeEquals(expected, trailer[TagOffset..]))
+                if (!_sealer.Verify(key.Cipher, message, Span<byte>.Empty, length))
                 {
                     rejection = DatagramRejection.BadTag;
                 }

@@ -1,5 +1,4 @@
 using System.Diagnostics.CodeAnalysis;
-using System.Security.Cryptography;
 
 namespace QuickSilver.Core.Security;
 
@@ -7,11 +6,11 @@ namespace QuickSilver.Core.Security;
 /// scope it covers (a region id), and how many datagrams this endpoint sealed under it.</summary>
 public sealed class ScopedKey
 {
-    internal ScopedKey(uint id, uint scope, ReadOnlySpan<byte> key)
+    internal ScopedKey(uint id, uint scope, DatagramCipherSuite suite, ReadOnlySpan<byte> key)
     {
         Id = id;
         Scope = scope;
-        Aes = new AesGcm(key, DatagramSealer.TagBytes);
+        Cipher = DatagramCipher.Create(suite, key);
     }
 
     public uint Id { get; }
@@ -25,19 +24,28 @@ public sealed class ScopedKey
     /// <summary>The sealed count at which <see cref="SecureTransport.KeyWornOut"/> is raised next.</summary>
     internal long NextWearReport { get; set; }
 
-    internal AesGcm Aes { get; }
+    internal DatagramCipher Cipher { get; }
 }
 
 /// <summary>
 /// The keys an endpoint holds besides the cluster key: per scope (a region) up to <see cref="KeysPerScope"/> keys
 /// handed out by the GMS, the one installed last current for sealing, the others kept for opening until they are
 /// retired (docs/security.md, "Keys per region and view"). Looked up by key id when a datagram arrives (one dictionary
-/// lookup), by scope when one is sealed. One <see cref="AesGcm"/> per key, made once. Bounded: at most
+/// lookup), by scope when one is sealed. One <see cref="DatagramCipher"/> per key, made once. Bounded: at most
 /// <see cref="KeysPerScope"/> per scope (installing a fifth drops the oldest at once) and <see cref="MaxScopes"/>
 /// scopes (installing into a new scope beyond it is refused). Core thread only.
 /// </summary>
 public sealed class ScopedKeyTable : IDisposable
 {
+    public ScopedKeyTable(DatagramCipherSuite suite = DatagramCipherSuite.Aegis128L)
+    {
+        _ = DatagramCipher.TagBytesOf(suite); // throws for an unknown suite
+        Suite = suite;
+    }
+
+    /// <summary>The suite of every key in the table (the endpoint's).</summary>
+    public DatagramCipherSuite Suite { get; }
+
     /// <summary>Keys held per scope, the current one included.</summary>
     public const int KeysPerScope = DatagramKeyRing.Capacity;
 
@@ -101,7 +109,7 @@ public sealed class ScopedKeyTable : IDisposable
             Remove(keys[0]);
         }
 
-        var entry = new ScopedKey(id, scope, key);
+        var entry = new ScopedKey(id, scope, Suite, key);
         keys.Add(entry);
         _byId.Add(id, entry);
         Installed?.Invoke(id);
@@ -165,14 +173,14 @@ public sealed class ScopedKeyTable : IDisposable
             _byScope.Remove(key.Scope);
         }
 
-        key.Aes.Dispose();
+        key.Cipher.Dispose();
     }
 
     public void Dispose()
     {
         foreach (var key in _byId.Values)
         {
-            key.Aes.Dispose();
+            key.Cipher.Dispose();
         }
 
         _byId.Clear();

@@ -9,7 +9,7 @@ internal sealed class SealingFeed(IDatagramFeed feed, SecureTransport transport)
 {
     public int Pull(Span<byte> buffer, out NetAddress to)
     {
-        int length = feed.Pull(SecureTransport.Layer(buffer), out to);
-        return length <= 0 ? length : transport.Seal(buffer, Math.Min(length, buffer.Length - DatagramSealer.Overhead));
+        int length = feed.Pull(transport.Layer(buffer), out to);
+        return length <= 0 ? length : transport.Seal(buffer, Math.Min(length, buffer.Length - transport.Overhead));
     }
 }

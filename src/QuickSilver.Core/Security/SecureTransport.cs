@@ -8,7 +8,7 @@ namespace QuickSilver.Core.Security;
 /// The one place every datagram of a stack is authenticated (and, if asked, encrypted): a decorator around the
 /// stack's endpoint, so region data, flow status, reliable-unicast segments (tokens, NAKs, ACKs, GMS messages) and
 /// anything a later layer sends all pass through it. The layers see a <see cref="MaxDatagramSize"/> smaller by the
-/// trailer (<see cref="DatagramSealer.Overhead"/>) and write as before:
+/// trailer (<see cref="Overhead"/>) and write as before:
 /// <list type="bullet">
 /// <item><see cref="TrySend"/>: the datagram is copied into the endpoint's next slot and sealed there.</item>
 /// <item><see cref="TryClaim"/>/<see cref="Commit"/>: the layer writes into the endpoint's slot, less the trailer's
@@ -19,7 +19,7 @@ namespace QuickSilver.Core.Security;
 /// transport's own when encrypting); one that fails is dropped and counted (<see cref="Counters"/>), never thrown on,
 /// and logged at most once per reason per interval.</item>
 /// </list>
-/// No allocation per datagram: one <see cref="System.Security.Cryptography.AesGcm"/> per key, reused; the tag is compared on the stack.
+/// No allocation per datagram: one <see cref="DatagramCipher"/> per key, reused.
 /// Built by <see cref="Stack.StackBuilder"/> when the stack's <see cref="DatagramSecurityOptions.Mode"/> is not Off.
 /// Core thread only.
 /// </summary>
@@ -46,14 +46,16 @@ public sealed class SecureTransport : IDatagramTransport, IDatagramHandler, IDis
             throw new ArgumentException("A SecureTransport needs DatagramSecurityOptions.Mode Authenticate or Encrypt.", nameof(options));
         }
 
-        if (inner.MaxDatagramSize <= DatagramSealer.Overhead + Wire.PacketHeader.Size)
+        Overhead = DatagramSealer.OverheadOf(options.Cipher);
+        if (inner.MaxDatagramSize <= Overhead + Wire.PacketHeader.Size)
         {
-            throw new ArgumentException($"The endpoint's datagrams ({inner.MaxDatagramSize} bytes) leave no room for the {DatagramSealer.Overhead}-byte trailer.", nameof(inner));
+            throw new ArgumentException($"The endpoint's datagrams ({inner.MaxDatagramSize} bytes) leave no room for the {Overhead}-byte trailer.", nameof(inner));
         }
 
         _inner = inner;
         _log = log;
-        Keys = DatagramKeyRing.FromSecret(options.ClusterSecret, options.Mode);
+        Keys = DatagramKeyRing.FromSecret(options.ClusterSecret, options.Mode, options.Cipher);
+        ScopedKeys = new ScopedKeyTable(options.Cipher);
         _sealer = new DatagramSealer(options.Mode, Keys);
         _replays = options.ReplayWindow > 0 ? new ReplayWindow(options.ReplayWindow, options.MaxReplaySources) : null;
         if (_replays is { } replays)
@@ -70,7 +72,13 @@ public sealed class SecureTransport : IDatagramTransport, IDatagramHandler, IDis
     /// <summary>The keys the GMS handed out per region (docs/security.md, "Keys per region and view"): a datagram of a
     /// scoped type (<see cref="ScopeByField"/>) is sealed under its region's current key when this endpoint holds one,
     /// and accepted only under a key of that region once it does.</summary>
-    public ScopedKeyTable ScopedKeys { get; } = new();
+    public ScopedKeyTable ScopedKeys { get; }
+
+    /// <summary>Bytes the trailer adds to every datagram (<see cref="DatagramSealer.OverheadOf"/> the suite).</summary>
+    public int Overhead { get; }
+
+    /// <summary>The sealer (mode, suite, salt and counter of this endpoint).</summary>
+    internal DatagramSealer Sealer => _sealer;
 
     /// <summary>Wraps region keys for the GMS's hand-out and unwraps them at a node (key derived from the cluster secret).</summary>
     public RegionKeyWrap KeyWrap { get; }
@@ -139,7 +147,7 @@ public sealed class SecureTransport : IDatagramTransport, IDatagramHandler, IDis
     public NetAddress LocalAddress => _inner.LocalAddress;
 
     /// <summary>The endpoint's datagram size less the trailer.</summary>
-    public int MaxDatagramSize => _inner.MaxDatagramSize - DatagramSealer.Overhead;
+    public int MaxDatagramSize => _inner.MaxDatagramSize - Overhead;
 
     public Span<byte> ClaimedSlot => Layer(_inner.ClaimedSlot);
 
@@ -153,7 +161,7 @@ public sealed class SecureTransport : IDatagramTransport, IDatagramHandler, IDis
     {
         if (datagram.Length > MaxDatagramSize)
         {
-            throw new ArgumentException($"Datagram of {datagram.Length} bytes exceeds MaxDatagramSize ({MaxDatagramSize}, the endpoint's less the {DatagramSealer.Overhead}-byte trailer).", nameof(datagram));
+            throw new ArgumentException($"Datagram of {datagram.Length} bytes exceeds MaxDatagramSize ({MaxDatagramSize}, the endpoint's less the {Overhead}-byte trailer).", nameof(datagram));
         }
 
         if (!_inner.TryClaim(out var slot))
@@ -207,14 +215,14 @@ public sealed class SecureTransport : IDatagramTransport, IDatagramHandler, IDis
                 KeyWornOut?.Invoke(scope, key.Id);
             }
 
-            return _sealer.Seal(slot, length, key.Aes, key.Id);
+            return _sealer.Seal(slot, length, key.Cipher, key.Id);
         }
 
         return _sealer.Seal(slot, length);
     }
 
     /// <summary>The part of an endpoint slot a layer may write: all but the trailer's room.</summary>
-    internal static Span<byte> Layer(Span<byte> whole) => whole[..(whole.Length - DatagramSealer.Overhead)];
+    internal Span<byte> Layer(Span<byte> whole) => whole[..(whole.Length - Overhead)];
 
     void IDatagramHandler.OnDatagram(NetAddress from, ReadOnlySpan<byte> datagram)
     {

@@ -112,7 +112,7 @@ public sealed class ScopedKeyTests
         sender.Transport.ScopedKeys.Install(3, 10, Key(1));
         var datagram = Datagram(Scoped, 3);
         Assert.True(Carry(sender, receiver, datagram));
-        Assert.Equal(10u, BinaryPrimitives.ReadUInt32LittleEndian(sender.Wire.Last[^DatagramSealer.Overhead..]));
+        Assert.Equal(10u, BinaryPrimitives.ReadUInt32LittleEndian(sender.Wire.Last[^DatagramSealer.HeaderBytes..]));
         Assert.Equal(datagram, receiver.Stack.Datagrams[^1]);
 
         // A key of region 3 on a datagram of region 4, or of another type, is the wrong key.
@@ -140,9 +140,9 @@ public sealed class ScopedKeyTests
     {
         var sealer = new DatagramSealer(side.Transport.Mode, side.Transport.Keys);
         Assert.True(side.Transport.ScopedKeys.TryCurrent(scope, out var key));
-        var buffer = new byte[datagram.Length + DatagramSealer.Overhead];
+        var buffer = new byte[datagram.Length + sealer.Overhead];
         datagram.CopyTo(buffer, 0);
-        return buffer[..sealer.Seal(buffer, datagram.Length, key.Aes, key.Id)];
+        return buffer[..sealer.Seal(buffer, datagram.Length, key.Cipher, key.Id)];
     }
 
     [Fact]
@@ -179,7 +179,7 @@ public sealed class ScopedKeyTests
         Assert.True(outgoing.Send(B, Message(3))); // the receiver holds region 3's key: refused
         sender.Transport.ScopedKeys.Install(3, 10, Key(1));
         Assert.True(outgoing.Send(B, Message(3))); // sealed
-        Assert.Equal(Message(3), wire.Last[1..^DatagramSealer.Overhead]);
+        Assert.Equal(Message(3), wire.Last[1..^receiver.Transport.Overhead]);
         var forged = (byte[])wire.Last.Clone();
         forged[3] ^= 1; // the region's bytes
         wire.Peer.Deliver(A, forged);

@@ -16,10 +16,17 @@ public sealed class SecureTransportTests
     private static readonly NetAddress B = NetAddress.Loopback(5002);
     private static readonly byte[] Secret = Enumerable.Range(1, 32).Select(i => (byte)i).ToArray();
 
-    public static TheoryData<DatagramSecurity> Modes => new() { DatagramSecurity.Authenticate, DatagramSecurity.Encrypt };
+    /// <summary>Both modes under both cipher suites.</summary>
+    public static TheoryData<DatagramSecurity, DatagramCipherSuite> Modes => new()
+    {
+        { DatagramSecurity.Authenticate, DatagramCipherSuite.Aegis128L },
+        { DatagramSecurity.Encrypt, DatagramCipherSuite.Aegis128L },
+        { DatagramSecurity.Authenticate, DatagramCipherSuite.AesGcm },
+        { DatagramSecurity.Encrypt, DatagramCipherSuite.AesGcm },
+    };
 
-    private static DatagramSecurityOptions Options(DatagramSecurity mode, byte[]? secret = null, ulong window = 1 << 20)
-        => new() { Mode = mode, ClusterSecret = secret ?? Secret, ReplayWindow = window };
+    private static DatagramSecurityOptions Options(DatagramSecurity mode, byte[]? secret = null, ulong window = 1 << 20, DatagramCipherSuite suite = DatagramCipherSuite.Aegis128L)
+        => new() { Mode = mode, ClusterSecret = secret ?? Secret, ReplayWindow = window, Cipher = suite };
 
     private sealed class Pair
     {
@@ -66,15 +73,15 @@ public sealed class SecureTransportTests
 
     [Theory]
     [MemberData(nameof(Modes))]
-    public void Every_send_path_delivers_the_layer_datagram_unchanged(DatagramSecurity mode)
+    public void Every_send_path_delivers_the_layer_datagram_unchanged(DatagramSecurity mode, DatagramCipherSuite suite)
     {
-        var pair = new Pair(Options(mode));
-        Assert.Equal(1472 - DatagramSealer.Overhead, pair.Sender.MaxDatagramSize);
+        var pair = new Pair(Options(mode, suite: suite));
+        Assert.Equal(1472 - pair.Sender.Overhead, pair.Sender.MaxDatagramSize);
         var sent = new List<byte[]>();
 
         var viaSend = Datagram(1000, 1);
         Assert.True(pair.Sender.TrySend(B, viaSend));
-        Assert.Equal(1000 + DatagramSealer.Overhead, pair.SenderWire.LastLength);
+        Assert.Equal(1000 + pair.Sender.Overhead, pair.SenderWire.LastLength);
         pair.Carry();
         sent.Add(viaSend);
 
@@ -90,7 +97,7 @@ public sealed class SecureTransportTests
         var viaFeed = Datagram(300, 3);
         var feed = new OneShotFeed(viaFeed, B);
         pair.Sender.RegisterFeed(feed);
-        Assert.Equal(300 + DatagramSealer.Overhead, pair.SenderWire.PullOne());
+        Assert.Equal(300 + pair.Sender.Overhead, pair.SenderWire.PullOne());
         Assert.Equal(pair.Sender.MaxDatagramSize, feed.OfferedLength);
         Assert.Equal(B, pair.SenderWire.LastDestination);
         pair.Carry();
@@ -119,9 +126,9 @@ public sealed class SecureTransportTests
 
     [Theory]
     [MemberData(nameof(Modes))]
-    public void A_modified_datagram_is_dropped_and_counted_whichever_byte_changed(DatagramSecurity mode)
+    public void A_modified_datagram_is_dropped_and_counted_whichever_byte_changed(DatagramSecurity mode, DatagramCipherSuite suite)
     {
-        var pair = new Pair(Options(mode));
+        var pair = new Pair(Options(mode, suite: suite));
         pair.Sender.TrySend(B, Datagram(200));
         int length = pair.SenderWire.LastLength;
         for (int i = 0; i < length; i++)
@@ -142,9 +149,9 @@ public sealed class SecureTransportTests
 
     [Theory]
     [MemberData(nameof(Modes))]
-    public void A_truncated_or_extended_datagram_is_dropped_and_counted(DatagramSecurity mode)
+    public void A_truncated_or_extended_datagram_is_dropped_and_counted(DatagramSecurity mode, DatagramCipherSuite suite)
     {
-        var pair = new Pair(Options(mode));
+        var pair = new Pair(Options(mode, suite: suite));
         pair.Sender.TrySend(B, Datagram(100));
         int length = pair.SenderWire.LastLength;
         for (int cut = 1; cut <= length; cut++)
@@ -162,10 +169,10 @@ public sealed class SecureTransportTests
 
     [Theory]
     [MemberData(nameof(Modes))]
-    public void A_datagram_sealed_under_another_secret_or_mode_is_dropped_and_counted(DatagramSecurity mode)
+    public void A_datagram_sealed_under_another_secret_or_mode_is_dropped_and_counted(DatagramSecurity mode, DatagramCipherSuite suite)
     {
-        var otherSecret = new Pair(Options(mode, DatagramSecurityOptions.GenerateSecret()), Options(mode));
-        var otherMode = new Pair(Options(mode == DatagramSecurity.Encrypt ? DatagramSecurity.Authenticate : DatagramSecurity.Encrypt), Options(mode));
+        var otherSecret = new Pair(Options(mode, DatagramSecurityOptions.GenerateSecret(), suite: suite), Options(mode, suite: suite));
+        var otherMode = new Pair(Options(mode == DatagramSecurity.Encrypt ? DatagramSecurity.Authenticate : DatagramSecurity.Encrypt, suite: suite), Options(mode, suite: suite));
         foreach (var pair in new[] { otherSecret, otherMode })
         {
             for (int i = 0; i < 50; i++)
@@ -181,16 +188,16 @@ public sealed class SecureTransportTests
 
     [Theory]
     [MemberData(nameof(Modes))]
-    public void Forged_and_random_datagrams_are_dropped_counted_and_never_thrown_on(DatagramSecurity mode)
+    public void Forged_and_random_datagrams_are_dropped_counted_and_never_thrown_on(DatagramSecurity mode, DatagramCipherSuite suite)
     {
-        var pair = new Pair(Options(mode));
+        var pair = new Pair(Options(mode, suite: suite));
         var random = new Random(5);
         for (int i = 0; i < 2_000; i++)
         {
             // Random bytes; a well-formed datagram with a trailer of random bytes (key id 0, the one key held); an
             // empty datagram; one of exactly the trailer's size.
             var forged = Datagram(PacketHeader.Size + random.Next(0, 400));
-            var trailer = new byte[DatagramSealer.Overhead];
+            var trailer = new byte[pair.Receiver.Overhead];
             random.NextBytes(trailer);
             trailer.AsSpan(0, 4).Clear();
             var noise = new byte[random.Next(0, 600)];
@@ -200,7 +207,7 @@ public sealed class SecureTransportTests
         }
 
         pair.ReceiverWire.Deliver(A, []);
-        pair.ReceiverWire.Deliver(A, new byte[DatagramSealer.Overhead]);
+        pair.ReceiverWire.Deliver(A, new byte[pair.Receiver.Overhead]);
         Assert.Equal(0, pair.Stack.Count);
         Assert.Equal(4_002, pair.Receiver.Counters.Rejected);
     }
@@ -212,7 +219,7 @@ public sealed class SecureTransportTests
         pair.Sender.TrySend(B, Datagram(100));
         pair.Carry(bytes =>
         {
-            bytes[^DatagramSealer.Overhead] = 9; // key id 9
+            bytes[^DatagramSealer.HeaderBytes] = 9; // key id 9
             return bytes;
         });
         Assert.Equal(1, pair.Receiver.Counters[DatagramRejection.UnknownKey]);
@@ -230,7 +237,7 @@ public sealed class SecureTransportTests
         pair.Receiver.Keys.Add(1, next);
         pair.Sender.Keys.Use(1);
         pair.Sender.TrySend(B, Datagram(100, 9));
-        Assert.Equal(1u, BitConverter.ToUInt32(pair.SenderWire.Last[^DatagramSealer.Overhead..]));
+        Assert.Equal(1u, BitConverter.ToUInt32(pair.SenderWire.Last[^DatagramSealer.HeaderBytes..]));
         pair.Carry();
         pair.ReceiverWire.Deliver(A, underOldKey);
         Assert.Equal(2, pair.Stack.Count);
@@ -244,10 +251,10 @@ public sealed class SecureTransportTests
 
     [Theory]
     [MemberData(nameof(Modes))]
-    public void A_replay_from_far_behind_the_senders_counter_is_dropped_a_recent_one_passes(DatagramSecurity mode)
+    public void A_replay_from_far_behind_the_senders_counter_is_dropped_a_recent_one_passes(DatagramSecurity mode, DatagramCipherSuite suite)
     {
         const ulong Window = 100;
-        var pair = new Pair(Options(mode, window: Window));
+        var pair = new Pair(Options(mode, window: Window, suite: suite));
         pair.Sender.TrySend(B, Datagram(80));
         var first = pair.SenderWire.Last.ToArray();
         pair.Carry();
@@ -301,9 +308,9 @@ public sealed class SecureTransportTests
 
     [Theory]
     [MemberData(nameof(Modes))]
-    public void Sealing_and_opening_allocate_nothing_per_datagram(DatagramSecurity mode)
+    public void Sealing_and_opening_allocate_nothing_per_datagram(DatagramSecurity mode, DatagramCipherSuite suite)
     {
-        var pair = new Pair(Options(mode));
+        var pair = new Pair(Options(mode, suite: suite));
         pair.Stack.Keep = false;
         var body = Datagram(1000);
         var feed = new OneShotFeed(body, B) { Repeat = true };
@@ -356,6 +363,81 @@ public sealed class SecureTransportTests
         Assert.Equal(Secret, DatagramSecurityOptions.DecodeSecret($" {Convert.ToBase64String(Secret)}\n"));
         new DatagramSecurityOptions().Validate();
         Options(DatagramSecurity.Encrypt).Validate();
+    }
+
+    [Theory]
+    [InlineData(DatagramSecurity.Authenticate)]
+    [InlineData(DatagramSecurity.Encrypt)]
+    public void A_datagram_sealed_under_another_cipher_suite_is_dropped_and_counted(DatagramSecurity mode)
+    {
+        foreach (var (from, to) in new[] { (DatagramCipherSuite.AesGcm, DatagramCipherSuite.Aegis128L), (DatagramCipherSuite.Aegis128L, DatagramCipherSuite.AesGcm) })
+        {
+            var pair = new Pair(Options(mode, suite: from), Options(mode, suite: to));
+            for (int i = 0; i < 50; i++)
+            {
+                pair.Sender.TrySend(B, Datagram(64 + i));
+                pair.Carry();
+            }
+
+            Assert.Equal(0, pair.Stack.Count);
+            Assert.Equal(50, pair.Receiver.Counters.Rejected);
+        }
+    }
+
+    [Theory]
+    [InlineData(DatagramCipherSuite.Aegis128L, false)]
+    [InlineData(DatagramCipherSuite.AesGcm, true)]
+    public void Under_aegis_a_forged_encrypted_datagram_costs_no_exception(DatagramCipherSuite suite, bool throws)
+    {
+        var pair = new Pair(Options(DatagramSecurity.Encrypt, suite: suite));
+        int exceptions = 0;
+        void Count(object? sender, System.Runtime.ExceptionServices.FirstChanceExceptionEventArgs e)
+        {
+            if (e.Exception is CryptographicException)
+            {
+                Interlocked.Increment(ref exceptions);
+            }
+        }
+
+        AppDomain.CurrentDomain.FirstChanceException += Count;
+        try
+        {
+            for (int i = 0; i < 20; i++)
+            {
+                pair.Sender.TrySend(B, Datagram(200));
+                pair.Carry(bytes =>
+                {
+                    bytes[PacketHeader.Size + i] ^= 1;
+                    return bytes;
+                });
+            }
+        }
+        finally
+        {
+            AppDomain.CurrentDomain.FirstChanceException -= Count;
+        }
+
+        Assert.Equal(20, pair.Receiver.Counters[DatagramRejection.BadTag]);
+        Assert.Equal(throws, exceptions >= 20);
+        if (!throws)
+        {
+            Assert.Equal(0, exceptions);
+        }
+    }
+
+    [Fact]
+    public void The_cipher_option_is_validated_and_each_suite_has_its_trailer()
+    {
+        var range = Assert.Throws<ArgumentOutOfRangeException>(() => (Options(DatagramSecurity.Authenticate) with { Cipher = (DatagramCipherSuite)9 }).Validate());
+        Assert.Contains("DatagramSecurityOptions.Cipher", range.Message);
+        Assert.Equal(48, DatagramSealer.OverheadOf(DatagramCipherSuite.Aegis128L));
+        Assert.Equal(32, DatagramSealer.OverheadOf(DatagramCipherSuite.AesGcm));
+        Assert.Equal(DatagramCipherSuite.Aegis128L, new DatagramSecurityOptions().Cipher);
+        Span<byte> aegis = stackalloc byte[32];
+        Span<byte> gcm = stackalloc byte[32];
+        DatagramKeyRing.DeriveClusterKey(Secret, DatagramSecurity.Authenticate, aegis, DatagramCipherSuite.Aegis128L);
+        DatagramKeyRing.DeriveClusterKey(Secret, DatagramSecurity.Authenticate, gcm, DatagramCipherSuite.AesGcm);
+        Assert.False(aegis.SequenceEqual(gcm));
     }
 
     [Fact]

@@ -19,15 +19,18 @@ public sealed class DatagramSecuritySimulationTests(ITestOutputHelper output)
 {
     private static readonly byte[] Secret = DatagramSecurityOptions.GenerateSecret();
 
-    private static DatagramSecurityOptions Options(DatagramSecurity mode, byte[]? secret = null) => new() { Mode = mode, ClusterSecret = secret ?? Secret };
+    private static DatagramSecurityOptions Options(DatagramSecurity mode, byte[]? secret = null, DatagramCipherSuite suite = DatagramCipherSuite.Aegis128L)
+        => new() { Mode = mode, ClusterSecret = secret ?? Secret, Cipher = suite };
 
     [Theory]
-    [InlineData(DatagramSecurity.Authenticate, 801)]
-    [InlineData(DatagramSecurity.Encrypt, 802)]
-    public void Every_member_gets_every_message_once_in_order_with_every_datagram_sealed(DatagramSecurity mode, int seed)
+    [InlineData(DatagramSecurity.Authenticate, 801, DatagramCipherSuite.Aegis128L)]
+    [InlineData(DatagramSecurity.Encrypt, 802, DatagramCipherSuite.Aegis128L)]
+    [InlineData(DatagramSecurity.Authenticate, 803, DatagramCipherSuite.AesGcm)]
+    [InlineData(DatagramSecurity.Encrypt, 804, DatagramCipherSuite.AesGcm)]
+    public void Every_member_gets_every_message_once_in_order_with_every_datagram_sealed(DatagramSecurity mode, int seed, DatagramCipherSuite suite)
     {
         const int Messages = 1_500;
-        var cluster = new NodeCluster(seed, LinkOptions.LossyLan, security: Options(mode));
+        var cluster = new NodeCluster(seed, LinkOptions.LossyLan, security: Options(mode, suite: suite));
         var all = cluster.AddNodes(10);
         cluster.Join(all, "prices");
         cluster.SettleViews("prices", all);
@@ -48,6 +51,7 @@ public sealed class DatagramSecuritySimulationTests(ITestOutputHelper output)
 
             var security = node.Stack!.Security!;
             Assert.Equal(mode, security.Mode);
+            Assert.Equal(DatagramSealer.OverheadOf(suite), security.Overhead);
             Assert.True(security.Counters.Opened > Messages / 10, $"node {node.Id} opened only {security.Counters.Opened} datagrams");
             Assert.Equal(0, security.Counters.Rejected);
         }
@@ -154,7 +158,7 @@ public sealed class DatagramSecuritySimulationTests(ITestOutputHelper output)
         {
             while (tap.Heard.TryDequeue(out var heard))
             {
-                if (heard.Length <= DatagramSealer.Overhead + PacketHeader.Size)
+                if (heard.Length <= foreign.Overhead + PacketHeader.Size)
                 {
                     continue;
                 }
@@ -163,7 +167,7 @@ public sealed class DatagramSecuritySimulationTests(ITestOutputHelper output)
                 flipped[PacketHeader.Size + (int)(injected % (heard.Length - PacketHeader.Size))] ^= 0x10;
                 cluster.Network.SendSpoofed(raw, sender.Endpoint.LocalAddress, group, flipped);
                 cluster.Network.SendSpoofed(raw, sender.Endpoint.LocalAddress, group, heard.AsSpan(0, heard.Length - 1));
-                var inner = heard.AsSpan(0, heard.Length - DatagramSealer.Overhead);
+                var inner = heard.AsSpan(0, heard.Length - foreign.Overhead);
                 foreign.TrySend(group, inner);
                 cluster.Network.SendSpoofed(raw, sender.Endpoint.LocalAddress, group, inner);
                 injected += 4;
