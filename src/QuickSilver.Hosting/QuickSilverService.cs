@@ -6,7 +6,7 @@ namespace QuickSilver.Hosting;
 
 /// <summary>
 /// The hosted QuickSilver node: started with the host (the node, then every group of
-/// <see cref="QuickSilverHostOptions.Groups"/> and of <see cref="QuickSilverBuilder.JoinGroup"/>), disposed when the host
+/// <see cref="QuickSilverHostOptions.Groups"/>, <see cref="QuickSilverHostOptions.AerGroups"/> and of <see cref="QuickSilverBuilder.JoinGroup"/>), disposed when the host
 /// stops (the GMS is told at once). Inject it to reach the node and its groups; hosted services registered after
 /// <c>AddQuickSilver</c> start after it, so they find the node running. <see cref="GetNodeAsync"/> waits for the start
 /// from anywhere else.
@@ -60,9 +60,11 @@ public sealed class QuickSilverService : IHostedService, IAsyncDisposable
         try
         {
             _node = await QuickSilverNode.StartAsync(nodeOptions, timeout.Token).ConfigureAwait(false);
-            foreach (var name in options.Groups.Concat(_registrations.Select(r => r.Name)).Distinct(StringComparer.Ordinal))
+            foreach (var name in options.Groups.Concat(options.AerGroups.Keys).Concat(_registrations.Select(r => r.Name)).Distinct(StringComparer.Ordinal))
             {
-                _groups[name] = await _node.JoinGroupAsync(name, timeout.Token).ConfigureAwait(false);
+                _groups[name] = options.AerGroups.TryGetValue(name, out var aer)
+                    ? await _node.JoinGroupAsync(name, GroupOptions.ForAer(aer), timeout.Token).ConfigureAwait(false)
+                    : await _node.JoinGroupAsync(name, timeout.Token).ConfigureAwait(false);
             }
 
             foreach (var registration in _registrations)

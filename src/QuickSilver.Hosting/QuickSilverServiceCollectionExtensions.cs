@@ -14,7 +14,8 @@ public static class QuickSilverServiceCollectionExtensions
     /// Adds a hosted QuickSilver node whose options come from <paramref name="configuration"/> (usually
     /// <c>builder.Configuration.GetSection("QuickSilver")</c>): the keys of <see cref="QuickSilverNodeOptions"/> at the
     /// section's top level (<c>Gms</c>, <c>Bind</c> as "a.b.c.d:port", <c>EmbeddedGms</c>, <c>Region:TokenInterval</c>, …),
-    /// <c>Groups</c> (a list) and <c>StartTimeout</c>. The options are validated when the host starts, by the options'
+    /// <c>RepairServers</c> and <c>Aer</c> (in-node AER repair servers and AER's options), <c>Groups</c> (a list of QSM
+    /// groups), <c>AerGroups</c> (AER groups by name) and <c>StartTimeout</c>. The options are validated when the host starts, by the options'
     /// own rules; a failure names the configuration key and the option.
     /// </summary>
     public static QuickSilverBuilder AddQuickSilver(this IServiceCollection services, IConfiguration configuration)
@@ -25,6 +26,7 @@ public static class QuickSilverServiceCollectionExtensions
         {
             configuration.Bind(options.Node);
             configuration.GetSection(nameof(QuickSilverHostOptions.Groups)).Bind(options.Groups);
+            configuration.GetSection(nameof(QuickSilverHostOptions.AerGroups)).Bind(options.AerGroups);
             if (configuration[nameof(QuickSilverHostOptions.StartTimeout)] is not null)
             {
                 options.StartTimeout = configuration.GetValue<TimeSpan>(nameof(QuickSilverHostOptions.StartTimeout));

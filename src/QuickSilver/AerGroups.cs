@@ -17,6 +17,10 @@ internal sealed class AerGroups(ProtocolStack stack)
 
     private GroupLayer Qsm { get; } = stack.Get<GroupLayer>();
 
+    /// <summary>Called on the core thread with a copy of the layer's roles whenever they change (the node's
+    /// <see cref="AerMeter"/> reads them from other threads).</summary>
+    public Action<AerRole[]>? RolesChanged { get; set; }
+
     /// <summary>The in-node repair servers.</summary>
     public List<RepairServer> RepairServers { get; } = new();
 
@@ -35,6 +39,7 @@ internal sealed class AerGroups(ProtocolStack stack)
         CheckSessionFree(options.Session);
         var session = AerGroupSession.Start(Layer, name, options, owner, stack.Transport.LocalAddress, stack.Transport.MaxDatagramSize);
         _byName.Add(name, session);
+        RolesChanged?.Invoke([.. Layer.Roles]);
         return session;
     }
 
@@ -47,6 +52,7 @@ internal sealed class AerGroups(ProtocolStack stack)
         }
 
         session.Stop();
+        RolesChanged?.Invoke([.. Layer.Roles]);
         return true;
     }
 
@@ -58,6 +64,8 @@ internal sealed class AerGroups(ProtocolStack stack)
             CheckSessionFree(server.Session);
             RepairServers.Add(Layer.AddRepairServer(server.Session, server.Group, server.Source, server.Children));
         }
+
+        RolesChanged?.Invoke([.. Layer.Roles]);
     }
 
     private void CheckSessionFree(uint session)

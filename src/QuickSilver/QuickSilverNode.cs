@@ -42,10 +42,12 @@ public sealed class QuickSilverNode : IAsyncDisposable
     private readonly GroupLayer _groups;
     private readonly AerGroups _aer;
     private readonly QuickSilverNodeOptions _options;
+    private readonly AerMeter _aerMeter;
     private static readonly Action<object?> PublishedWake = static group => ((QuickSilverGroup)group!).OnPublishedWake();
 
-    private QuickSilverNode(QuickSilverCore core, ProtocolStack stack, AerGroups aer, QuickSilverNodeOptions options, GmsServer? gms, QsmCounters counters)
+    private QuickSilverNode(QuickSilverCore core, ProtocolStack stack, AerGroups aer, QuickSilverNodeOptions options, GmsServer? gms, QsmCounters counters, AerMeter aerMeter)
     {
+        _aerMeter = aerMeter;
         _core = core;
         _stack = stack;
         _groups = stack.Get<GroupLayer>();
@@ -135,11 +137,13 @@ public sealed class QuickSilverNode : IAsyncDisposable
 
             var endpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Bind, MaxDatagramSize = options.DatagramSize, InjectedLossRate = options.InjectedLossRate });
             var counters = new QsmCounters(endpoint.LocalAddress.ToString(), options.MeterFactory);
+            var wideArea = new AerLayer(options.Aer, new Random());
+            var aerMeter = new AerMeter(endpoint.LocalAddress.ToString(), wideArea.Counters, options.MeterFactory);
             var (stack, aer) = await core.InvokeAsync(() =>
             {
                 var built = QsmStack.BuildNode(endpoint, core, new QsmStackOptions
                 {
-                    WideArea = new AerLayer(options.Aer, new Random()),
+                    WideArea = wideArea,
                     Epoch = epoch,
                     Gms = options.FirstGms,
                     GmsClient = new GmsClientOptions { Replicas = options.GmsReplicas },
@@ -152,10 +156,11 @@ public sealed class QuickSilverNode : IAsyncDisposable
                 regions.MemberChanged += counters.SetMember;
                 regions.SenderAdded += sender => counters.Add(sender.Region, sender);
                 var aerGroups = new AerGroups(built);
+                aerGroups.RolesChanged = aerMeter.SetRoles;
                 aerGroups.AddRepairServers(options.RepairServers);
                 return (built, aerGroups);
             }).ConfigureAwait(false);
-            var node = new QuickSilverNode(core, stack, aer, options, gms, counters);
+            var node = new QuickSilverNode(core, stack, aer, options, gms, counters, aerMeter);
             int largestAer = 0;
             (node.MaxMessageBytes, largestAer) = await core.InvokeAsync(() => (node._groups.MaxMessageBytes, stack.Transport.MaxDatagramSize - AerWire.DataHeaderSize)).ConfigureAwait(false);
             node.PublishPool = System.Buffers.ArrayPool<byte>.Create(Math.Max(16, Math.Max(node.MaxMessageBytes, largestAer)), options.PublishBuffer);
@@ -349,5 +354,6 @@ public sealed class QuickSilverNode : IAsyncDisposable
 
         _core.Dispose();
         Counters.Dispose();
+        _aerMeter.Dispose();
     }
 }

@@ -19,8 +19,11 @@ public static class QuickSilverTelemetry
     /// <summary>The QSM meter (rate control, retransmissions, token rounds, repairs, datagram security).</summary>
     public const string QsmMeterName = QsmCounters.MeterName;
 
+    /// <summary>The AER meter (NAKs, repairs, repair-cache bytes, NCA's window, drops by reason; docs/aer.md).</summary>
+    public const string AerMeterName = AerMeter.MeterName;
+
     /// <summary>Every meter a node publishes.</summary>
-    public static IReadOnlyList<string> MeterNames { get; } = [CoreMeterName, QsmMeterName];
+    public static IReadOnlyList<string> MeterNames { get; } = [CoreMeterName, QsmMeterName, AerMeterName];
 
     internal static readonly ActivitySource Source = new(ActivitySourceName);
 

@@ -1,3 +1,4 @@
+using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Configuration;
 using Microsoft.Extensions.Hosting;
 
@@ -24,6 +25,19 @@ internal static class Hosts
         }
 
         return settings;
+    }
+
+    /// <summary>A host on <paramref name="settings"/> whose start fails validation with a message containing
+    /// <paramref name="expected"/>, and starts nothing.</summary>
+    public static async Task AssertStartFailsNamingAsync(Dictionary<string, string?> settings, string expected)
+    {
+        var builder = Builder(settings);
+        builder.Services.AddQuickSilver(builder.Configuration.GetSection("QuickSilver"));
+        using var host = builder.Build();
+
+        var error = await Assert.ThrowsAsync<Microsoft.Extensions.Options.OptionsValidationException>(() => host.StartAsync());
+        Assert.Contains(expected, error.Message, StringComparison.Ordinal);
+        Assert.Throws<InvalidOperationException>(() => host.Services.GetRequiredService<QuickSilverService>().Node); // nothing started
     }
 
     public static HostApplicationBuilder Builder(Dictionary<string, string?> settings)

@@ -8,7 +8,9 @@ using QuickSilver.Core.Io;
 namespace QuickSilver.Hosting.Tests;
 
 /// <summary>AddQuickSilver: binding, validation at start, the hosted node's life and its health check. Nodes run over
-/// real loopback UDP with an embedded GMS; the timeouts are hang guards.</summary>
+/// real loopback UDP with an embedded GMS; the timeouts are hang guards. One collection with <see cref="AerHostingTests"/>:
+/// the meter-factory test listens to every meter in the process, so no other hosts start beside it.</summary>
+[Collection(nameof(HostingTests))]
 public sealed class HostingTests
 {
     [Fact]
@@ -42,15 +44,7 @@ public sealed class HostingTests
     [InlineData("QuickSilver:Bind", "239.1.2.3:5000", "QuickSilver:Bind: QuickSilverNodeOptions.Bind must be a unicast address")]
     [InlineData("QuickSilver:Groups:1", "tests/hosting", "QuickSilver:Groups:1: QuickSilverHostOptions.Groups[1] repeats group 'tests/hosting'")]
     public async Task A_bad_option_fails_the_host_start_with_a_message_naming_the_key_and_the_option(string key, string value, string expected)
-    {
-        var builder = Hosts.Builder(Hosts.Settings((key, value)));
-        builder.Services.AddQuickSilver(builder.Configuration.GetSection("QuickSilver"));
-        using var host = builder.Build();
-
-        var error = await Assert.ThrowsAsync<OptionsValidationException>(() => host.StartAsync());
-        Assert.Contains(expected, error.Message, StringComparison.Ordinal);
-        Assert.Throws<InvalidOperationException>(() => host.Services.GetRequiredService<QuickSilverService>().Node); // nothing started
-    }
+        => await Hosts.AssertStartFailsNamingAsync(Hosts.Settings((key, value)), expected);
 
     [Fact]
     public async Task An_address_that_does_not_parse_names_its_key()

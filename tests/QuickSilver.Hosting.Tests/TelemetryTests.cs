@@ -24,7 +24,7 @@ public sealed class TelemetryTests
     };
 
     [Fact]
-    public async Task A_node_publishes_the_documented_instruments_on_the_two_meters_and_they_go_quiet_when_it_stops()
+    public async Task A_node_publishes_the_documented_instruments_on_its_meters_and_they_go_quiet_when_it_stops()
     {
         var seen = new Dictionary<string, string>();
         var values = new Dictionary<string, long>();
@@ -71,6 +71,11 @@ public sealed class TelemetryTests
             foreach (var name in new[] { "qs.qsm.receiver_rate", "qs.qsm.target_rate", "qs.qsm.credits", "qs.qsm.retransmitted.nak", "qs.qsm.token.rounds", "qs.qsm.repairs", "qs.qsm.naks", "qs.security.opened", "qs.security.rejected" })
             {
                 Assert.Equal(QuickSilverTelemetry.QsmMeterName, seen[name]);
+            }
+
+            foreach (var name in new[] { "qs.aer.naks.sent", "qs.aer.naks.received", "qs.aer.naks.suppressed", "qs.aer.repairs.sent", "qs.aer.cache.bytes", "qs.aer.nca.window", "qs.aer.dropped" })
+            {
+                Assert.Equal(QuickSilverTelemetry.AerMeterName, seen[name]);
             }
         }
 

@@ -75,6 +75,62 @@ public sealed class AerGroupNodeTests(ITestOutputHelper output)
         long naksAtServer = await server.Core.InvokeAsync(() => server.AerGroups.Layer.Counters.NaksReceived);
         Assert.True(repairs > 0, "the injected loss never touched the AER group");
         Assert.True(naksAtServer > 0, "the receiver never NAKed the in-node repair server");
+
+        // The same counters on the "QuickSilver.Aer" meter, per node, and the per-session gauges.
+        var atReceiver = ReadAerMeters(receiver);
+        var atServer = ReadAerMeters(server);
+        var atSource = ReadAerMeters(source);
+        output.WriteLine(string.Join(", ", atServer.Select(kv => $"{kv.Key}={kv.Value}")));
+        Assert.True(atReceiver["qs.aer.naks.sent"] > 0, "qs.aer.naks.sent");
+        Assert.True(atReceiver["qs.aer.repairs.received"] >= repairs, "qs.aer.repairs.received");
+        Assert.Equal(Messages, atReceiver["qs.aer.delivered"]);
+        Assert.True(atServer["qs.aer.naks.received"] >= naksAtServer, "qs.aer.naks.received");
+        Assert.True(atServer["qs.aer.cache.bytes|repair-server"] > 0, "qs.aer.cache.bytes at the repair server");
+        Assert.True(atSource["qs.aer.data.sent"] >= Messages, "qs.aer.data.sent");
+        Assert.True(atSource["qs.aer.cache.bytes|source"] > 0, "qs.aer.cache.bytes at the source");
+        Assert.True(atSource["qs.aer.nca.window|source"] >= 1, "qs.aer.nca.window");
+        Assert.False(atReceiver.ContainsKey("qs.aer.nca.window|receiver"), "a receiver has no NCA window");
+    }
+
+    /// <summary>One reading of <paramref name="node"/>'s "QuickSilver.Aer" instruments through a <see cref="System.Diagnostics.Metrics.MeterListener"/>:
+    /// the node-wide counters by name, the per-session gauges as "name|role" (session 7 only).</summary>
+    private static Dictionary<string, double> ReadAerMeters(QuickSilverNode node)
+    {
+        string address = node.Address.ToString();
+        var seen = new Dictionary<string, double>();
+        using var listener = new System.Diagnostics.Metrics.MeterListener();
+        listener.InstrumentPublished = (instrument, l) =>
+        {
+            if (instrument.Meter.Name == QuickSilverTelemetry.AerMeterName)
+            {
+                l.EnableMeasurementEvents(instrument);
+            }
+        };
+        void Record(System.Diagnostics.Metrics.Instrument instrument, double value, ReadOnlySpan<KeyValuePair<string, object?>> tags)
+        {
+            string? at = null, role = null;
+            long session = -1;
+            foreach (var tag in tags)
+            {
+                switch (tag.Key)
+                {
+                    case "node": at = tag.Value as string; break;
+                    case "role": role = tag.Value as string; break;
+                    case "session": session = (long)tag.Value!; break;
+                }
+            }
+
+            if (at == address && (role is null || session == 7))
+            {
+                seen[role is null ? instrument.Name : $"{instrument.Name}|{role}"] = value;
+            }
+        }
+
+        listener.SetMeasurementEventCallback<long>((instrument, value, tags, _) => Record(instrument, value, tags));
+        listener.SetMeasurementEventCallback<double>((instrument, value, tags, _) => Record(instrument, value, tags));
+        listener.Start();
+        listener.RecordObservableInstruments();
+        return seen;
     }
 
     /// <summary>Reads <paramref name="count"/> messages numbered 1..count; returns the senders seen and how many arrived

@@ -159,9 +159,10 @@ internal static class AerVerbs
         return command;
     }
 
-    private static Option<string> MulticastOption()
+    /// <summary>A multicast "address:port" option (--group; --aer-group of <c>qs node</c>).</summary>
+    internal static Option<string> MulticastOption(string name = "--group")
     {
-        var group = new Option<string>("--group") { Description = "The session's multicast address:port.", DefaultValueFactory = _ => "239.255.42.1:47100" };
+        var group = new Option<string>(name) { Description = "The session's multicast address:port.", DefaultValueFactory = _ => "239.255.42.1:47100" };
         group.Validators.Add(r =>
         {
             string text = r.GetValueOrDefault<string>() ?? "";
@@ -169,20 +170,21 @@ internal static class AerVerbs
             {
                 if (NetAddress.Parse(text) is not { IsMulticast: true, Port: > 0 })
                 {
-                    r.AddError($"--group must be an IPv4 multicast address with a port (e.g. 239.255.42.1:47100); got '{text}'.");
+                    r.AddError($"{name} must be an IPv4 multicast address with a port (e.g. 239.255.42.1:47100); got '{text}'.");
                 }
             }
             catch (FormatException)
             {
-                r.AddError($"--group must be an IPv4 multicast address with a port (e.g. 239.255.42.1:47100); got '{text}'.");
+                r.AddError($"{name} must be an IPv4 multicast address with a port (e.g. 239.255.42.1:47100); got '{text}'.");
             }
         });
         return group;
     }
 
-    private static Option<string> ChildrenOption(bool required)
+    /// <summary>A comma-separated list of unicast addresses (--children; --aer-children of <c>qs node</c>).</summary>
+    internal static Option<string> ChildrenOption(bool required, string name = "--children")
     {
-        var children = new Option<string>("--children") { Description = "Comma-separated unicast addresses this node subcasts to (receivers and lower repair servers).", Required = required };
+        var children = new Option<string>(name) { Description = "Comma-separated unicast addresses this node subcasts to (receivers and lower repair servers).", Required = required };
         children.Validators.Add(r =>
         {
             try
@@ -194,13 +196,13 @@ internal static class AerVerbs
             }
             catch (FormatException e)
             {
-                r.AddError($"--children: {e.Message}");
+                r.AddError($"{name}: {e.Message}");
             }
         });
         return children;
     }
 
-    private static List<NetAddress> ParseChildren(string text)
+    internal static List<NetAddress> ParseChildren(string text)
     {
         var list = new List<NetAddress>();
         foreach (var part in text.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries))

@@ -9,7 +9,8 @@ namespace QuickSilver.Tools;
 
 /// <summary>
 /// Runs <c>qs node</c>. Prints "ready node=ID groups=... address=IP:PORT" once joined, a counts line each second, and at the end
-/// "final GROUP delivered=N anomalies=A" for the first group. Everything is bounded by --seconds.
+/// "final GROUP delivered=N anomalies=A" for the first group (a QSM group, or with --transport aer an AER group).
+/// Everything is bounded by --seconds.
 /// </summary>
 internal static class NodeRun
 {
@@ -28,6 +29,8 @@ internal static class NodeRun
                 Security = settings.Security,
                 LoggerFactory = QsLogging.Factory,
                 Region = new RegionOptions { SlowReceivers = settings.SlowReceivers, LaggardTimeout = settings.LaggardTimeout },
+                Bind = settings.Listen,
+                InjectedLossRate = settings.InjectedLoss,
             }, stop.Token);
         }
         catch (OperationCanceledException)
@@ -40,7 +43,9 @@ internal static class NodeRun
         var groups = new List<(QuickSilverGroup Group, SequenceCheck Check)>();
         foreach (var name in settings.Groups.Distinct(StringComparer.Ordinal))
         {
-            var group = await node.JoinGroupAsync(name, stop.Token);
+            var group = groups.Count == 0 && settings.MainGroup is { } mainOptions
+                ? await node.JoinGroupAsync(name, mainOptions, stop.Token)
+                : await node.JoinGroupAsync(name, stop.Token);
             var check = new SequenceCheck();
             if (settings.ReadRate == 0 || groups.Count > 0)
             {
@@ -79,8 +84,9 @@ internal static class NodeRun
             }
 
             // A publisher delivers its own messages as it sends them: once all are out, linger for repairs, then stop.
+            // An AER source does not deliver to itself: it lingers once all are out.
             if (settings.Publish > 0 && publisher.IsCompleted && settings.Expect == 0
-                && (mainCheck.Delivered >= settings.Publish || publisher.IsFaulted))
+                && (mainCheck.Delivered >= settings.Publish || publisher.IsFaulted || main.Transport == GroupTransport.Aer))
             {
                 lingerUntil = lingerUntil == TimeSpan.MaxValue ? clock.Elapsed + TimeSpan.FromSeconds(settings.Linger) : lingerUntil;
                 if (clock.Elapsed >= lingerUntil)
@@ -110,7 +116,7 @@ internal static class NodeRun
 
     private static async Task PublishAsync(QuickSilverGroup group, NodeSettings settings, Action<long> progress, CancellationToken cancellationToken)
     {
-        while ((group.View?.RegionCount ?? 0) < settings.WaitRegions)
+        while (group.Transport == GroupTransport.Qsm && (group.View?.RegionCount ?? 0) < settings.WaitRegions) // an AER group has no view
         {
             await Task.Delay(20, cancellationToken);
         }

@@ -26,6 +26,15 @@ internal sealed record NodeSettings(NetAddress Gms, IReadOnlyList<string> Groups
 
     /// <summary>--laggard-timeout-ms.</summary>
     public TimeSpan LaggardTimeout { get; init; } = new RegionOptions().LaggardTimeout;
+
+    /// <summary>The node's unicast address (--listen); port 0: any.</summary>
+    public NetAddress Listen { get; init; } = NetAddress.Loopback(0);
+
+    /// <summary>The fraction of received datagrams dropped on purpose (--loss-percent / 100; tests).</summary>
+    public double InjectedLoss { get; init; }
+
+    /// <summary>The first group's options (--transport aer and the --aer-* flags); null: a QSM group.</summary>
+    public GroupOptions? MainGroup { get; init; }
 }
 
 /// <summary><c>qs node</c>: option definitions and validation; the run itself is in <see cref="NodeRun"/>.</summary>
@@ -58,12 +67,22 @@ internal static class NodeVerb
         };
         slowReceivers.AcceptOnlyFromAmong("back-pressure", "skip-ahead");
         var laggardTimeout = Cli.Int("--laggard-timeout-ms", "With --slow-receivers skip-ahead: how long one laggard may hold a sender back", 2_000, 40, 600_000);
+        var listen = Cli.Address("--listen", "This node's unicast address (as qs aer-send --listen); port 0: any free port", loopbackOnly: false, NetAddress.Loopback(0));
+        var lossPercent = Cli.Int("--loss-percent", "Drop this percentage of received datagrams on purpose (tests)", 0, 0, 50);
         var security = SecurityFlags.Create();
+        var aer = AerNodeFlags.Create();
         var command = new Command("node", "Run a node: join groups, optionally publish, print delivered counts once a second.")
         {
             gms, replicas, join, publish, size, waitRegions, expect, seconds, linger, describe, readRate, slowReceivers, laggardTimeout, security.SecretFile, security.Mode, security.Cipher,
+            listen, lossPercent,
         };
+        foreach (var option in aer.All)
+        {
+            command.Options.Add(option);
+        }
+
         command.SetAction((parse, cancellationToken) => security.TryRead(parse, out var datagrams)
+                                                        && aer.TryRead(parse, parse.GetValue(listen), parse.GetValue(publish), out var mainGroup)
             ? NodeRun.RunAsync(new NodeSettings(
                 parse.GetValue(gms), parse.GetValue(join)!, parse.GetValue(publish), parse.GetValue(size), parse.GetValue(waitRegions),
                 parse.GetValue(expect), parse.GetValue(seconds), parse.GetValue(linger), datagrams, parse.GetValue(json)) 
@@ -73,6 +92,9 @@ internal static class NodeVerb
                     ReadRate = parse.GetValue(readRate),
                     SlowReceivers = parse.GetValue(slowReceivers) == "skip-ahead" ? SlowReceiverPolicy.SkipAhead : SlowReceiverPolicy.BackPressure,
                     LaggardTimeout = TimeSpan.FromMilliseconds(parse.GetValue(laggardTimeout)),
+                    Listen = parse.GetValue(listen),
+                    InjectedLoss = parse.GetValue(lossPercent) / 100.0,
+                    MainGroup = mainGroup,
                 }, cancellationToken)
             : Task.FromResult(Cli.BadOptions));
         return command;
