@@ -294,4 +294,39 @@ public sealed class GmsOverReliableUnicastTests
         Assert.True(net.RunUntil(() => client.Groups.Count() == 200, TimeSpan.FromSeconds(60)),
             $"seed 22: the node has {client.Groups.Count()} of 200 group views");
     }
+
+    [Fact]
+    public void Joins_and_leaves_waiting_for_a_full_send_buffer_stay_one_per_group_and_the_last_wish_wins()
+    {
+        var net = new QuickSilver.Transport.Simulation.SimNetwork(23, new QuickSilver.Transport.Simulation.LinkOptions());
+        var gmsNode = net.AddNode();
+        var gmsTransport = gmsNode.Open(7000);
+        new StackBuilder(gmsTransport, gmsNode).Add(new QuickSilver.Transport.Reliable.ReliableUnicast(1)).Add(new GmsServerLayer(1)).Build();
+
+        var node = net.AddNode();
+        var transport = node.Open(7000);
+        var reliable = new QuickSilver.Transport.Reliable.ReliableUnicast(100,
+            new QuickSilver.Transport.Reliable.ReliableUnicastOptions { SendBufferSegments = 64, MaxMessageBytes = 64 * 1384 });
+        var client = new StackBuilder(transport, node).Add(reliable).Add(new MembershipLayer(gmsTransport.LocalAddress, 1000)).Build()
+            .Get<MembershipLayer>().Client;
+        Assert.True(net.RunUntil(() => client.IsRegistered, TimeSpan.FromSeconds(5)));
+        for (int g = 0; g < 100; g++)
+        {
+            client.Join($"topic/{g}"); // fills the 64-segment buffer: the rest wait
+        }
+
+        for (int i = 0; i < 10_000; i++)
+        {
+            client.Join("flip"); // an application flipping one group while the buffer is full
+            client.Leave("flip");
+        }
+
+        client.Join("flip");
+        Assert.True(client.RequestsWaiting <= 101, $"{client.RequestsWaiting} requests wait");
+        Assert.True(client.RequestsCoalesced >= 19_999, $"{client.RequestsCoalesced} coalesced");
+        Assert.True(net.RunUntil(() => client.Groups.Count() == 101, TimeSpan.FromSeconds(60)),
+            $"seed 23: the node has {client.Groups.Count()} of 101 group views");
+        Assert.NotNull(client.FindGroup("flip"));
+        Assert.Equal(0, client.RequestsWaiting);
+    }
 }

@@ -58,7 +58,7 @@ internal sealed class GmsClient
     private readonly ulong _incarnation;
     private readonly GmsClientOptions _options;
     private readonly HashSet<string> _wanted = new(StringComparer.Ordinal);
-    private readonly Queue<GmsMessage> _requests = new();
+    private readonly List<GmsMessage> _requests = new(); // oldest first; at most one per group and one rekey per region
     private readonly Dictionary<string, GroupView> _groupsByName = new(StringComparer.Ordinal);
     private readonly Dictionary<GroupId, GroupView> _groups = new();
     private readonly Dictionary<RegionId, RegionView> _regions = new();
@@ -567,18 +567,34 @@ internal sealed class GmsClient
     private void Send(GmsMessage message) => _channel.Send(_gms, GmsCodec.Encode(message));
 
     /// <summary>Joins and leaves must all arrive, in order: one the channel refuses (its send buffer is full, e.g. a node
-    /// joining thousands of groups at once) waits, with every later one, and is offered again at each heartbeat.</summary>
+    /// joining thousands of groups at once) waits, with every later one, and is offered again at each heartbeat. Bounded:
+    /// a join or leave of a group replaces the one still waiting for that group (only the last wish counts), a rekey
+    /// of a region already waiting is not queued again, so what waits is at most one request per group and per region
+    /// however often the application flips (<see cref="RequestsCoalesced"/>).</summary>
     private void Request(GmsMessage message)
     {
-        _requests.Enqueue(message);
+        int removed = message.Kind is GmsMessageKind.Join or GmsMessageKind.Leave
+            ? _requests.RemoveAll(r => r.Kind is GmsMessageKind.Join or GmsMessageKind.Leave && r.GroupName == message.GroupName)
+            : message.Kind == GmsMessageKind.Rekey ? _requests.RemoveAll(r => r.Kind == GmsMessageKind.Rekey && r.Number == message.Number) : 0;
+        RequestsCoalesced += removed;
+        _requests.Add(message);
         FlushRequests();
     }
 
+    /// <summary>Joins, leaves and rekeys waiting for room in the channel's send buffer.</summary>
+    public int RequestsWaiting => _requests.Count;
+
+    /// <summary>Waiting requests replaced by a later one for the same group or region.</summary>
+    public long RequestsCoalesced { get; private set; }
+
     private void FlushRequests()
     {
-        while (_requests.Count > 0 && _channel.Send(_gms, GmsCodec.Encode(_requests.Peek())))
+        int sent = 0;
+        while (sent < _requests.Count && _channel.Send(_gms, GmsCodec.Encode(_requests[sent])))
         {
-            _requests.Dequeue();
+            sent++;
         }
+
+        _requests.RemoveRange(0, sent);
     }
 }
