@@ -1,0 +1,156 @@
+/* norm-send: the NORM source of the AER/NORM comparison (docs/aer.md, "NORM comparison").
+ * Writes N messages of S bytes into one NORM stream (segment size S, so one message per NORM data packet); each
+ * message carries its number (u64 LE, from 1) and its CLOCK_MONOTONIC send time in ns (u64 LE), stamped when NORM's
+ * stream takes it, at most --batch messages before NORM has sent the previous ones. Congestion control is NORM's own (NORM-CC) unless --cc off, which sends at --rate-mbps. After
+ * the last message it flushes actively and keeps answering NACKs for --linger seconds; it prints one JSON line. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+#include "delay_stats.h"
+#include <normApi.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *tool = "norm-send";
+static volatile sig_atomic_t stop_requested = 0;
+static void on_signal(int sig) { (void)sig; stop_requested = 1; }
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: norm-send --addr GROUP --port PORT [--iface IF] [--id NODE] [--messages N] [--size S]\n"
+                    "                 [--cc on|off] [--rate-mbps R] [--buffer BYTES] [--block K] [--parity P]\n"
+                    "                 [--group-size G] [--batch K] [--linger S] [--seconds S] [--loopback]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    const char *addr = NULL, *iface = NULL;
+    long port = 0, id = 1, messages = 20000, size = 1000, buffer = 4 << 20, block = 64, parity = 8, group_size = 2;
+    long linger = 3, seconds = 120, batch = 8;
+    int cc = 1, loopback = 0;
+    double rate_mbps = 8;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "--addr")) addr = cli_value(tool, argc, argv, &i);
+        else if (!strcmp(o, "--port")) port = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 65535);
+        else if (!strcmp(o, "--iface")) iface = cli_value(tool, argc, argv, &i);
+        else if (!strcmp(o, "--id")) id = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 0x7ffffffe);
+        else if (!strcmp(o, "--messages")) messages = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 100000000);
+        else if (!strcmp(o, "--size")) size = cli_long(tool, o, cli_value(tool, argc, argv, &i), 16, 8192);
+        else if (!strcmp(o, "--rate-mbps")) rate_mbps = cli_double(tool, o, cli_value(tool, argc, argv, &i), 0.01, 10000);
+        else if (!strcmp(o, "--buffer")) buffer = cli_long(tool, o, cli_value(tool, argc, argv, &i), 65536, 1L << 30);
+        else if (!strcmp(o, "--block")) block = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 255);
+        else if (!strcmp(o, "--parity")) parity = cli_long(tool, o, cli_value(tool, argc, argv, &i), 0, 128);
+        else if (!strcmp(o, "--group-size")) group_size = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 1000000);
+        else if (!strcmp(o, "--batch")) batch = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 1000000);
+        else if (!strcmp(o, "--linger")) linger = cli_long(tool, o, cli_value(tool, argc, argv, &i), 0, 3600);
+        else if (!strcmp(o, "--seconds")) seconds = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 86400);
+        else if (!strcmp(o, "--debug")) NormSetDebugLevel((unsigned int)cli_long(tool, o, cli_value(tool, argc, argv, &i), 0, 12));
+        else if (!strcmp(o, "--loopback")) loopback = 1;
+        else if (!strcmp(o, "--cc")) {
+            const char *v = cli_value(tool, argc, argv, &i);
+            if (strcmp(v, "on") && strcmp(v, "off")) {
+                fprintf(stderr, "%s: --cc must be on or off; got '%s'\n", tool, v);
+                return 2;
+            }
+            cc = !strcmp(v, "on");
+        } else {
+            fprintf(stderr, "%s: unknown option '%s'\n", tool, o);
+            usage();
+        }
+    }
+    if (addr == NULL || port == 0) {
+        fprintf(stderr, "%s: --addr and --port are required\n", tool);
+        usage();
+    }
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+
+    NormInstanceHandle instance = NormCreateInstance(false);
+    NormSessionHandle session = NormCreateSession(instance, addr, (UINT16)port, (NormNodeId)id);
+    if (session == NORM_SESSION_INVALID) {
+        fprintf(stderr, "%s: cannot create a NORM session on %s:%ld\n", tool, addr, port);
+        return 1;
+    }
+    if (iface != NULL && !NormSetMulticastInterface(session, iface)) {
+        fprintf(stderr, "%s: --iface '%s' cannot be used\n", tool, iface);
+        return 1;
+    }
+    /* Receivers on this host (tests over lo) need the port shared and our multicast looped back. */
+    NormSetRxPortReuse(session, true, NULL, NULL, 0);
+    if (loopback) {
+        NormSetMulticastLoopback(session, true);
+    }
+    NormSetGroupSize(session, (unsigned int)group_size);
+    NormSetTxSocketBuffer(session, 4u << 20);
+    NormSetTxRate(session, rate_mbps * 1e6);
+    if (cc) {
+        NormSetCongestionControl(session, true, true);
+    }
+    srand((unsigned int)monotonic_ns());
+    if (!NormStartSender(session, (NormSessionId)rand(), (UINT32)(buffer * 4), (UINT16)size, (UINT16)block, (UINT16)parity, 0)) {
+        fprintf(stderr, "%s: NormStartSender failed\n", tool);
+        return 1;
+    }
+    NormObjectHandle stream = NormStreamOpen(session, (UINT32)buffer, NULL, 0);
+    if (stream == NORM_OBJECT_INVALID) {
+        fprintf(stderr, "%s: NormStreamOpen failed\n", tool);
+        return 1;
+    }
+
+    unsigned char *msg = calloc(1, (size_t)size);
+    long written = 0, offset = 0, vacancy_waits = 0, may_write = batch;
+    int flushed = 0;
+    int64_t start = monotonic_us(), deadline = start + seconds * 1000000L, linger_end = INT64_MAX, done_at = 0;
+    struct pollfd pfd = { .fd = NormGetDescriptor(instance), .events = POLLIN };
+    while (!stop_requested && monotonic_us() < deadline && monotonic_us() < linger_end) {
+        /* Write at most --batch messages, then wait until NORM has sent them all (NORM_TX_QUEUE_EMPTY): the send
+         * stamp, taken when a message's first byte goes in, is then at most a batch ahead of its transmission
+         * (a stream buffer full of stamped messages would count the sender's queue as path delay). */
+        while (written < messages && (may_write > 0 || offset > 0)) {
+            if (offset == 0) {
+                put_u64(msg, (uint64_t)(written + 1));
+                put_u64(msg + 8, monotonic_ns());
+                memset(msg + 16, (int)((written + 1) & 0xff), (size_t)size - 16);
+            }
+            unsigned int n = NormStreamWrite(stream, (const char *)msg + offset, (unsigned int)(size - offset));
+            offset += n;
+            if (offset < size) {
+                vacancy_waits++;
+                break;
+            }
+            offset = 0;
+            written++;
+            may_write--;
+        }
+        if (written == messages && !flushed) {
+            NormStreamFlush(stream, true, NORM_FLUSH_ACTIVE);
+            flushed = 1;
+            done_at = monotonic_us();
+            linger_end = done_at + linger * 1000000L;
+        }
+        if (poll(&pfd, 1, 50) > 0) {
+            NormEvent event;
+            while (NormGetNextEvent(instance, &event, false)) {
+                if (event.type == NORM_TX_QUEUE_EMPTY) {
+                    may_write = batch;
+                }
+            }
+        }
+    }
+    double write_s = (double)((done_at ? done_at : monotonic_us()) - start) / 1e6;
+    printf("{\"tool\":\"norm-send\",\"messages\":%ld,\"size\":%ld,\"written\":%ld,\"cc\":%s,\"write_seconds\":%.3f,"
+           "\"vacancy_waits\":%ld,\"final_rate_mbps\":%.3f,\"grtt_ms\":%.1f}\n",
+           messages, size, written, cc ? "true" : "false", write_s, vacancy_waits, NormGetTxRate(session) / 1e6,
+           NormGetGrttEstimate(session) * 1000.0);
+    fflush(stdout);
+    NormStreamClose(stream, false);
+    NormStopSender(session);
+    NormDestroySession(session);
+    NormDestroyInstance(instance);
+    free(msg);
+    return written == messages ? 0 : 1;
+}
