@@ -116,7 +116,7 @@ internal static class AerVerbs
         source.Required = true;
         var expect = Cli.Int("--expect", "Exit once this many messages arrived; exit 1 unless exactly that many, in order", 0, 0, 100_000_000);
         var json = new Option<bool>("--json") { Description = "At the end, print one JSON line: counts, throughput, per-message one-way delays from the source's send stamps and the repairs' extra delay (docs/aer.md, NORM comparison)" };
-        var floorWindow = Cli.Int("--floor-window-ms", "--json: a message's delay floor is the least delay of the messages sent within this many ms of it", 500, 1, 60_000);
+        var floorWindow = Cli.Int("--floor-window-ms", "--json: a message's delay floor is the least delay of the messages sent within this many ms of it", 2000, 1, 60_000);
         var margin = Cli.Int("--margin-ms", "--json: a message is late (waited for a repair) when its delay exceeds the floor by more than this", 5, 0, 60_000);
         var command = new Command("aer-receive", "Receive an AER session; print the count once a second.");
         foreach (var o in c.All.Append(source).Append(expect).Append(json).Append(floorWindow).Append(margin))

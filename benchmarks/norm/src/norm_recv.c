@@ -27,7 +27,7 @@ int main(int argc, char **argv)
 {
     const char *addr = NULL, *iface = NULL;
     long port = 0, id = 2, expect = 0, size = 1000, buffer = 16 << 20, seconds = 120;
-    double floor_window_ms = 500, margin_ms = 5;
+    double floor_window_ms = 2000, margin_ms = 5;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "--addr")) addr = cli_value(tool, argc, argv, &i);

@@ -28,7 +28,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     const char *addr = NULL, *iface = NULL;
-    long port = 0, id = 1, messages = 20000, size = 1000, buffer = 4 << 20, block = 64, parity = 8, group_size = 2;
+    long port = 0, id = 1, messages = 20000, size = 1000, buffer = 4 << 20, block = 64, parity = 16, group_size = 2;
     long linger = 3, seconds = 120, batch = 8;
     int cc = 1, loopback = 0;
     double rate_mbps = 8;
