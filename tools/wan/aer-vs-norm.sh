@@ -6,6 +6,8 @@
 #   norm    benchmarks/norm's norm-send / norm-recv: one NORM stream, NORM-CC on, NACK repairs with parity (FEC);
 #           FEC blocks of 64 packets with up to 16 parity packets (what NRL's own tools use)
 #   norm16  the same with blocks of 16 and up to 4 parity: NORM repairs per block, so a smaller block repairs sooner
+#   norm-fast  blocks of 16, NACK backoff factor 0 (no random NACK wait: right for two receivers) and a first GRTT
+#           estimate of 50 ms (NORM's default is 0.5 s): NORM tuned for this small group and path
 #   aer     qs aer-send / qs aer-receive --json: NCA on, no repair server (receivers NAK the source)
 #   aer-rs  the same with qs repair-server in the receivers' site (the source subcasts to it)
 # Every message carries its number and its send time (monotonic clock); each receiver prints one JSON line with
@@ -13,11 +15,11 @@
 # benchmarks/norm/src/delay_stats.c define them the same way). The summary gives, per configuration (means over
 # rounds): time to deliver everything to every receiver, MB/s, late messages and their extra delay (repair plus
 # head-of-line wait), the bytes the source sent, and AER / NORM ratios.
-# usage: sudo tools/wan/aer-vs-norm.sh [MESSAGES=20000] [SIZE=1000] [RECEIVER_LOSS_PCT=1] [ROUNDS=2] [CONFIGS="norm norm16 aer aer-rs"]
+# usage: sudo tools/wan/aer-vs-norm.sh [MESSAGES=20000] [SIZE=1000] [RECEIVER_LOSS_PCT=1] [ROUNDS=2] [CONFIGS="norm norm16 norm-fast aer aer-rs"]
 # Build first: dotnet build tools/qs -c Release && dotnet build tools/wan/QuickSilver.WanLink -c Release &&
 #              benchmarks/norm/build.sh
 set -euo pipefail
-MESSAGES=${1:-20000}; SIZE=${2:-1000}; LOSS=${3:-1}; ROUNDS=${4:-2}; CONFIGS=${5:-norm norm16 aer aer-rs}
+MESSAGES=${1:-20000}; SIZE=${2:-1000}; LOSS=${3:-1}; ROUNDS=${4:-2}; CONFIGS=${5:-norm norm16 norm-fast aer aer-rs}
 HERE=$(cd "$(dirname "$0")" && pwd)
 QS=${QS:-$HERE/../qs/bin/Release/net10.0/qs}
 NORM=${NORM_BUILD:-$HERE/../../benchmarks/norm/build}
@@ -41,17 +43,25 @@ GROUP_IP=239.255.81.1
 srcbytes() { ip netns exec "$S1" ip -s -j link show eth0 | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["tx"]["bytes"])'; }
 inns() { local ns=$1; shift; exec ip netns exec "$ns" "$@"; }
 
-run_norm() { # $1 = output prefix, $2 = FEC block, $3 = parity
-  local port=$((47300 + RANDOM % 1000)) recv=()
+# Waits for the receivers ($2...), then stops the source ($1): it answers NAKs until every receiver is done.
+finish() {
+  local sender=$1; shift
+  for p in "$@"; do wait "$p" || true; done
+  kill -TERM "$sender" 2>/dev/null || true
+  wait "$sender" || true
+}
+
+run_norm() { # $1 = output prefix, $2 = FEC block, $3 = parity, then extra norm-send options
+  local port=$((47300 + RANDOM % 1000)) recv=() prefix=$1 block=$2 parity=$3
+  shift 3
   for h in 2 3; do
     inns "$("$TB" ns r $h)" nice -n 10 "$NORM/norm-recv" --addr $GROUP_IP --port $port --iface eth0 --id $h --size "$SIZE" \
-      --expect "$MESSAGES" --seconds "$LIMIT" >"$1-r$h.log" 2>&1 & recv+=($!)
+      --expect "$MESSAGES" --seconds "$LIMIT" >"$prefix-r$h.log" 2>&1 & recv+=($!)
   done
   sleep 1
   inns "$S1" nice -n 10 "$NORM/norm-send" --addr $GROUP_IP --port $port --iface eth0 --id 1 --messages "$MESSAGES" \
-    --size "$SIZE" --block "$2" --parity "$3" --cc on --group-size 2 --linger 3 --seconds "$LIMIT" >"$1-send.log" 2>&1 & local sender=$!
-  for p in "${recv[@]}"; do wait "$p" || true; done
-  wait "$sender" || true
+    --size "$SIZE" --block "$block" --parity "$parity" --cc on --group-size 2 --linger "$LIMIT" --seconds "$LIMIT" "$@" >"$prefix-send.log" 2>&1 & local sender=$!
+  finish "$sender" "${recv[@]}"
 }
 
 run_aer() { # $1 = output prefix, $2 = with|without repair server
@@ -67,9 +77,8 @@ run_aer() { # $1 = output prefix, $2 = with|without repair server
   done
   sleep 3 # processes start (JIT) and the repair server binds before the first SPM
   inns "$S1" nice -n 10 "$QS" aer-send --listen "$SRC" --group $GROUP_IP:$port "${kids[@]}" --messages "$MESSAGES" \
-    --size "$SIZE" --start-after-ms 1500 --linger 3 --seconds "$LIMIT" >"$1-send.log" 2>&1 & local sender=$!
-  for p in "${recv[@]}"; do wait "$p" || true; done
-  wait "$sender" || true
+    --size "$SIZE" --start-after-ms 1500 --linger "$LIMIT" --seconds "$LIMIT" >"$1-send.log" 2>&1 & local sender=$!
+  finish "$sender" "${recv[@]}"
   for p in "${rs[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
 }
 
@@ -80,9 +89,10 @@ for round in $(seq 1 "$ROUNDS"); do
     case $cfg in
       norm) run_norm "$out" 64 16 ;;
       norm16) run_norm "$out" 16 4 ;;
+      norm-fast) run_norm "$out" 16 4 --backoff 0 --grtt-ms 50 ;;
       aer) run_aer "$out" without ;;
       aer-rs) run_aer "$out" with ;;
-      *) echo "aer-vs-norm: unknown configuration '$cfg' (norm, norm16, aer, aer-rs)" >&2; exit 2 ;;
+      *) echo "aer-vs-norm: unknown configuration '$cfg' (norm, norm16, norm-fast, aer, aer-rs)" >&2; exit 2 ;;
     esac
     echo "round=$round cfg=$cfg source_bytes=$(( $(srcbytes) - b0 ))" | tee -a "$WORK/runs"
     for h in 2 3; do

@@ -21,7 +21,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: norm-send --addr GROUP --port PORT [--iface IF] [--id NODE] [--messages N] [--size S]\n"
                     "                 [--cc on|off] [--rate-mbps R] [--buffer BYTES] [--block K] [--parity P]\n"
-                    "                 [--group-size G] [--batch K] [--linger S] [--seconds S] [--loopback]\n");
+                    "                 [--group-size G] [--backoff F] [--grtt-ms MS] [--batch K] [--linger S] [--seconds S] [--loopback]\n");
     exit(2);
 }
 
@@ -31,7 +31,7 @@ int main(int argc, char **argv)
     long port = 0, id = 1, messages = 20000, size = 1000, buffer = 4 << 20, block = 64, parity = 16, group_size = 2;
     long linger = 3, seconds = 120, batch = 8;
     int cc = 1, loopback = 0;
-    double rate_mbps = 8;
+    double rate_mbps = 8, backoff = -1, grtt_ms = -1;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "--addr")) addr = cli_value(tool, argc, argv, &i);
@@ -45,6 +45,8 @@ int main(int argc, char **argv)
         else if (!strcmp(o, "--block")) block = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 255);
         else if (!strcmp(o, "--parity")) parity = cli_long(tool, o, cli_value(tool, argc, argv, &i), 0, 128);
         else if (!strcmp(o, "--group-size")) group_size = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 1000000);
+        else if (!strcmp(o, "--backoff")) backoff = cli_double(tool, o, cli_value(tool, argc, argv, &i), 0, 100);
+        else if (!strcmp(o, "--grtt-ms")) grtt_ms = cli_double(tool, o, cli_value(tool, argc, argv, &i), 1, 60000);
         else if (!strcmp(o, "--batch")) batch = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 1000000);
         else if (!strcmp(o, "--linger")) linger = cli_long(tool, o, cli_value(tool, argc, argv, &i), 0, 3600);
         else if (!strcmp(o, "--seconds")) seconds = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 86400);
@@ -85,6 +87,13 @@ int main(int argc, char **argv)
         NormSetMulticastLoopback(session, true);
     }
     NormSetGroupSize(session, (unsigned int)group_size);
+    /* NACK backoff (NORM's default factor is 4 x GRTT) and the first GRTT estimate (default 0.5 s), when given. */
+    if (backoff >= 0) {
+        NormSetBackoffFactor(session, backoff);
+    }
+    if (grtt_ms > 0) {
+        NormSetGrttEstimate(session, grtt_ms / 1000.0);
+    }
     NormSetTxSocketBuffer(session, 4u << 20);
     NormSetTxRate(session, rate_mbps * 1e6);
     if (cc) {
