@@ -8,6 +8,10 @@
 #   norm16  the same with blocks of 16 and up to 4 parity: NORM repairs per block, so a smaller block repairs sooner
 #   norm-fast  blocks of 16, NACK backoff factor 0 (no random NACK wait: right for two receivers) and a first GRTT
 #           estimate of 50 ms (NORM's default is 0.5 s): NORM tuned for this small group and path
+#   norm-free  as norm, but the application writes whenever the stream has room (NORM's own flow control only):
+#           norm-send otherwise writes 8 messages at a time and waits for NORM_TX_QUEUE_EMPTY, so that a message's
+#           send stamp is close to its transmission; that wait can cost NORM throughput, this run shows how much
+#           (its delays include the time messages queue in the 4 MB stream buffer, so only its rate counts)
 #   aer     qs aer-send / qs aer-receive --json: NCA on, no repair server (receivers NAK the source)
 #   aer-rs  the same with qs repair-server in the receivers' site (the source subcasts to it)
 # Every message carries its number and its send time (monotonic clock); each receiver prints one JSON line with
@@ -90,9 +94,10 @@ for round in $(seq 1 "$ROUNDS"); do
       norm) run_norm "$out" 64 16 ;;
       norm16) run_norm "$out" 16 4 ;;
       norm-fast) run_norm "$out" 16 4 --backoff 0 --grtt-ms 50 ;;
+      norm-free) run_norm "$out" 64 16 --batch 1000000 ;;
       aer) run_aer "$out" without ;;
       aer-rs) run_aer "$out" with ;;
-      *) echo "aer-vs-norm: unknown configuration '$cfg' (norm, norm16, norm-fast, aer, aer-rs)" >&2; exit 2 ;;
+      *) echo "aer-vs-norm: unknown configuration '$cfg' (norm, norm16, norm-fast, norm-free, aer, aer-rs)" >&2; exit 2 ;;
     esac
     echo "round=$round cfg=$cfg source_bytes=$(( $(srcbytes) - b0 ))" | tee -a "$WORK/runs"
     for h in 2 3; do

@@ -19,7 +19,7 @@ static void on_signal(int sig) { (void)sig; stop_requested = 1; }
 static void usage(void)
 {
     fprintf(stderr, "usage: norm-recv --addr GROUP --port PORT --expect N [--iface IF] [--id NODE] [--size S]\n"
-                    "                 [--buffer BYTES] [--seconds S] [--floor-window-ms W] [--margin-ms M]\n");
+                    "                 [--buffer BYTES] [--seconds S] [--floor-window-ms W] [--margin-ms M] [--rx-loss PCT]\n");
     exit(2);
 }
 
@@ -27,7 +27,7 @@ int main(int argc, char **argv)
 {
     const char *addr = NULL, *iface = NULL;
     long port = 0, id = 2, expect = 0, size = 1000, buffer = 16 << 20, seconds = 120;
-    double floor_window_ms = 2000, margin_ms = 5;
+    double floor_window_ms = 2000, margin_ms = 5, rx_loss = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "--addr")) addr = cli_value(tool, argc, argv, &i);
@@ -40,6 +40,7 @@ int main(int argc, char **argv)
         else if (!strcmp(o, "--seconds")) seconds = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 86400);
         else if (!strcmp(o, "--floor-window-ms")) floor_window_ms = cli_double(tool, o, cli_value(tool, argc, argv, &i), 1, 60000);
         else if (!strcmp(o, "--debug")) NormSetDebugLevel((unsigned int)cli_long(tool, o, cli_value(tool, argc, argv, &i), 0, 12));
+        else if (!strcmp(o, "--rx-loss")) rx_loss = cli_double(tool, o, cli_value(tool, argc, argv, &i), 0, 50);
         else if (!strcmp(o, "--margin-ms")) margin_ms = cli_double(tool, o, cli_value(tool, argc, argv, &i), 0, 60000);
         else {
             fprintf(stderr, "%s: unknown option '%s'\n", tool, o);
@@ -69,6 +70,10 @@ int main(int argc, char **argv)
         return 1;
     }
     NormSetRxPortReuse(session, true, NULL, NULL, 0);
+    /* Loss injected by NORM itself (tests over loopback); the testbed uses nftables instead. */
+    if (rx_loss > 0) {
+        NormSetRxLoss(session, rx_loss);
+    }
     NormSetRxSocketBuffer(session, 8u << 20);
     NormSetDefaultSyncPolicy(session, NORM_SYNC_STREAM);
     if (!NormStartReceiver(session, (UINT32)buffer)) {
