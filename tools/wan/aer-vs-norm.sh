@@ -9,7 +9,7 @@
 #   norm-fast  blocks of 16, NACK backoff factor 0 (no random NACK wait: right for two receivers) and a first GRTT
 #           estimate of 50 ms (NORM's default is 0.5 s): NORM tuned for this small group and path
 #   norm-free  as norm, but the application writes whenever the stream has room (NORM's own flow control only):
-#           norm-send otherwise writes 8 messages at a time and waits for NORM_TX_QUEUE_EMPTY, so that a message's
+#           norm-send otherwise writes one message at a time and waits for NORM_TX_QUEUE_EMPTY, so that a message's
 #           send stamp is close to its transmission; that wait can cost NORM throughput, this run shows how much
 #           (its delays include the time messages queue in the 4 MB stream buffer, so only its rate counts)
 #   aer     qs aer-send / qs aer-receive --json: NCA on, no repair server (receivers NAK the source)

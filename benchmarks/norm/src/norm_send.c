@@ -29,7 +29,7 @@ int main(int argc, char **argv)
 {
     const char *addr = NULL, *iface = NULL;
     long port = 0, id = 1, messages = 20000, size = 1000, buffer = 4 << 20, block = 64, parity = 16, group_size = 2;
-    long linger = 3, seconds = 120, batch = 8;
+    long linger = 3, seconds = 120, batch = 1;
     int cc = 1, loopback = 0;
     double rate_mbps = 8, backoff = -1, grtt_ms = -1;
     for (int i = 1; i < argc; i++) {
@@ -116,9 +116,10 @@ int main(int argc, char **argv)
     int64_t start = monotonic_us(), deadline = start + seconds * 1000000L, linger_end = INT64_MAX, done_at = 0;
     struct pollfd pfd = { .fd = NormGetDescriptor(instance), .events = POLLIN };
     while (!stop_requested && monotonic_us() < deadline && monotonic_us() < linger_end) {
-        /* Write at most --batch messages, then wait until NORM has sent them all (NORM_TX_QUEUE_EMPTY): the send
-         * stamp, taken when a message's first byte goes in, is then at most a batch ahead of its transmission
-         * (a stream buffer full of stamped messages would count the sender's queue as path delay). */
+        /* Write at most --batch messages (default 1), then wait until NORM has sent them all (NORM_TX_QUEUE_EMPTY):
+         * the send stamp, taken when a message's first byte goes in, is then at most a batch of NORM's packet
+         * intervals ahead of its transmission (a stream buffer full of stamped messages would count the sender's
+         * queue as path delay; a batch of 8 at 200 packets/s already adds up to 35 ms). */
         while (written < messages && (may_write > 0 || offset > 0)) {
             if (offset == 0) {
                 put_u64(msg, (uint64_t)(written + 1));
