@@ -22,11 +22,12 @@ if [ ! -f "$header" ] || ! command -v gcc >/dev/null 2>&1; then
   fi
 fi
 
-mkdir -p "$here/build/include"
+out=${NORM_BUILD_DIR:-$here/build}
+mkdir -p "$out/include"
 sed -e 's/unsigned int& addrLen, UINT16& port/unsigned int* addrLen, UINT16* port/' \
-    -e 's/unsigned int bytesWanted = 0)/unsigned int bytesWanted)/' "$header" >"$here/build/include/normApi.h"
-cflags=(-std=c11 -O2 -Wall -Wextra -Werror -isystem "$here/build/include")
+    -e 's/unsigned int bytesWanted = 0)/unsigned int bytesWanted)/' "$header" >"$out/include/normApi.h"
+cflags=(-std=c11 -O2 -Wall -Wextra -Werror -isystem "$out/include")
 for tool in send recv; do
-  gcc "${cflags[@]}" -o "$here/build/norm-$tool" "$here/src/norm_$tool.c" "$here/src/delay_stats.c" "$here/src/cli.c" -lnorm
+  gcc "${cflags[@]}" -o "$out/norm-$tool" "$here/src/norm_$tool.c" "$here/src/delay_stats.c" "$here/src/cli.c" "$here/src/norm_session.c" -lnorm
 done
-echo "$here/build"
+echo "$out"

@@ -2,16 +2,16 @@
 # AER against NORM on one topology (docs/aer.md, "NORM comparison"): a source site and a receiver site 50 ms apart
 # (round trip: 5 ms + 20 ms of relay delay each way), RECEIVER_LOSS % random loss (nftables) at each of two
 # receivers; host 1 of the receiver site runs AER's repair server in the "aer-rs" configuration and nothing else.
-# The same MESSAGES x SIZE bytes go out, in each round, three times in turn on the same testbed:
+# The same MESSAGES x SIZE bytes go out, in each round, once per configuration in turn on the same testbed:
 #   norm    benchmarks/norm's norm-send / norm-recv: one NORM stream, NORM-CC on, NACK repairs with parity (FEC);
 #           FEC blocks of 64 packets with up to 16 parity packets (what NRL's own tools use)
-#   norm16  the same with blocks of 16 and up to 4 parity: NORM repairs per block, so a smaller block repairs sooner
-#   norm-fast  blocks of 16, NACK backoff factor 0 (no random NACK wait: right for two receivers) and a first GRTT
-#           estimate of 50 ms (NORM's default is 0.5 s): NORM tuned for this small group and path
 #   norm-free  as norm, but the application writes whenever the stream has room (NORM's own flow control only):
 #           norm-send otherwise writes one message at a time and waits for NORM_TX_QUEUE_EMPTY, so that a message's
 #           send stamp is close to its transmission; that wait can cost NORM throughput, this run shows how much
 #           (its delays include the time messages queue in the 4 MB stream buffer, so only its rate counts)
+#   norm-fast  blocks of 16 with up to 4 parity (NORM repairs per block: a smaller block repairs sooner), NACK
+#           backoff factor 0 (no random NACK wait: right for two receivers) and a first GRTT estimate of 50 ms
+#           (NORM's default is 0.5 s): NORM tuned for this small group and path
 #   aer     qs aer-send / qs aer-receive --json: NCA on, no repair server (receivers NAK the source)
 #   aer-rs  the same with qs repair-server in the receivers' site (the source subcasts to it)
 # Every message carries its number and its send time (monotonic clock); each receiver prints one JSON line with
@@ -19,11 +19,11 @@
 # benchmarks/norm/src/delay_stats.c define them the same way). The summary gives, per configuration (means over
 # rounds): time to deliver everything to every receiver, MB/s, late messages and their extra delay (repair plus
 # head-of-line wait), the bytes the source sent, and AER / NORM ratios.
-# usage: sudo tools/wan/aer-vs-norm.sh [MESSAGES=20000] [SIZE=1000] [RECEIVER_LOSS_PCT=1] [ROUNDS=2] [CONFIGS="norm norm16 norm-fast aer aer-rs"]
+# usage: sudo tools/wan/aer-vs-norm.sh [MESSAGES=20000] [SIZE=1000] [RECEIVER_LOSS_PCT=1] [ROUNDS=2] [CONFIGS="norm norm-free norm-fast aer aer-rs"]
 # Build first: dotnet build tools/qs -c Release && dotnet build tools/wan/QuickSilver.WanLink -c Release &&
 #              benchmarks/norm/build.sh
 set -euo pipefail
-MESSAGES=${1:-20000}; SIZE=${2:-1000}; LOSS=${3:-1}; ROUNDS=${4:-2}; CONFIGS=${5:-norm norm16 norm-fast aer aer-rs}
+MESSAGES=${1:-20000}; SIZE=${2:-1000}; LOSS=${3:-1}; ROUNDS=${4:-2}; CONFIGS=${5:-norm norm-free norm-fast aer aer-rs}
 HERE=$(cd "$(dirname "$0")" && pwd)
 QS=${QS:-$HERE/../qs/bin/Release/net10.0/qs}
 NORM=${NORM_BUILD:-$HERE/../../benchmarks/norm/build}
@@ -92,12 +92,11 @@ for round in $(seq 1 "$ROUNDS"); do
     b0=$(srcbytes)
     case $cfg in
       norm) run_norm "$out" 64 16 ;;
-      norm16) run_norm "$out" 16 4 ;;
       norm-fast) run_norm "$out" 16 4 --backoff 0 --grtt-ms 50 ;;
       norm-free) run_norm "$out" 64 16 --batch 1000000 ;;
       aer) run_aer "$out" without ;;
       aer-rs) run_aer "$out" with ;;
-      *) echo "aer-vs-norm: unknown configuration '$cfg' (norm, norm16, norm-fast, norm-free, aer, aer-rs)" >&2; exit 2 ;;
+      *) echo "aer-vs-norm: unknown configuration '$cfg' (norm, norm-free, norm-fast, aer, aer-rs)" >&2; exit 2 ;;
     esac
     echo "round=$round cfg=$cfg source_bytes=$(( $(srcbytes) - b0 ))" | tee -a "$WORK/runs"
     for h in 2 3; do

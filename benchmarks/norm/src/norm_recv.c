@@ -5,16 +5,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "delay_stats.h"
-#include <normApi.h>
+#include "norm_session.h"
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char *tool = "norm-recv";
-static volatile sig_atomic_t stop_requested = 0;
-static void on_signal(int sig) { (void)sig; stop_requested = 1; }
 
 static void usage(void)
 {
@@ -25,21 +22,16 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    const char *addr = NULL, *iface = NULL;
-    long port = 0, id = 2, expect = 0, size = 1000, buffer = 16 << 20, seconds = 120;
+    session_options session_opts = { .addr = NULL, .iface = NULL, .port = 0, .id = 2, .size = 1000 };
+    long expect = 0, buffer = 16 << 20, seconds = 120;
     double floor_window_ms = 2000, margin_ms = 5, rx_loss = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
-        if (!strcmp(o, "--addr")) addr = cli_value(tool, argc, argv, &i);
-        else if (!strcmp(o, "--port")) port = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 65535);
-        else if (!strcmp(o, "--iface")) iface = cli_value(tool, argc, argv, &i);
-        else if (!strcmp(o, "--id")) id = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 0x7ffffffe);
+        if (session_option(tool, argc, argv, &i, &session_opts)) continue;
         else if (!strcmp(o, "--expect")) expect = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 100000000);
-        else if (!strcmp(o, "--size")) size = cli_long(tool, o, cli_value(tool, argc, argv, &i), 16, 8192);
         else if (!strcmp(o, "--buffer")) buffer = cli_long(tool, o, cli_value(tool, argc, argv, &i), 65536, 1L << 30);
         else if (!strcmp(o, "--seconds")) seconds = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 86400);
         else if (!strcmp(o, "--floor-window-ms")) floor_window_ms = cli_double(tool, o, cli_value(tool, argc, argv, &i), 1, 60000);
-        else if (!strcmp(o, "--debug")) NormSetDebugLevel((unsigned int)cli_long(tool, o, cli_value(tool, argc, argv, &i), 0, 12));
         else if (!strcmp(o, "--rx-loss")) rx_loss = cli_double(tool, o, cli_value(tool, argc, argv, &i), 0, 50);
         else if (!strcmp(o, "--margin-ms")) margin_ms = cli_double(tool, o, cli_value(tool, argc, argv, &i), 0, 60000);
         else {
@@ -47,29 +39,21 @@ int main(int argc, char **argv)
             usage();
         }
     }
+    const char *addr = session_opts.addr;
+    long port = session_opts.port, id = session_opts.id, size = session_opts.size;
     if (addr == NULL || port == 0 || expect == 0) {
         fprintf(stderr, "%s: --addr, --port and --expect are required\n", tool);
         usage();
     }
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
+    stop_on_signals();
     delay_log log;
     if (!delay_log_init(&log, expect)) {
         fprintf(stderr, "%s: cannot allocate the delay log for --expect %ld\n", tool, expect);
         return 1;
     }
 
-    NormInstanceHandle instance = NormCreateInstance(false);
-    NormSessionHandle session = NormCreateSession(instance, addr, (UINT16)port, (NormNodeId)id);
-    if (session == NORM_SESSION_INVALID) {
-        fprintf(stderr, "%s: cannot create a NORM session on %s:%ld\n", tool, addr, port);
-        return 1;
-    }
-    if (iface != NULL && !NormSetMulticastInterface(session, iface)) {
-        fprintf(stderr, "%s: --iface '%s' cannot be used\n", tool, iface);
-        return 1;
-    }
-    NormSetRxPortReuse(session, true, NULL, NULL, 0);
+    NormInstanceHandle instance;
+    NormSessionHandle session = open_session(tool, &session_opts, &instance);
     /* Loss injected by NORM itself (tests over loopback); the testbed uses nftables instead. */
     if (rx_loss > 0) {
         NormSetRxLoss(session, rx_loss);

@@ -6,16 +6,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "delay_stats.h"
-#include <normApi.h>
+#include "norm_session.h"
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char *tool = "norm-send";
-static volatile sig_atomic_t stop_requested = 0;
-static void on_signal(int sig) { (void)sig; stop_requested = 1; }
 
 static void usage(void)
 {
@@ -27,19 +24,15 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    const char *addr = NULL, *iface = NULL;
-    long port = 0, id = 1, messages = 20000, size = 1000, buffer = 4 << 20, block = 64, parity = 16, group_size = 2;
+    session_options session_opts = { .addr = NULL, .iface = NULL, .port = 0, .id = 1, .size = 1000 };
+    long messages = 20000, buffer = 4 << 20, block = 64, parity = 16, group_size = 2;
     long linger = 3, seconds = 120, batch = 1;
     int cc = 1, loopback = 0;
     double rate_mbps = 8, backoff = -1, grtt_ms = -1;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
-        if (!strcmp(o, "--addr")) addr = cli_value(tool, argc, argv, &i);
-        else if (!strcmp(o, "--port")) port = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 65535);
-        else if (!strcmp(o, "--iface")) iface = cli_value(tool, argc, argv, &i);
-        else if (!strcmp(o, "--id")) id = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 0x7ffffffe);
+        if (session_option(tool, argc, argv, &i, &session_opts)) continue;
         else if (!strcmp(o, "--messages")) messages = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 100000000);
-        else if (!strcmp(o, "--size")) size = cli_long(tool, o, cli_value(tool, argc, argv, &i), 16, 8192);
         else if (!strcmp(o, "--rate-mbps")) rate_mbps = cli_double(tool, o, cli_value(tool, argc, argv, &i), 0.01, 10000);
         else if (!strcmp(o, "--buffer")) buffer = cli_long(tool, o, cli_value(tool, argc, argv, &i), 65536, 1L << 30);
         else if (!strcmp(o, "--block")) block = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 255);
@@ -50,7 +43,6 @@ int main(int argc, char **argv)
         else if (!strcmp(o, "--batch")) batch = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 1000000);
         else if (!strcmp(o, "--linger")) linger = cli_long(tool, o, cli_value(tool, argc, argv, &i), 0, 3600);
         else if (!strcmp(o, "--seconds")) seconds = cli_long(tool, o, cli_value(tool, argc, argv, &i), 1, 86400);
-        else if (!strcmp(o, "--debug")) NormSetDebugLevel((unsigned int)cli_long(tool, o, cli_value(tool, argc, argv, &i), 0, 12));
         else if (!strcmp(o, "--loopback")) loopback = 1;
         else if (!strcmp(o, "--cc")) {
             const char *v = cli_value(tool, argc, argv, &i);
@@ -64,25 +56,17 @@ int main(int argc, char **argv)
             usage();
         }
     }
+    const char *addr = session_opts.addr;
+    long port = session_opts.port, size = session_opts.size;
     if (addr == NULL || port == 0) {
         fprintf(stderr, "%s: --addr and --port are required\n", tool);
         usage();
     }
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
+    stop_on_signals();
 
-    NormInstanceHandle instance = NormCreateInstance(false);
-    NormSessionHandle session = NormCreateSession(instance, addr, (UINT16)port, (NormNodeId)id);
-    if (session == NORM_SESSION_INVALID) {
-        fprintf(stderr, "%s: cannot create a NORM session on %s:%ld\n", tool, addr, port);
-        return 1;
-    }
-    if (iface != NULL && !NormSetMulticastInterface(session, iface)) {
-        fprintf(stderr, "%s: --iface '%s' cannot be used\n", tool, iface);
-        return 1;
-    }
-    /* Receivers on this host (tests over lo) need the port shared and our multicast looped back. */
-    NormSetRxPortReuse(session, true, NULL, NULL, 0);
+    NormInstanceHandle instance;
+    NormSessionHandle session = open_session(tool, &session_opts, &instance);
+    /* Receivers on this host (tests over lo) need our multicast looped back. */
     if (loopback) {
         NormSetMulticastLoopback(session, true);
     }
