@@ -70,6 +70,31 @@ public sealed class AerProcessTests
         Assert.True(sender.HasLine($"final wan delivered=0 anomalies=0 skipped=0 sent={messages}"), sender.Tail(5)); // a source does not deliver to itself
     }
 
+    [Fact]
+    public async Task Aer_receive_json_reports_every_message_and_the_delays_of_the_repaired_ones()
+    {
+        const int messages = 3000;
+        var random = new Random();
+        string group = $"239.255.{random.Next(43, 250)}.{random.Next(1, 250)}:{random.Next(40_000, 60_000)}";
+        string source = $"127.0.0.1:{Tool.FreeUdpPort()}", r1 = $"127.0.0.1:{Tool.FreeUdpPort()}";
+        using var receiver = Tool.Qs("aer-receive", "--listen", r1, "--group", group, "--source", source, "--expect", $"{messages}", "--loss-percent", "2", "--json", "--seconds", "60");
+        Assert.True(await receiver.WaitForLineAsync("receiver", TimeSpan.FromSeconds(30)), receiver.Stderr);
+        using var sender = Tool.Qs("aer-send", "--listen", source, "--group", group, "--messages", $"{messages}", "--linger", "10", "--seconds", "60");
+        Assert.True(await receiver.WaitAsync(TimeSpan.FromSeconds(60)), receiver.Tail(5));
+        Assert.True(receiver.ExitCode == 0, receiver.Tail(5));
+
+        using var summary = System.Text.Json.JsonDocument.Parse(receiver.Stdout.Split('\n').Last(l => l.StartsWith('{')));
+        var root = summary.RootElement;
+        Assert.Equal(messages, root.GetProperty("delivered").GetInt32());
+        Assert.True(root.GetProperty("in_order").GetBoolean());
+        Assert.True(root.GetProperty("span_s").GetDouble() > 0);
+        // 2 % of 3,000 are lost and repaired after a random NAK wait of up to 20 ms: some messages wait past the margin.
+        Assert.True(root.GetProperty("repaired").GetInt32() > 0, receiver.Tail(3));
+        Assert.True(root.GetProperty("late").GetInt32() > 0, receiver.Tail(3));
+        Assert.InRange(root.GetProperty("extra_p50_ms").GetDouble(), 5, root.GetProperty("extra_max_ms").GetDouble());
+        Assert.InRange(root.GetProperty("delay_p50_ms").GetDouble(), 0, root.GetProperty("delay_max_ms").GetDouble());
+    }
+
     /// <summary>The count in the receiver's latest "delivered N, …" status line.</summary>
     private static long Delivered(Tool receiver)
     {
@@ -81,6 +106,8 @@ public sealed class AerProcessTests
     [InlineData(new[] { "repair-server", "--listen", "127.0.0.1:5000", "--source", "127.0.0.1:5001" }, "--children")]
     [InlineData(new[] { "aer-receive", "--listen", "127.0.0.1:5000", "--source", "127.0.0.1:5001", "--group", "127.0.0.1:5002" }, "--group")]
     [InlineData(new[] { "aer-send", "--listen", "127.0.0.1:5000", "--size", "4" }, "--size")]
+    [InlineData(new[] { "aer-receive", "--listen", "127.0.0.1:5000", "--source", "127.0.0.1:5001", "--json", "--margin-ms", "-1" }, "--margin-ms")]
+    [InlineData(new[] { "aer-receive", "--listen", "127.0.0.1:5000", "--source", "127.0.0.1:5001", "--json", "--floor-window-ms", "0" }, "--floor-window-ms")]
     [InlineData(new[] { "aer-send", "--listen", "127.0.0.1:5000", "--children", "239.1.1.1:5" }, "--children")]
     [InlineData(new[] { "node", "--join", "g", "--transport", "aer" }, "--aer-source")]
     [InlineData(new[] { "node", "--join", "g", "--transport", "wan" }, "--transport")]

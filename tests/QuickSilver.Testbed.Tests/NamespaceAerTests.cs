@@ -1,4 +1,3 @@
-using System.Diagnostics;
 using System.Globalization;
 using System.Text.RegularExpressions;
 
@@ -11,7 +10,7 @@ namespace QuickSilver.Testbed.Tests;
 /// </summary>
 public sealed partial class NamespaceAerTests
 {
-    private static readonly string Root = FindRoot();
+    private static readonly string Root = Processes.Root;
     private static readonly string Configuration = AppContext.BaseDirectory.Contains("/Debug/", StringComparison.Ordinal) ? "Debug" : "Release";
 
     [SkippableFact]
@@ -25,23 +24,23 @@ public sealed partial class NamespaceAerTests
             ["QSWAN_WANLINK"] = Path.Combine(Root, "tools/wan/QuickSilver.WanLink/bin", Configuration, "net10.0/qs-wanlink"),
         };
         string qs = Path.Combine(Root, "tools/qs/bin", Configuration, "net10.0/qs");
-        var check = Run("tools/wan/testbed.sh", ["check"], env, TimeSpan.FromSeconds(20));
+        var check = Processes.Run("tools/wan/testbed.sh", ["check"], env, TimeSpan.FromSeconds(20));
         if (check.Code != 0 && check.Output.Contains("not installed", StringComparison.Ordinal) && Environment.UserName == "root")
         {
             // A fresh machine: the testbed's Debian packages come from the project's own script (apt-get), once.
-            var install = Run("tools/wan/install-deps.sh", [], env, TimeSpan.FromMinutes(15));
-            check = install.Code == 0 ? Run("tools/wan/testbed.sh", ["check"], env, TimeSpan.FromSeconds(20)) : install;
+            var install = Processes.Run("tools/wan/install-deps.sh", [], env, TimeSpan.FromMinutes(15));
+            check = install.Code == 0 ? Processes.Run("tools/wan/testbed.sh", ["check"], env, TimeSpan.FromSeconds(20)) : install;
         }
 
         Skip.If(check.Code != 0, $"no wide-area testbed here: {check.Output.Trim()}");
         try
         {
-            var up = Run("tools/wan/testbed.sh", ["up", "s=20,0,1,0", "r=20,0,1,2"], env, TimeSpan.FromSeconds(30));
+            var up = Processes.Run("tools/wan/testbed.sh", ["up", "s=20,0,1,0", "r=20,0,1,2"], env, TimeSpan.FromSeconds(30));
             Assert.True(up.Code == 0, up.Output);
             string source = "10.77.1.1:47200", receiver = "10.77.2.1:47200", group = "239.255.79.1:47100";
             const int messages = 1000;
-            using var receive = Start("ip", ["netns", "exec", $"{prefix}-r1", qs, "aer-receive", "--listen", receiver, "--group", group, "--source", source, "--expect", $"{messages}", "--seconds", "25"], env);
-            using var send = Start("ip", ["netns", "exec", $"{prefix}-s1", qs, "aer-send", "--listen", source, "--group", group, "--messages", $"{messages}", "--start-after-ms", "1500", "--linger", "20", "--seconds", "25"], env);
+            using var receive = Processes.Start("ip", ["netns", "exec", $"{prefix}-r1", qs, "aer-receive", "--listen", receiver, "--group", group, "--source", source, "--expect", $"{messages}", "--seconds", "25"], env);
+            using var send = Processes.Start("ip", ["netns", "exec", $"{prefix}-s1", qs, "aer-send", "--listen", source, "--group", group, "--messages", $"{messages}", "--start-after-ms", "1500", "--linger", "20", "--seconds", "25"], env);
             Assert.True(receive.WaitForExit(TimeSpan.FromSeconds(28)), "the receiver did not finish within its time limit");
             string output = receive.StandardOutput.ReadToEnd();
             Assert.True(receive.ExitCode == 0, output);
@@ -59,51 +58,10 @@ public sealed partial class NamespaceAerTests
         }
         finally
         {
-            Run("tools/wan/testbed.sh", ["down"], env, TimeSpan.FromSeconds(30));
+            Processes.Run("tools/wan/testbed.sh", ["down"], env, TimeSpan.FromSeconds(30));
         }
     }
 
     [GeneratedRegex(@"repair latency: (\d+) repaired, mean ([0-9.]+) ms")]
     private static partial Regex RepairLatency();
-
-    private static (int Code, string Output) Run(string script, string[] args, Dictionary<string, string> env, TimeSpan timeout)
-    {
-        using var process = Start(Path.Combine(Root, script), args, env);
-        var stdout = process.StandardOutput.ReadToEndAsync();
-        var stderr = process.StandardError.ReadToEndAsync();
-        if (!process.WaitForExit(timeout))
-        {
-            process.Kill(entireProcessTree: true);
-            return (-1, $"{script} {string.Join(' ', args)} timed out");
-        }
-
-        return (process.ExitCode, stdout.Result + stderr.Result);
-    }
-
-    private static Process Start(string file, string[] args, Dictionary<string, string> env)
-    {
-        var info = new ProcessStartInfo(file) { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
-        foreach (var a in args)
-        {
-            info.ArgumentList.Add(a);
-        }
-
-        foreach (var (k, v) in env)
-        {
-            info.Environment[k] = v;
-        }
-
-        return Process.Start(info)!;
-    }
-
-    private static string FindRoot()
-    {
-        var dir = new DirectoryInfo(AppContext.BaseDirectory);
-        while (dir is not null && !File.Exists(Path.Combine(dir.FullName, "QuickSilver.sln")))
-        {
-            dir = dir.Parent;
-        }
-
-        return dir?.FullName ?? throw new InvalidOperationException("QuickSilver.sln not found above the test assembly");
-    }
 }

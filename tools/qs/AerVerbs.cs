@@ -65,7 +65,7 @@ internal static class AerVerbs
         c.Listen.Required = true;
         var children = ChildrenOption(required: false);
         var messages = Cli.Int("--messages", "Numbered messages to send", 10_000, 1, 100_000_000);
-        var size = Cli.Int("--size", "Payload size in bytes; the first 8 carry the message number", 1000, 8, 1400);
+        var size = Cli.Int("--size", "Payload size in bytes; the first 8 carry the message number, the next 8 (from 16 bytes) its send time (monotonic clock, ns)", 1000, 8, 1400);
         var delay = Cli.Int("--start-after-ms", "Wait this long before the first message (let SPMs set up the tree)", 500, 0, 60_000);
         var linger = Cli.Int("--linger", "After the last message, stay this many seconds to answer NAKs", 5, 0, 86_400);
         var command = new Command("aer-send", "Be the source of an AER session: multicast numbered messages under NCA.");
@@ -115,8 +115,11 @@ internal static class AerVerbs
         var source = Cli.Address("--source", "The session's source.", loopbackOnly: false);
         source.Required = true;
         var expect = Cli.Int("--expect", "Exit once this many messages arrived; exit 1 unless exactly that many, in order", 0, 0, 100_000_000);
+        var json = new Option<bool>("--json") { Description = "At the end, print one JSON line: counts, throughput, per-message one-way delays from the source's send stamps and the repairs' extra delay (docs/aer.md, NORM comparison)" };
+        var floorWindow = Cli.Int("--floor-window-ms", "--json: a message's delay floor is the least delay of the messages sent within this many ms of it", 2000, 1, 60_000);
+        var margin = Cli.Int("--margin-ms", "--json: a message is late (waited for a repair) when its delay exceeds the floor by more than this", 5, 0, 60_000);
         var command = new Command("aer-receive", "Receive an AER session; print the count once a second.");
-        foreach (var o in c.All.Append(source).Append(expect))
+        foreach (var o in c.All.Append(source).Append(expect).Append(json).Append(floorWindow).Append(margin))
         {
             command.Options.Add(o);
         }
@@ -128,8 +131,18 @@ internal static class AerVerbs
             long disorder = 0;
             double latencySum = 0, latencyMax = 0;
             long repaired = 0;
+            long bytes = 0;
+            int want = parse.GetValue(expect);
+            // Bounded: one pair of longs per expected message, at most 10 million (160 MB).
+            var delays = parse.GetValue(json) ? new DelayStats(Math.Min(want > 0 ? want : 1_000_000, 10_000_000)) : null;
             host.Invoke(() => host.Layer.AddReceiver(host.Session, host.Group, parse.GetValue(source), (seq, payload) =>
             {
+                if (delays is not null && payload.Length >= 16)
+                {
+                    delays.Add(BinaryPrimitives.ReadInt64LittleEndian(payload[8..]) / 1000, DelayStats.NowUs());
+                }
+
+                bytes += payload.Length;
                 if (payload.Length < 8 || BinaryPrimitives.ReadInt64LittleEndian(payload) != seq || seq != delivered + 1)
                 {
                     Interlocked.Increment(ref disorder);
@@ -144,7 +157,6 @@ internal static class AerVerbs
                 repaired++;
             };
             Console.WriteLine($"receiver {host.Address} for session {host.Session} on {host.Group}");
-            int want = parse.GetValue(expect);
             await host.RunAsync(parse.GetValue(c.Seconds), () => $"delivered {Interlocked.Read(ref delivered)}, {host.Layer.Counters}",
                 () => want > 0 && Interlocked.Read(ref delivered) >= want, cancellationToken);
             host.Invoke(() =>
@@ -153,6 +165,18 @@ internal static class AerVerbs
                 return 0;
             });
             bool ok = want == 0 || (Interlocked.Read(ref delivered) == want && Interlocked.Read(ref disorder) == 0);
+            if (delays is not null)
+            {
+                host.Invoke(() =>
+                {
+                    double span = (delays.LastReceiveUs - delays.FirstSendUs) / 1e6;
+                    Console.WriteLine(FormattableString.Invariant(
+                        $"{{\"tool\":\"qs-aer-receive\",\"expect\":{want},\"delivered\":{delivered},\"in_order\":{(disorder == 0 ? "true" : "false")},\"span_s\":{span:0.000},\"mbytes_per_s\":{(span > 0 ? bytes / span / 1e6 : 0):0.000},\"repaired\":{repaired},\"repair_mean_ms\":{(repaired == 0 ? 0 : latencySum / repaired):0.00},")
+                        + delays.JsonMembers(parse.GetValue(floorWindow), parse.GetValue(margin)) + "}");
+                    return 0;
+                });
+            }
+
             Console.WriteLine(ok ? $"received all {want} in order" : $"FAILED: delivered {delivered} of {want}, {disorder} out of order");
             return ok ? 0 : 1;
         });
@@ -308,7 +332,15 @@ internal static class AerVerbs
 
             long n = Interlocked.Increment(ref _pulled);
             BinaryPrimitives.WriteInt64LittleEndian(buffer, n);
-            buffer[8..size].Fill((byte)n);
+            int filled = 8;
+            if (size >= 16)
+            {
+                // Stamped as the window releases it: the core writes it to the socket right after this pull.
+                BinaryPrimitives.WriteInt64LittleEndian(buffer[8..], DelayStats.NowNs());
+                filled = 16;
+            }
+
+            buffer[filled..size].Fill((byte)n);
             return size;
         }
     }

@@ -6,4 +6,4 @@ set -euo pipefail
 if [[ $(id -u) -ne 0 ]]; then echo "install-deps.sh: must run as root (apt-get)" >&2; exit 2; fi
 export DEBIAN_FRONTEND=noninteractive
 timeout 300 apt-get update -q
-timeout 600 apt-get install -y -q --no-install-recommends nftables iperf3 iproute2 iputils-ping ethtool udpcast uftp
+timeout 600 apt-get install -y -q --no-install-recommends nftables iperf3 iproute2 iputils-ping ethtool udpcast uftp libnorm-dev gcc make
