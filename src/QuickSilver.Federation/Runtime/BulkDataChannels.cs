@@ -128,7 +128,7 @@ internal sealed class BulkDataChannels : IAsyncDisposable
             {
                 // Nothing the receiver sends means anything here (a gateway's listener greets every connection with its
                 // HELLO before it knows what the connection is for): read and ignored, until the channel closes.
-                await link.RunAsync(static _ => { }, _stop.Token).ConfigureAwait(false);
+                await link.RunAsync(new FrameSpanHandler(static _ => { }), _stop.Token).ConfigureAwait(false);
             }
             catch (Exception e) when (e is SocketException or IOException or OperationCanceledException or ObjectDisposedException)
             {
