@@ -64,11 +64,24 @@ internal sealed unsafe class DatagramSendBatch : IDisposable
     /// <summary>Datagrams waiting for <see cref="Flush"/>.</summary>
     public int Waiting => _count;
 
-    /// <summary>Queues <paramref name="data"/> to <paramref name="destination"/> (an IPv4 endpoint); false when it cannot
-    /// be sent (too large, the batch disposed, or, off Linux, the send failed).</summary>
-    public bool Add(ReadOnlySpan<byte> data, IPEndPoint destination)
+    /// <summary>An IPv4 endpoint as <see cref="Add"/> takes it (convert once per destination, not per datagram).</summary>
+    public static Destination To(IPEndPoint endpoint)
     {
-        if (_disposed || data.Length > BufferBytes || destination.AddressFamily != AddressFamily.InterNetwork)
+        ArgumentNullException.ThrowIfNull(endpoint);
+        if (endpoint.AddressFamily != AddressFamily.InterNetwork)
+        {
+            throw new ArgumentException($"{endpoint} is not an IPv4 endpoint", nameof(endpoint));
+        }
+
+        var bytes = endpoint.Address.GetAddressBytes();
+        return new Destination(endpoint, new NetAddress((uint)(bytes[0] << 24 | bytes[1] << 16 | bytes[2] << 8 | bytes[3]), (ushort)endpoint.Port));
+    }
+
+    /// <summary>Queues <paramref name="data"/> to <paramref name="destination"/>; false when it cannot be sent (too
+    /// large, the batch disposed, or, off Linux, the send failed).</summary>
+    public bool Add(ReadOnlySpan<byte> data, Destination destination)
+    {
+        if (_disposed || data.Length > BufferBytes)
         {
             Failed++;
             return false;
@@ -76,7 +89,7 @@ internal sealed unsafe class DatagramSendBatch : IDisposable
 
         if (_buffer is null)
         {
-            return SendNow(data, destination);
+            return SendNow(data, destination.EndPoint);
         }
 
         if (_count == Slots || _used + data.Length > BufferBytes)
@@ -88,9 +101,7 @@ internal sealed unsafe class DatagramSendBatch : IDisposable
         data.CopyTo(new Span<byte>(target, data.Length));
         _iov[_count].Base = target;
         _iov[_count].Length = (nuint)data.Length;
-        var bytes = destination.Address.GetAddressBytes();
-        uint ip = (uint)(bytes[0] << 24 | bytes[1] << 16 | bytes[2] << 8 | bytes[3]);
-        _destinations[_count] = SockAddrIn.From(new NetAddress(ip, (ushort)destination.Port));
+        _destinations[_count] = SockAddrIn.From(destination.Address);
         _count++;
         _used += data.Length;
         return true;
@@ -183,3 +194,6 @@ internal sealed unsafe class DatagramSendBatch : IDisposable
         }
     }
 }
+
+/// <summary>An IPv4 destination of <see cref="DatagramSendBatch"/>: the endpoint and its address as the kernel wants it.</summary>
+internal readonly record struct Destination(IPEndPoint EndPoint, NetAddress Address);

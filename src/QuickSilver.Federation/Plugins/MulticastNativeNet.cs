@@ -176,7 +176,7 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
 
     /// <summary>Gathers the packet for <see cref="FlushSends"/> (the runtime calls it after each batch of events), which
     /// sends everything gathered with one <c>sendmmsg</c> per 64 datagrams.</summary>
-    public bool SendData(NativeChannel channel, ReadOnlySpan<byte> data) => _sendBatch.Add(data, State(channel).Group);
+    public bool SendData(NativeChannel channel, ReadOnlySpan<byte> data) => _sendBatch.Add(data, State(channel).Destination);
 
     public void FlushSends() => _sendBatch.Flush();
 
@@ -320,6 +320,8 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
     private sealed class ChannelState(IPEndPoint group, int poolIndex)
     {
         public IPEndPoint Group { get; } = group;
+
+        public Destination Destination { get; } = DatagramSendBatch.To(group);
 
         public int PoolIndex { get; } = poolIndex;
 

@@ -18,7 +18,7 @@ public class DatagramBatchTests
         sender.Bind(new IPEndPoint(IPAddress.Loopback, 0));
         using var send = new DatagramSendBatch(sender);
         using var receive = new DatagramReceiveBatch();
-        var to = (IPEndPoint)receiver.LocalEndPoint!;
+        var to = DatagramSendBatch.To((IPEndPoint)receiver.LocalEndPoint!);
         const int Count = 200;
         var random = new Random(16);
         var sizes = Enumerable.Range(0, Count).Select(_ => random.Next(4, 1400)).ToArray();
@@ -61,8 +61,8 @@ public class DatagramBatchTests
         using var sender = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
         sender.Bind(new IPEndPoint(IPAddress.Loopback, 0));
         using var send = new DatagramSendBatch(sender);
-        Assert.False(send.Add(new byte[DatagramSendBatch.BufferBytes + 1], new IPEndPoint(IPAddress.Loopback, 9)));
-        Assert.False(send.Add(new byte[10], new IPEndPoint(IPAddress.IPv6Loopback, 9)));
-        Assert.Equal(2, send.Failed);
+        Assert.False(send.Add(new byte[DatagramSendBatch.BufferBytes + 1], DatagramSendBatch.To(new IPEndPoint(IPAddress.Loopback, 9))));
+        Assert.Equal(1, send.Failed);
+        Assert.Throws<ArgumentException>(() => DatagramSendBatch.To(new IPEndPoint(IPAddress.IPv6Loopback, 9)));
     }
 }
