@@ -173,12 +173,23 @@ internal sealed class LoopInbox
         }
     }
 
-    private sealed class Half(int records, int bytes)
+    private sealed class Half
     {
-        public readonly InboxRecord[] Records = new InboxRecord[records];
-        public readonly byte[] Bytes = GC.AllocateUninitializedArray<byte>(bytes, pinned: false);
+        public readonly InboxRecord[] Records;
+        public readonly byte[] Bytes;
         public int Count;
         public int Used;
+
+        public Half(int records, int bytes)
+        {
+            Records = new InboxRecord[records];
+            Bytes = GC.AllocateUninitializedArray<byte>(bytes, pinned: false);
+            // Touch every page now, so the first burst of packets does not pay the page faults.
+            for (int i = 0; i < bytes; i += 4096)
+            {
+                Bytes[i] = 0;
+            }
+        }
 
         public bool TryAdd(byte kind, uint key, object? target, ReadOnlySpan<byte> payload)
         {
