@@ -110,18 +110,7 @@ internal sealed class DatagramReceiveBatch : IDisposable
         int handled = 0;
         while (!_disposed)
         {
-            for (int i = 0; i < Slots; i++)
-            {
-                ref var h = ref _headers[i].Header;
-                h.Name = &_sources[i];
-                h.NameLength = (uint)sizeof(SockAddrIn);
-                h.Iov = &_iov[i];
-                h.IovLength = 1;
-                h.Control = null;
-                h.ControlLength = 0;
-                h.Flags = 0;
-            }
-
+            ResetReceiveHeaders(_headers, _iov, _sources, Slots);
             int n = recvmmsg(fd, _headers, Slots, MSG_DONTWAIT, null);
             Calls++;
             if (n <= 0)

@@ -33,6 +33,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     private const byte DatagramKind = RuntimeLoop.FirstOwnerKind + 2;
 
     private readonly RuntimeLoop _loop;
+    private readonly int _peerQueueBytes;
     private readonly Dictionary<GatewayId, FramedConnection> _links = []; // loop thread only
     private readonly Dictionary<GatewayId, IPEndPoint> _datagramPeers = []; // loop thread only
     private readonly Dictionary<IPEndPoint, GatewayId> _datagramSources = []; // loop thread only
@@ -107,6 +108,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         }
 
         _native = native;
+        _peerQueueBytes = options.PeerQueueBytes;
         Gateway = clusterOptions is null ? new BroadcastGateway(options, this, native) : new BroadcastGateway(options, this, native, clusterOptions, this, ClusterAuthenticator.WallClockCounter());
         // Real-time DATA travels as UDP datagrams to and from the same address and port as the TCP listener.
         (_listener, _udp) = SamePortSockets.Bind(listen);
@@ -392,7 +394,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     private async Task RunLinkAsync(Socket socket, GatewayId? expected)
     {
-        var link = new FramedConnection(socket, PeerCodec.MaxFrameBytes);
+        var link = new FramedConnection(socket, PeerCodec.MaxFrameBytes, _peerQueueBytes);
         await using (link.ConfigureAwait(false))
         {
             GatewayId? peer = null;
