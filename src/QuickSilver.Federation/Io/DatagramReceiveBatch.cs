@@ -56,8 +56,14 @@ internal sealed class DatagramReceiveBatch : IDisposable
     /// <summary>A datagram's IPv4 source, host byte order, as the handler sees it.</summary>
     public readonly record struct Source(uint Ip, ushort Port)
     {
-        public bool Is(IPEndPoint endpoint) => endpoint.Port == Port && endpoint.AddressFamily == AddressFamily.InterNetwork
-            && endpoint.Address.Equals(new IPAddress(System.Buffers.Binary.BinaryPrimitives.ReverseEndianness(Ip)));
+        /// <summary>An IPv4 endpoint as a source, to compare datagrams' sources with (convert once, compare per
+        /// datagram without allocating).</summary>
+        public static Source Of(IPEndPoint endpoint)
+        {
+            ArgumentNullException.ThrowIfNull(endpoint);
+            var b = endpoint.Address.MapToIPv4().GetAddressBytes();
+            return new Source((uint)(b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3]), (ushort)endpoint.Port);
+        }
 
         public IPEndPoint ToEndPoint() => new(new IPAddress(System.Buffers.Binary.BinaryPrimitives.ReverseEndianness(Ip)), Port);
     }
@@ -76,9 +82,7 @@ internal sealed class DatagramReceiveBatch : IDisposable
             EndPoint any = new IPEndPoint(IPAddress.Any, 0);
             var result = await socket.ReceiveFromAsync(buffer, SocketFlags.None, any, cancellationToken).ConfigureAwait(false);
             Calls++;
-            var from = (IPEndPoint)result.RemoteEndPoint;
-            var source = new Source(System.Buffers.Binary.BinaryPrimitives.ReverseEndianness(BitConverter.ToUInt32(from.Address.GetAddressBytes())), (ushort)from.Port);
-            onDatagram(source, buffer.AsSpan(0, result.ReceivedBytes));
+            onDatagram(Source.Of((IPEndPoint)result.RemoteEndPoint), buffer.AsSpan(0, result.ReceivedBytes));
             return 1;
         }
 

@@ -206,11 +206,11 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
     // Every datagram ready on the socket per wake-up (recvmmsg on Linux), each copied once, into the loop's inbox.
     private async Task ReceiveLoopAsync(NativeChannel channel, Socket socket)
     {
-        var self = (IPEndPoint)_send.LocalEndPoint!;
+        var self = DatagramReceiveBatch.Source.Of((IPEndPoint)_send.LocalEndPoint!);
         using var batch = new DatagramReceiveBatch();
         DatagramReceiveBatch.Handler onDatagram = (from, datagram) =>
         {
-            if (from.Is(self))
+            if (from == self)
             {
                 return; // our own send, looped back
             }

@@ -36,12 +36,13 @@ public class DatagramBatchTests
 
         var got = new List<(int Index, int Length)>();
         bool fromSender = true;
+        var senderSource = DatagramReceiveBatch.Source.Of((IPEndPoint)sender.LocalEndPoint!);
         using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(30));
         while (got.Count < Count)
         {
             await receive.DrainAsync(receiver, (from, datagram) =>
             {
-                fromSender &= from.Is((IPEndPoint)sender.LocalEndPoint!);
+                fromSender &= from == senderSource;
                 got.Add((BinaryPrimitives.ReadInt32LittleEndian(datagram), datagram.Length));
             }, cts.Token);
         }

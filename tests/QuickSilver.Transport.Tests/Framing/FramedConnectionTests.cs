@@ -122,24 +122,28 @@ public class FramedConnectionTests
             long received = 0;
             var run = receiver.RunAsync(new FrameSpanHandler(_ => Interlocked.Increment(ref received)), cts.Token);
             var sending = sender.RunAsync(new FrameSpanHandler(static _ => { }), cts.Token);
-            var frame = new byte[1000];
+            const int Burst = 4000;
+            var frame = new byte[8];
             long target = 0;
             void BurstAndWait()
             {
-                for (int i = 0; i < 1000; i++)
+                for (int i = 0; i < Burst; i++)
                 {
                     Assert.True(sender.TrySend(frame));
                 }
 
-                target += 1000;
+                target += Burst;
                 for (int spins = 0; Interlocked.Read(ref received) < target && spins < 30_000; spins++)
                 {
                     Thread.Sleep(1); // no await: the allocation counter is this thread's
                 }
             }
 
-            BurstAndWait(); // warm-up: the pipe's segments and the pool's arrays
-            BurstAndWait();
+            for (int r = 0; r < 3; r++)
+            {
+                BurstAndWait(); // warm-up: the pipe's segments and the pool's arrays
+            }
+
             long before = GC.GetAllocatedBytesForCurrentThread();
             for (int r = 0; r < 5; r++)
             {
@@ -147,10 +151,11 @@ public class FramedConnectionTests
             }
 
             long allocated = GC.GetAllocatedBytesForCurrentThread() - before;
-            Assert.Equal(7000, Interlocked.Read(ref received));
-            // A burst can wake the write loop (a thread-pool work item) and open a new pooled segment: a few objects per
-            // burst, never one per frame.
-            Assert.True(allocated < 5000 * 8, $"{allocated} bytes allocated sending 5,000 frames");
+            Assert.Equal(8 * Burst, Interlocked.Read(ref received));
+            // 20,000 frames of 12 B fill about four 64 KiB pipe segments, rented from the shared array pool: the pool
+            // can miss now and then (an array kept by a thread that ran the write loop) and allocate a segment. One
+            // object per frame would be at least 24 B a frame, 480,000 B; the bound is two thirds of that.
+            Assert.True(allocated < 5 * Burst * 16, $"{allocated} bytes allocated sending {5 * Burst:N0} frames");
             sender.Close();
             receiver.Close();
             await Task.WhenAll(run, sending);
