@@ -4,6 +4,7 @@ using System.Net;
 using System.Net.Sockets;
 using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Gateway;
+using QuickSilver.Federation.Io;
 using QuickSilver.Federation.Naming;
 using QuickSilver.Federation.NativeNet;
 using QuickSilver.Federation.Peering;
@@ -36,6 +37,8 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     private readonly int _peerQueueBytes;
     private readonly Dictionary<GatewayId, FramedConnection> _links = []; // loop thread only
     private readonly Dictionary<GatewayId, IPEndPoint> _datagramPeers = []; // loop thread only
+    private readonly Dictionary<GatewayId, Destination> _batchedDatagramPeers = []; // the IPv4 ones; loop thread only
+    private readonly DatagramSendBatch _datagramBatch; // real-time DATA to peers, flushed after every loop turn
     private readonly Dictionary<IPEndPoint, GatewayId> _datagramSources = []; // loop thread only
     private readonly Socket _udp;
     private long _datagramsRefused;
@@ -116,7 +119,8 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         ListenEndpoint = (IPEndPoint)_listener.LocalEndPoint!;
         _udp.ReceiveBufferSize = 4 << 20;
         _udp.SendBufferSize = 4 << 20;
-        _loop = new RuntimeLoop($"gateway {options.Gateway}", () => Now, now => Gateway.Tick(now), OnRecord);
+        _datagramBatch = new DatagramSendBatch(_udp);
+        _loop = new RuntimeLoop($"gateway {options.Gateway}", () => Now, now => Gateway.Tick(now), OnRecord, afterTurn: _datagramBatch.Flush);
         _loop.Bind(Gateway, native);
         _bulk = new BulkDataChannels(options.Gateway, 0, Post, () => Now);
         _acceptLimit = new ConnectionLimit(() => 2 * (_peers.Count + _peerNodeConfig.Count) + 2);
@@ -135,6 +139,9 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     /// <summary>UDP datagrams refused: not from a connected peer's announced address, or dropped for a full queue.</summary>
     public long DatagramsRefused => Interlocked.Read(ref _datagramsRefused);
+
+    /// <summary>Real-time DATA datagrams to peers that the kernel refused when their batch was flushed (dropped).</summary>
+    public long DatagramSendsFailed => _datagramBatch.Failed;
 
     /// <summary>Tests only: drop every n-th DATA datagram sent to a peer's data node (0: none), to inject UDP loss.</summary>
     internal int DropEveryNthDataDatagram { get; set; }
@@ -197,6 +204,11 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     bool IGatewayHost.SendDatagram(GatewayId peer, ReadOnlySpan<byte> frame)
     {
+        if (_batchedDatagramPeers.TryGetValue(peer, out var destination))
+        {
+            return _datagramBatch.Add(frame, destination); // sent with the loop turn's other datagrams (sendmmsg)
+        }
+
         if (!_datagramPeers.TryGetValue(peer, out var endpoint))
         {
             return ((IGatewayHost)this).Send(peer, frame);
@@ -292,6 +304,8 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         {
             _datagramSources.Remove(endpoint);
         }
+
+        _batchedDatagramPeers.Remove(peer);
     }
 
     private Task DatagramLoopAsync() => DatagramReceiveLoop.RunAsync(_udp, (from, frame) =>
@@ -472,6 +486,10 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                         var endpoint = new IPEndPoint(remote, hello.UdpPort);
                         _datagramPeers[hello.Gateway] = endpoint;
                         _datagramSources[endpoint] = hello.Gateway;
+                        if (endpoint.AddressFamily == AddressFamily.InterNetwork)
+                        {
+                            _batchedDatagramPeers[hello.Gateway] = DatagramSendBatch.To(endpoint);
+                        }
                     }
                 });
             }), _stop.Token).ConfigureAwait(false);
@@ -513,7 +531,10 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         await _stop.CancelAsync().ConfigureAwait(false);
         _listener.Dispose();
         _udp.Dispose();
-        _loop.Stop(TimeSpan.FromSeconds(2));
+        if (_loop.Stop(TimeSpan.FromSeconds(2)))
+        {
+            _datagramBatch.Dispose(); // only once the loop that uses it has ended
+        }
 
         await _bulk.DisposeAsync().ConfigureAwait(false);
 

@@ -29,14 +29,19 @@ internal sealed class RuntimeLoop : INativeNetLoop
     private readonly InboxRecordHandler _onRecord;
     private volatile bool _stopping;
     private readonly bool _tickAtStart;
+    private readonly Action? _afterTurn;
     private INativeNetUpcalls? _upcalls;
     private IHostedNativeNet? _native;
     private long _dropped;
 
     /// <param name="tickAtStart">Tick as soon as the loop starts (a data node's first HEARTBEAT), not a tick later.</param>
-    public RuntimeLoop(string name, Func<TimeSpan> clock, Action<TimeSpan> tick, InboxRecordHandler onRecord, bool tickAtStart = false, LoopInbox? inbox = null)
+    /// <param name="afterTurn">Runs at the end of every turn, after the plug-in's <see cref="IHostedNativeNet.FlushSends"/>
+    /// (the runtime's own gathered sends).</param>
+    public RuntimeLoop(string name, Func<TimeSpan> clock, Action<TimeSpan> tick, InboxRecordHandler onRecord, bool tickAtStart = false,
+        Action? afterTurn = null, LoopInbox? inbox = null)
     {
         _tickAtStart = tickAtStart;
+        _afterTurn = afterTurn;
         _clock = clock;
         _tick = tick;
         _onRecord = onRecord;
@@ -78,15 +83,17 @@ internal sealed class RuntimeLoop : INativeNetLoop
     public bool Write(byte kind, uint key, object? target, ReadOnlySpan<byte> payload)
         => _inbox.Write(Own(kind), key, target, payload);
 
-    /// <summary>Stops the loop and waits for it (at most <paramref name="timeout"/>).</summary>
-    public void Stop(TimeSpan timeout)
+    /// <summary>Stops the loop and waits for it (at most <paramref name="timeout"/>); true when the loop has ended.</summary>
+    public bool Stop(TimeSpan timeout)
     {
         _stopping = true;
         _inbox.Close();
-        if (_thread.IsAlive && Thread.CurrentThread != _thread)
+        if (Thread.CurrentThread == _thread)
         {
-            _thread.Join(timeout);
+            return false;
         }
+
+        return !_thread.IsAlive || _thread.Join(timeout);
     }
 
     private static byte Own(byte kind)
@@ -120,6 +127,7 @@ internal sealed class RuntimeLoop : INativeNetLoop
             }
 
             _native?.FlushSends(); // what this turn sent into the island, in one go
+            _afterTurn?.Invoke();
             if (handled == 0)
             {
                 _inbox.WaitForWork(nextTick - now);
