@@ -24,7 +24,8 @@ namespace QuickSilver.Federation.Runtime;
 /// </summary>
 public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposable
 {
-    public const int QueueCapacity = LoopInbox.DefaultRecords;
+    /// <summary>Events the loop's inbox holds (both halves).</summary>
+    public const int QueueCapacity = 2 * LoopInbox.DefaultRecords;
 
     private static readonly TimeSpan HelloTimeout = TimeSpan.FromSeconds(5);
 
