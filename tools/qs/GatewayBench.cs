@@ -84,11 +84,11 @@ internal static class GatewayBench
                 var s2 = await g2.SnapshotAsync();
                 if (parse.GetValue(json))
                 {
-                    Console.WriteLine(JsonSerializer.Serialize(new { results, g1Dropped = n1.Dropped + g1.EventsDropped, g2Counters = s2.Counters }, WebJson));
+                    Console.WriteLine(JsonSerializer.Serialize(new { results, g1Dropped = n1.Dropped, g1Counters = s1.Counters, g2Counters = s2.Counters }, WebJson));
                 }
                 else
                 {
-                    Console.WriteLine($"g1: from island {s1.Counters["DataFromIsland"]:N0}, forwarded {s1.Counters["DataForwarded"]:N0}, plug-in drops {n1.Dropped + g1.EventsDropped:N0}; g2: received {s2.Counters["DataReceived"]:N0}, delivered {s2.Counters["DataDelivered"]:N0}");
+                    Console.WriteLine($"g1: from island {s1.Counters["DataFromIsland"]:N0} ({n1.Receives.Datagrams:N0} datagrams in {n1.Receives.Calls:N0} receive calls), forwarded {s1.Counters["DataForwarded"]:N0}, PeerSendFailed {s1.Counters["PeerSendFailed"]:N0}, dropped at its inbox {n1.Dropped:N0}; g2: received {s2.Counters["DataReceived"]:N0}, delivered {s2.Counters["DataDelivered"]:N0} ({n2.Sends.Sent:N0} datagrams in {n2.Sends.Calls:N0} send calls, {n2.Sends.Failed:N0} refused)");
                 }
             }
 

@@ -38,6 +38,11 @@ public sealed record GatewayOptions
     /// <summary>Largest native payload forwarded (the peering frame adds a 16-byte header).</summary>
     public int MaxPayloadBytes { get; init; } = 65_000;
 
+    /// <summary>Bytes of frames (length prefixes included) that may wait on one peering link's send queue; at the bound
+    /// a DATA frame is dropped and counted (<see cref="GatewayCounters.PeerSendFailed"/>) and a control frame closes
+    /// the link. 8 MiB: about 8,000 DATA frames of 1,000 B.</summary>
+    public int PeerQueueBytes { get; init; } = Transport.Framing.FramedConnection.DefaultOutgoingByteLimit;
+
     public IRoutePolicy Policy { get; init; } = OpenPolicy.Instance;
 
     /// <summary>Announce CoreCast support to peers (CAPABILITIES): they may then send this gateway a per-receiver
@@ -80,6 +85,7 @@ public sealed record GatewayOptions
         Range(MaxOrigins, 1, 1_000_000, nameof(MaxOrigins));
         Range(MaxReceivers, 1, Peering.PeerCodec.MaxReceivers, nameof(MaxReceivers));
         Range(MaxPayloadBytes, 1, Peering.PeerCodec.MaxFrameBytes - Forwarding.DataHeader.Size, nameof(MaxPayloadBytes));
+        Range(PeerQueueBytes, Peering.PeerCodec.MaxFrameBytes + 4, 1 << 30, nameof(PeerQueueBytes));
     }
 
     private static void Positive(TimeSpan value, string name)

@@ -68,8 +68,27 @@ public interface INativeNet
 public interface IHostedNativeNet : INativeNet
 {
     /// <summary>Connects the plug-in to its gateway (<paramref name="upcalls"/>) and to the gateway's loop thread
-    /// (<paramref name="post"/> runs an action there; false: the queue is full).</summary>
-    void Bind(INativeNetUpcalls upcalls, Func<Action, bool> post);
+    /// (<paramref name="loop"/>: native data and other events are handed there).</summary>
+    void Bind(INativeNetUpcalls upcalls, INativeNetLoop loop);
+
+    /// <summary>Called on the loop thread after each batch of events: a plug-in that gathers the packets
+    /// <see cref="INativeNet.SendData"/> gave it hands them to the medium now (one system call for many).</summary>
+    void FlushSends()
+    {
+    }
+}
+
+/// <summary>The loop thread a hosted plug-in's receive loops hand their events to. Both refuse (false: the plug-in
+/// drops and counts) when the loop's queue is full, so a receive loop never blocks.</summary>
+public interface INativeNetLoop
+{
+    /// <summary>Runs <paramref name="action"/> on the loop thread (control: mediator requests, member changes).</summary>
+    bool TryPost(Action action);
+
+    /// <summary>Hands a packet from <paramref name="channel"/> to <see cref="INativeNetUpcalls.RecvdData"/> on the loop
+    /// thread. The data is copied into the loop's queue before this returns (no allocation per packet), so the caller may
+    /// reuse its receive buffer at once.</summary>
+    bool TryPostData(NativeChannel channel, ReadOnlySpan<byte> data);
 }
 
 /// <summary>The three upcalls of the seed's NativeNet: data from a native channel, and a client's JOIN or LEAVE through

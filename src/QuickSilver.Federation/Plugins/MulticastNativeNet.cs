@@ -2,6 +2,7 @@ using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
 using System.Text;
+using QuickSilver.Federation.Io;
 using QuickSilver.Federation.Naming;
 using QuickSilver.Federation.NativeNet;
 using QuickSilver.Federation.Peering;
@@ -66,10 +67,11 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
 {
     private readonly MulticastNativeNetOptions _options;
     private readonly Socket _send;
+    private readonly DatagramSendBatch _sendBatch;
     private readonly bool[] _used;
     private readonly CancellationTokenSource _stop = new();
     private INativeNetUpcalls? _upcalls;
-    private Func<Action, bool>? _post;
+    private INativeNetLoop? _loop;
     private Socket? _mediator;
     private long _received;
     private long _dropped;
@@ -87,19 +89,29 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
         _send.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastTimeToLive, 1);
         _send.SendBufferSize = 4 << 20;
         _send.Bind(new IPEndPoint(options.Interface, 0));
+        _sendBatch = new DatagramSendBatch(_send);
     }
 
     public long Received => Interlocked.Read(ref _received);
 
     public long Dropped => Interlocked.Read(ref _dropped);
 
+    /// <summary>Datagrams sent into the island, the send system calls they took, and those the kernel refused (loop
+    /// thread).</summary>
+    public (long Sent, long Calls, long Failed) Sends => (_sendBatch.Sent, _sendBatch.Calls, _sendBatch.Failed);
+
+    /// <summary>Datagrams received from subscribed channels and the receive system calls they took.</summary>
+    public (long Datagrams, long Calls) Receives => (Interlocked.Read(ref _received), Interlocked.Read(ref _receiveCalls));
+
+    private long _receiveCalls;
+
     public long BadMediatorRequests => Interlocked.Read(ref _badMediatorRequests);
 
-    /// <summary>Connects the upcalls: <paramref name="post"/> runs an action on the gateway's thread (false: queue full).</summary>
-    public void Bind(INativeNetUpcalls upcalls, Func<Action, bool> post)
+    /// <summary>Connects the upcalls: <paramref name="loop"/> takes events to the gateway's thread (false: queue full).</summary>
+    public void Bind(INativeNetUpcalls upcalls, INativeNetLoop loop)
     {
         _upcalls = upcalls;
-        _post = post;
+        _loop = loop;
         if (_options.Mediator is { } group)
         {
             _mediator = Listen(group);
@@ -162,17 +174,11 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
         }
     }
 
-    public bool SendData(NativeChannel channel, ReadOnlySpan<byte> data)
-    {
-        try
-        {
-            return _send.SendTo(data, SocketFlags.None, State(channel).Group) == data.Length;
-        }
-        catch (SocketException)
-        {
-            return false;
-        }
-    }
+    /// <summary>Gathers the packet for <see cref="FlushSends"/> (the runtime calls it after each batch of events), which
+    /// sends everything gathered with one <c>sendmmsg</c> per 64 datagrams.</summary>
+    public bool SendData(NativeChannel channel, ReadOnlySpan<byte> data) => _sendBatch.Add(data, State(channel).Destination);
+
+    public void FlushSends() => _sendBatch.Flush();
 
     public IReadOnlyList<SrouteCost>? GetSroutes(SessionName session, IReadOnlyList<GatewayId> gateways) => null;
 
@@ -197,33 +203,35 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
         return socket;
     }
 
+    // Every datagram ready on the socket per wake-up (recvmmsg on Linux), each copied once, into the loop's inbox.
     private async Task ReceiveLoopAsync(NativeChannel channel, Socket socket)
     {
-        var buffer = new byte[65_536];
-        EndPoint any = new IPEndPoint(IPAddress.Any, 0);
-        var self = (IPEndPoint)_send.LocalEndPoint!;
+        var self = DatagramReceiveBatch.Source.Of((IPEndPoint)_send.LocalEndPoint!);
+        using var batch = new DatagramReceiveBatch();
+        DatagramReceiveBatch.Handler onDatagram = (from, datagram) =>
+        {
+            if (from == self)
+            {
+                return; // our own send, looped back
+            }
+
+            Interlocked.Increment(ref _received);
+            if (_loop is null || !_loop.TryPostData(channel, datagram))
+            {
+                Interlocked.Increment(ref _dropped);
+            }
+        };
         while (!_stop.IsCancellationRequested)
         {
-            SocketReceiveFromResult result;
             try
             {
-                result = await socket.ReceiveFromAsync(buffer, SocketFlags.None, any, _stop.Token).ConfigureAwait(false);
+                long calls = batch.Calls;
+                await batch.DrainAsync(socket, onDatagram, _stop.Token).ConfigureAwait(false);
+                Interlocked.Add(ref _receiveCalls, batch.Calls - calls);
             }
             catch (Exception e) when (e is SocketException or ObjectDisposedException or OperationCanceledException)
             {
                 return;
-            }
-
-            if (result.RemoteEndPoint is IPEndPoint from && from.Equals(self))
-            {
-                continue; // our own send, looped back
-            }
-
-            Interlocked.Increment(ref _received);
-            var copy = buffer.AsSpan(0, result.ReceivedBytes).ToArray();
-            if (_post is null || !_post(() => _upcalls!.RecvdData(channel, copy)))
-            {
-                Interlocked.Increment(ref _dropped);
             }
         }
     }
@@ -273,11 +281,11 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
 
             if (parts[0] == "LEAVE")
             {
-                _post?.Invoke(() => _upcalls!.RecvdLeaveRequest(session));
+                _loop?.TryPost(() => _upcalls!.RecvdLeaveRequest(session));
                 continue;
             }
 
-            _post?.Invoke(() => _upcalls!.RecvdJoinRequest(new JoinRequest(session, reply => Reply(client, Format(reply)))));
+            _loop?.TryPost(() => _upcalls!.RecvdJoinRequest(new JoinRequest(session, reply => Reply(client, Format(reply)))));
         }
     }
 
@@ -304,6 +312,7 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
     {
         _stop.Cancel();
         _send.Dispose();
+        _sendBatch.Dispose();
         _mediator?.Dispose();
         _stop.Dispose();
     }
@@ -311,6 +320,8 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
     private sealed class ChannelState(IPEndPoint group, int poolIndex)
     {
         public IPEndPoint Group { get; } = group;
+
+        public Destination Destination { get; } = DatagramSendBatch.To(group);
 
         public int PoolIndex { get; } = poolIndex;
 

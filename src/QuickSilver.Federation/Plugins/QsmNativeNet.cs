@@ -18,16 +18,16 @@ namespace QuickSilver.Federation.Plugins;
 public sealed class QsmNativeNet(QuickSilverNode node, string downPrefix = "bfed-down") : IHostedNativeNet
 {
     private INativeNetUpcalls? _upcalls;
-    private Func<Action, bool>? _post;
+    private INativeNetLoop? _loop;
     private int _next;
     private long _dropped;
 
     public long Dropped => Interlocked.Read(ref _dropped);
 
-    public void Bind(INativeNetUpcalls upcalls, Func<Action, bool> post)
+    public void Bind(INativeNetUpcalls upcalls, INativeNetLoop loop)
     {
         _upcalls = upcalls;
-        _post = post;
+        _loop = loop;
     }
 
     public NativeChannel? AllocateChannel(SessionName session, int flow, ChannelDirection direction)
@@ -58,8 +58,7 @@ public sealed class QsmNativeNet(QuickSilverNode node, string downPrefix = "bfed
                         return;
                     }
 
-                    var copy = payload.ToArray();
-                    if (_post is null || !_post(() => _upcalls!.RecvdData(channel, copy)))
+                    if (_loop is null || !_loop.TryPostData(channel, payload))
                     {
                         Interlocked.Increment(ref _dropped);
                     }

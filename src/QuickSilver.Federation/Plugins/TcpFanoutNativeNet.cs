@@ -35,7 +35,7 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IReceiverNativeNet, I
     private readonly Dictionary<string, HashSet<Member>> _subscribers = new(StringComparer.Ordinal); // gateway thread
     private readonly Dictionary<string, NativeChannel> _gatewaySubscriptions = new(StringComparer.Ordinal); // gateway thread
     private INativeNetUpcalls? _upcalls;
-    private Func<Action, bool>? _post;
+    private INativeNetLoop? _loop;
     private readonly Dictionary<uint, Member> _byReceiver = []; // gateway thread
     private int _members;
     private int _nextReceiver;
@@ -58,11 +58,11 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IReceiverNativeNet, I
 
     public int Members => Volatile.Read(ref _members);
 
-    /// <summary>Connects the upcalls and starts accepting members; <paramref name="post"/> runs an action on the gateway's thread.</summary>
-    public void Bind(INativeNetUpcalls upcalls, Func<Action, bool> post)
+    /// <summary>Connects the upcalls and starts accepting members; <paramref name="loop"/> runs actions on the gateway's thread.</summary>
+    public void Bind(INativeNetUpcalls upcalls, INativeNetLoop loop)
     {
         _upcalls = upcalls;
-        _post = post;
+        _loop = loop;
         _ = Task.Run(AcceptLoopAsync);
     }
 
@@ -201,7 +201,7 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IReceiverNativeNet, I
     private async Task ServeAsync(Socket socket)
     {
         var member = new Member(new FramedConnection(socket, PeerCodec.MaxFrameBytes), (uint)Interlocked.Increment(ref _nextReceiver));
-        _post?.Invoke(() => _byReceiver[member.Receiver] = member);
+        _loop?.TryPost(() => _byReceiver[member.Receiver] = member);
         await using (member.Connection.ConfigureAwait(false))
         {
             await member.Connection.RunAsync(body =>
@@ -213,9 +213,9 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IReceiverNativeNet, I
                     return;
                 }
 
-                _post?.Invoke(() => OnMemberFrame(member, op, address, rest));
+                _loop?.TryPost(() => OnMemberFrame(member, op, address, rest));
             }, _stop.Token).ConfigureAwait(false);
-            _post?.Invoke(() =>
+            _loop?.TryPost(() =>
             {
                 foreach (var address in member.Subscriptions)
                 {

@@ -17,7 +17,7 @@ namespace QuickSilver.Federation.Runtime;
 /// connects, up to <see cref="MaxPending"/> frames wait; when a dial fails or the connection closes, the waiting frames
 /// are dropped (counted) and sends to that address are dropped (counted) for <see cref="RetryAfter"/> before the next
 /// dial, so an unreachable peer costs one connection attempt a second, not one per frame. Once connected, a full send
-/// queue (<see cref="FramedConnection.OutgoingLimit"/> frames) drops the frame, counted, as on a peering link.</para>
+/// queue (<see cref="FramedConnection.OutgoingByteLimit"/> bytes) drops the frame, counted, as on a peering link.</para>
 /// Loop thread only: dial results come back through the runtime's <c>post</c>.
 /// </summary>
 internal sealed class BulkDataChannels : IAsyncDisposable
@@ -128,7 +128,7 @@ internal sealed class BulkDataChannels : IAsyncDisposable
             {
                 // Nothing the receiver sends means anything here (a gateway's listener greets every connection with its
                 // HELLO before it knows what the connection is for): read and ignored, until the channel closes.
-                await link.RunAsync(static _ => { }, _stop.Token).ConfigureAwait(false);
+                await link.RunAsync(new FrameSpanHandler(static _ => { }), _stop.Token).ConfigureAwait(false);
             }
             catch (Exception e) when (e is SocketException or IOException or OperationCanceledException or ObjectDisposedException)
             {

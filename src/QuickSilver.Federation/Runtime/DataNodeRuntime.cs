@@ -3,7 +3,6 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
-using System.Threading.Channels;
 using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Naming;
 using QuickSilver.Federation.NativeNet;
@@ -62,9 +61,10 @@ public sealed record DataNodeAddress(GatewayId Gateway, uint Node, IPEndPoint Ad
 /// </summary>
 public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
 {
-    private static readonly TimeSpan TickEvery = TimeSpan.FromMilliseconds(100);
+    // The loop's own events (RuntimeLoop kinds): a control frame, a DATA frame from a peer (datagram or bulk channel).
+    private const byte ControlFrameKind = RuntimeLoop.FirstOwnerKind;
+    private const byte DataFrameKind = RuntimeLoop.FirstOwnerKind + 1;
 
-    private readonly Channel<Action> _events = Channel.CreateBounded<Action>(new BoundedChannelOptions(GatewayRuntime.QueueCapacity) { SingleReader = true, FullMode = BoundedChannelFullMode.Wait });
     private readonly Socket _udp;
     private readonly IPEndPoint _control;
     private readonly Dictionary<GatewayId, IPEndPoint> _peers;
@@ -82,11 +82,10 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
     private readonly IHostedNativeNet _native;
     private readonly CancellationTokenSource _stop = new();
     private readonly Stopwatch _clock = Stopwatch.StartNew();
-    private readonly Thread _loop;
+    private readonly RuntimeLoop _loop;
     private Task? _receive;
     private Task? _accept;
     private long _datagramsRefused;
-    private long _eventsDropped;
 
     /// <param name="peers">The peer gateways' UDP addresses (their peering listen address: a gateway takes datagrams there).</param>
     /// <param name="peerDataNodes">Data nodes of clustered peer gateways.</param>
@@ -119,9 +118,10 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         _udp.SendBufferSize = 4 << 20;
         ListenEndpoint = (IPEndPoint)_udp.LocalEndPoint!;
         _tcp.Listen(64);
-        _bulk = new BulkDataChannels(gateway, node, Post, () => Now);
+        _loop = new RuntimeLoop($"data node {node}", () => Now, now => Node.Tick(now), OnRecord, tickAtStart: true);
+        _loop.Bind(Node, native);
+        _bulk = new BulkDataChannels(gateway, node, _loop.Post, () => Now);
         _inboundLimit = new ConnectionLimit(() => 2 * (_peers.Count + _peerNodeConfig.Count) + 2);
-        _loop = new Thread(RunLoop) { IsBackground = true, Name = $"data node {node}" };
     }
 
     public DataNode Node { get; }
@@ -132,7 +132,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
 
     public long DatagramsRefused => Interlocked.Read(ref _datagramsRefused);
 
-    public long EventsDropped => Interlocked.Read(ref _eventsDropped);
+    public long EventsDropped => _loop.Dropped;
 
     /// <summary>Inbound bulk data channels refused: a first frame that is not DATA_CHANNEL from a configured peer at its
     /// configured IP address, a later frame that is not DATA, or too many connections.</summary>
@@ -152,7 +152,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
 
     public void Start()
     {
-        _native.Bind(Node, TryPost);
+        _native.Bind(Node, _loop);
         _loop.Start();
         _receive = Task.Run(ReceiveLoopAsync);
         _accept = Task.Run(() => TcpAcceptor.RunAsync(_tcp, OnAccepted, _stop.Token));
@@ -162,7 +162,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
     public Task<T> InvokeAsync<T>(Func<DataNode, T> func)
     {
         var done = new TaskCompletionSource<T>(TaskCreationOptions.RunContinuationsAsynchronously);
-        if (!TryPost(() => done.SetResult(func(Node))))
+        if (!_loop.TryPost(() => done.SetResult(func(Node))))
         {
             done.SetException(new InvalidOperationException("the data node's event queue is full or stopped"));
         }
@@ -264,7 +264,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
                     }
                 });
                 bool refused = false;
-                await link.RunAsync(frame =>
+                await link.RunAsync(new FrameSpanHandler(frame =>
                 {
                     if (refused)
                     {
@@ -273,35 +273,18 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
 
                     if (inbound.OnFrame(frame, out refused))
                     {
-                        var from = inbound.From!.Value;
-                        Post(() => Node.OnData(from, frame, Now)); // waits for room: TCP pushes back on the sender
+                        // Waits for room: TCP pushes back on the sender.
+                        _loop.Write(DataFrameKind, inbound.From!.Value.Value, null, frame);
                     }
                     else if (refused)
                     {
                         Interlocked.Increment(ref _channelsRefused);
                         link.Close();
                     }
-                }, _stop.Token).ConfigureAwait(false);
+                }), _stop.Token).ConfigureAwait(false);
             }
         }
         catch (Exception e) when (e is SocketException or IOException or OperationCanceledException or ObjectDisposedException)
-        {
-        }
-    }
-
-    // Runs an action on the loop thread, waiting for room in the queue (bulk data and channel events are never dropped).
-    private void Post(Action action)
-    {
-        if (_stop.IsCancellationRequested || _events.Writer.TryWrite(action))
-        {
-            return;
-        }
-
-        try
-        {
-            _events.Writer.WriteAsync(action, _stop.Token).AsTask().GetAwaiter().GetResult();
-        }
-        catch (Exception e) when (e is OperationCanceledException or ChannelClosedException)
         {
         }
     }
@@ -318,26 +301,15 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         }
     }
 
-    private bool TryPost(Action action)
-    {
-        if (_events.Writer.TryWrite(action))
-        {
-            return true;
-        }
-
-        Interlocked.Increment(ref _eventsDropped);
-        return false;
-    }
-
     private Task ReceiveLoopAsync() => DatagramReceiveLoop.RunAsync(_udp, (from, frame) =>
     {
         if (from.Equals(_control))
         {
-            TryPost(() => Node.OnControlFrame(frame, Now));
+            _loop.TryWrite(ControlFrameKind, 0, null, frame);
         }
         else if (_sources.TryGetValue(from, out var peer))
         {
-            TryPost(() => Node.OnData(peer, frame, Now));
+            _loop.TryWrite(DataFrameKind, peer.Value, null, frame);
         }
         else
         {
@@ -345,37 +317,16 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         }
     }, _stop.Token);
 
-    private void RunLoop()
+    // On the loop thread, in arrival order.
+    private void OnRecord(in InboxRecord record, ReadOnlySpan<byte> frame)
     {
-        var reader = _events.Reader;
-        var nextTick = Now;
-        while (!_stop.IsCancellationRequested)
+        if (record.Kind == ControlFrameKind)
         {
-            int batch = 0;
-            while (batch < 4096 && reader.TryRead(out var action))
-            {
-                action();
-                batch++;
-            }
-
-            var now = Now;
-            if (now >= nextTick)
-            {
-                Node.Tick(now);
-                nextTick = now + TickEvery;
-            }
-
-            if (batch == 0)
-            {
-                try
-                {
-                    reader.WaitToReadAsync(_stop.Token).AsTask().Wait(nextTick - now > TimeSpan.Zero ? nextTick - now : TimeSpan.Zero);
-                }
-                catch (AggregateException)
-                {
-                    break;
-                }
-            }
+            Node.OnControlFrame(frame, Now);
+        }
+        else
+        {
+            Node.OnData(new GatewayId(record.Key), frame, Now);
         }
     }
 
@@ -389,11 +340,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         await _stop.CancelAsync().ConfigureAwait(false);
         _udp.Dispose();
         _tcp.Dispose();
-        _events.Writer.TryComplete();
-        if (_loop.IsAlive)
-        {
-            _loop.Join(TimeSpan.FromSeconds(2));
-        }
+        _loop.Stop(TimeSpan.FromSeconds(2));
 
         await _bulk.DisposeAsync().ConfigureAwait(false);
         if (_accept is not null)

@@ -1,23 +1,27 @@
 using System.Net;
 using System.Net.Sockets;
+using QuickSilver.Federation.Io;
 
 namespace QuickSilver.Federation.Runtime;
 
-/// <summary>The receive loop of a gateway's or a data node's UDP socket: each datagram, copied out of the one receive
-/// buffer, goes to <c>onDatagram</c> with its source; a socket error skips one datagram; cancellation or disposal ends
-/// the loop.</summary>
+/// <summary>A datagram and its source, as a span over the receive buffer: valid only during the call.</summary>
+internal delegate void DatagramHandler(IPEndPoint from, ReadOnlySpan<byte> datagram);
+
+/// <summary>The receive loop of a gateway's or a data node's UDP socket: every datagram ready per wake-up
+/// (<see cref="DatagramReceiveBatch"/>: recvmmsg on Linux) goes to <c>onDatagram</c> with its source, as a span over the
+/// batch's slot (the handler copies what it keeps); a socket error skips a batch; cancellation or disposal ends the
+/// loop.</summary>
 internal static class DatagramReceiveLoop
 {
-    public static async Task RunAsync(Socket udp, Action<IPEndPoint, byte[]> onDatagram, CancellationToken stop)
+    public static async Task RunAsync(Socket udp, DatagramHandler onDatagram, CancellationToken stop)
     {
-        var buffer = new byte[65_536];
-        EndPoint any = new IPEndPoint(IPAddress.Any, 0);
+        using var batch = new DatagramReceiveBatch();
+        DatagramReceiveBatch.Handler handler = (from, datagram) => onDatagram(from.ToEndPoint(), datagram);
         while (!stop.IsCancellationRequested)
         {
-            SocketReceiveFromResult result;
             try
             {
-                result = await udp.ReceiveFromAsync(buffer, SocketFlags.None, any, stop).ConfigureAwait(false);
+                await batch.DrainAsync(udp, handler, stop).ConfigureAwait(false);
             }
             catch (Exception e) when (e is OperationCanceledException or ObjectDisposedException)
             {
@@ -25,10 +29,7 @@ internal static class DatagramReceiveLoop
             }
             catch (SocketException)
             {
-                continue;
             }
-
-            onDatagram((IPEndPoint)result.RemoteEndPoint, buffer.AsSpan(0, result.ReceivedBytes).ToArray());
         }
     }
 }

@@ -2,9 +2,9 @@ using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Net;
 using System.Net.Sockets;
-using System.Threading.Channels;
 using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Gateway;
+using QuickSilver.Federation.Io;
 using QuickSilver.Federation.Naming;
 using QuickSilver.Federation.NativeNet;
 using QuickSilver.Federation.Peering;
@@ -13,9 +13,9 @@ using QuickSilver.Transport.Framing;
 namespace QuickSilver.Federation.Runtime;
 
 /// <summary>
-/// Runs one <see cref="BroadcastGateway"/> for real: one loop thread owns the gateway and its plug-in (every event is
-/// posted to a bounded queue and run there, and <see cref="BroadcastGateway.Tick"/> runs every 100 ms on a monotonic
-/// stopwatch); peering links are TCP connections framed by <see cref="FramedConnection"/> (u32 length + frame,
+/// Runs one <see cref="BroadcastGateway"/> for real: one loop thread (<see cref="RuntimeLoop"/>) owns the gateway and its
+/// plug-in (every event, native packets and peers' frames included, is copied into its bounded inbox and handled there
+/// in batches, and <see cref="BroadcastGateway.Tick"/> runs every 100 ms on a monotonic stopwatch); peering links are TCP connections framed by <see cref="FramedConnection"/> (u32 length + frame,
 /// System.IO.Pipelines), at most <see cref="PeerCodec.MaxFrameBytes"/> a frame. A link starts with HELLO both ways;
 /// the first frame must be a HELLO from a configured peer within 5 s, else the connection is closed and counted.
 /// Data frames are dropped (counted) when a link's send queue is full; control frames close the link instead. The same
@@ -24,14 +24,22 @@ namespace QuickSilver.Federation.Runtime;
 /// </summary>
 public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposable
 {
-    public const int QueueCapacity = 65_536;
+    /// <summary>Events the loop's inbox holds (both halves).</summary>
+    public const int QueueCapacity = 2 * LoopInbox.DefaultRecords;
 
-    private static readonly TimeSpan TickEvery = TimeSpan.FromMilliseconds(100);
     private static readonly TimeSpan HelloTimeout = TimeSpan.FromSeconds(5);
 
-    private readonly Channel<Action> _events = Channel.CreateBounded<Action>(new BoundedChannelOptions(QueueCapacity) { SingleReader = true, FullMode = BoundedChannelFullMode.Wait });
+    // The loop's own events (RuntimeLoop kinds): a frame on a peering link, on a bulk data channel, a UDP datagram.
+    private const byte PeerFrameKind = RuntimeLoop.FirstOwnerKind;
+    private const byte ChannelFrameKind = RuntimeLoop.FirstOwnerKind + 1;
+    private const byte DatagramKind = RuntimeLoop.FirstOwnerKind + 2;
+
+    private readonly RuntimeLoop _loop;
+    private readonly int _peerQueueBytes;
     private readonly Dictionary<GatewayId, FramedConnection> _links = []; // loop thread only
     private readonly Dictionary<GatewayId, IPEndPoint> _datagramPeers = []; // loop thread only
+    private readonly Dictionary<GatewayId, Destination> _batchedDatagramPeers = []; // the IPv4 ones; loop thread only
+    private readonly DatagramSendBatch _datagramBatch; // real-time DATA to peers, flushed after every loop turn
     private readonly Dictionary<IPEndPoint, GatewayId> _datagramSources = []; // loop thread only
     private readonly Socket _udp;
     private long _datagramsRefused;
@@ -39,12 +47,10 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     private readonly CancellationTokenSource _stop = new();
     private readonly Stopwatch _clock = Stopwatch.StartNew();
     private readonly Socket _listener;
-    private readonly Thread _loop;
     private readonly List<Task> _tasks = [];
     private readonly INativeNet _native;
     private readonly ConnectionLimit _acceptLimit;
     private long _helloRefused;
-    private long _eventsDropped;
     private readonly Dictionary<uint, IPEndPoint> _ownNodes = []; // this control node's data nodes
     private readonly Dictionary<IPEndPoint, uint> _ownNodeSources = [];
     private readonly Dictionary<uint, IPEndPoint> _peerNodes = []; // clustered peers' data nodes
@@ -106,6 +112,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         }
 
         _native = native;
+        _peerQueueBytes = options.PeerQueueBytes;
         Gateway = clusterOptions is null ? new BroadcastGateway(options, this, native) : new BroadcastGateway(options, this, native, clusterOptions, this, ClusterAuthenticator.WallClockCounter());
         // Real-time DATA travels as UDP datagrams to and from the same address and port as the TCP listener.
         (_listener, _udp) = SamePortSockets.Bind(listen);
@@ -113,7 +120,9 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         ListenEndpoint = (IPEndPoint)_listener.LocalEndPoint!;
         _udp.ReceiveBufferSize = 4 << 20;
         _udp.SendBufferSize = 4 << 20;
-        _loop = new Thread(RunLoop) { IsBackground = true, Name = $"gateway {options.Gateway}" };
+        _datagramBatch = new DatagramSendBatch(_udp);
+        _loop = new RuntimeLoop($"gateway {options.Gateway}", () => Now, now => Gateway.Tick(now), OnRecord, afterTurn: _datagramBatch.Flush);
+        _loop.Bind(Gateway, native);
         _bulk = new BulkDataChannels(options.Gateway, 0, Post, () => Now);
         _acceptLimit = new ConnectionLimit(() => 2 * (_peers.Count + _peerNodeConfig.Count) + 2);
     }
@@ -126,10 +135,14 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     public long HelloRefused => Interlocked.Read(ref _helloRefused);
 
-    public long EventsDropped => Interlocked.Read(ref _eventsDropped);
+    /// <summary>Events dropped because the loop's inbox was full (native packets, datagrams).</summary>
+    public long EventsDropped => _loop.Dropped;
 
     /// <summary>UDP datagrams refused: not from a connected peer's announced address, or dropped for a full queue.</summary>
     public long DatagramsRefused => Interlocked.Read(ref _datagramsRefused);
+
+    /// <summary>Real-time DATA datagrams to peers that the kernel refused when their batch was flushed (dropped).</summary>
+    public long DatagramSendsFailed => _datagramBatch.Failed;
 
     /// <summary>Tests only: drop every n-th DATA datagram sent to a peer's data node (0: none), to inject UDP loss.</summary>
     internal int DropEveryNthDataDatagram { get; set; }
@@ -147,7 +160,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     {
         if (_native is IHostedNativeNet hosted)
         {
-            hosted.Bind(Gateway, TryPost);
+            hosted.Bind(Gateway, _loop);
         }
 
         _loop.Start();
@@ -160,40 +173,11 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     }
 
     /// <summary>Runs <paramref name="action"/> on the loop thread, waiting for room in the queue (back-pressure).</summary>
-    public void Post(Action action)
-    {
-        if (_stop.IsCancellationRequested)
-        {
-            return;
-        }
-
-        if (!_events.Writer.TryWrite(action))
-        {
-            try
-            {
-                _events.Writer.WriteAsync(action, _stop.Token).AsTask().GetAwaiter().GetResult();
-            }
-            catch (OperationCanceledException)
-            {
-            }
-            catch (ChannelClosedException)
-            {
-            }
-        }
-    }
+    public void Post(Action action) => _loop.Post(action);
 
     /// <summary>Runs <paramref name="action"/> on the loop thread unless the queue is full (then dropped and counted):
-    /// for native data, which must never block a receive loop.</summary>
-    public bool TryPost(Action action)
-    {
-        if (_events.Writer.TryWrite(action))
-        {
-            return true;
-        }
-
-        Interlocked.Increment(ref _eventsDropped);
-        return false;
-    }
+    /// for events that must never block a receive loop.</summary>
+    public bool TryPost(Action action) => _loop.TryPost(action);
 
     /// <summary>Runs <paramref name="func"/> on the loop thread and returns its result.</summary>
     public Task<T> InvokeAsync<T>(Func<BroadcastGateway, T> func)
@@ -221,6 +205,11 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     bool IGatewayHost.SendDatagram(GatewayId peer, ReadOnlySpan<byte> frame)
     {
+        if (_batchedDatagramPeers.TryGetValue(peer, out var destination))
+        {
+            return _datagramBatch.Add(frame, destination); // sent with the loop turn's other datagrams (sendmmsg)
+        }
+
         if (!_datagramPeers.TryGetValue(peer, out var endpoint))
         {
             return ((IGatewayHost)this).Send(peer, frame);
@@ -316,68 +305,64 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         {
             _datagramSources.Remove(endpoint);
         }
+
+        _batchedDatagramPeers.Remove(peer);
     }
 
     private Task DatagramLoopAsync() => DatagramReceiveLoop.RunAsync(_udp, (from, frame) =>
     {
-        if (!TryPost(() =>
-        {
-            // Well-formed is not trusted: only a connected peer's announced address (or one of its configured data
-            // nodes), or one of our own data nodes, may send datagrams.
-            if (_ownNodeSources.ContainsKey(from))
-            {
-                Gateway.OnDataNodeFrame(frame, Now);
-            }
-            else if (_peerNodeSources.TryGetValue(from, out var viaNode) && _links.ContainsKey(viaNode))
-            {
-                Gateway.OnFrame(viaNode, frame, Now);
-            }
-            else if (_datagramSources.TryGetValue(from, out var peer) && _links.ContainsKey(peer))
-            {
-                Gateway.OnFrame(peer, frame, Now);
-            }
-            else
-            {
-                Interlocked.Increment(ref _datagramsRefused);
-            }
-        }))
+        if (!_loop.TryWrite(DatagramKind, 0, from, frame))
         {
             Interlocked.Increment(ref _datagramsRefused);
         }
     }, _stop.Token);
 
-    private void RunLoop()
+    // On the loop thread: the runtime's own events, in the order they arrived.
+    private void OnRecord(in InboxRecord record, ReadOnlySpan<byte> frame)
     {
-        var reader = _events.Reader;
-        var nextTick = Now + TickEvery;
-        while (!_stop.IsCancellationRequested)
+        switch (record.Kind)
         {
-            int batch = 0;
-            while (batch < 4096 && reader.TryRead(out var action))
-            {
-                action();
-                batch++;
-            }
-
-            var now = Now;
-            if (now >= nextTick)
-            {
-                Gateway.Tick(now);
-                nextTick = now + TickEvery;
-            }
-
-            if (batch == 0)
-            {
-                try
+            case PeerFrameKind:
+                Gateway.OnFrame(new GatewayId(record.Key), frame, Now);
+                break;
+            case ChannelFrameKind:
+                // As a datagram from a peer's data node: accepted while the peering link to that peer is up.
+                var from = new GatewayId(record.Key);
+                if (_links.ContainsKey(from))
                 {
-                    var wait = reader.WaitToReadAsync(_stop.Token).AsTask();
-                    wait.Wait(nextTick - now > TimeSpan.Zero ? nextTick - now : TimeSpan.Zero);
+                    Gateway.OnFrame(from, frame, Now);
                 }
-                catch (AggregateException)
+                else
                 {
-                    break;
+                    Interlocked.Increment(ref _datagramsRefused);
                 }
-            }
+
+                break;
+            case DatagramKind:
+                OnDatagram((IPEndPoint)record.Target!, frame);
+                break;
+        }
+    }
+
+    private void OnDatagram(IPEndPoint from, ReadOnlySpan<byte> frame)
+    {
+        // Well-formed is not trusted: only a connected peer's announced address (or one of its configured data
+        // nodes), or one of our own data nodes, may send datagrams.
+        if (_ownNodeSources.ContainsKey(from))
+        {
+            Gateway.OnDataNodeFrame(frame, Now);
+        }
+        else if (_peerNodeSources.TryGetValue(from, out var viaNode) && _links.ContainsKey(viaNode))
+        {
+            Gateway.OnFrame(viaNode, frame, Now);
+        }
+        else if (_datagramSources.TryGetValue(from, out var peer) && _links.ContainsKey(peer))
+        {
+            Gateway.OnFrame(peer, frame, Now);
+        }
+        else
+        {
+            Interlocked.Increment(ref _datagramsRefused);
         }
     }
 
@@ -424,7 +409,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     private async Task RunLinkAsync(Socket socket, GatewayId? expected)
     {
-        var link = new FramedConnection(socket, PeerCodec.MaxFrameBytes);
+        var link = new FramedConnection(socket, PeerCodec.MaxFrameBytes, _peerQueueBytes);
         await using (link.ConfigureAwait(false))
         {
             GatewayId? peer = null;
@@ -444,7 +429,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                     link.Close();
                 }
             });
-            await link.RunAsync(frame =>
+            await link.RunAsync(new FrameSpanHandler(frame =>
             {
                 if (refused)
                 {
@@ -453,7 +438,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
                 if (peer is { } known)
                 {
-                    Post(() => Gateway.OnFrame(known, frame, Now));
+                    _loop.Write(PeerFrameKind, known.Value, null, frame); // waits for room: TCP pushes back on the peer
                     return;
                 }
 
@@ -461,19 +446,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                 {
                     if (channel.OnFrame(frame, out refused))
                     {
-                        var from = channel.From!.Value;
-                        // As a datagram from a peer's data node: accepted while the peering link to that peer is up.
-                        Post(() =>
-                        {
-                            if (_links.ContainsKey(from))
-                            {
-                                Gateway.OnFrame(from, frame, Now);
-                            }
-                            else
-                            {
-                                Interlocked.Increment(ref _datagramsRefused);
-                            }
-                        });
+                        _loop.Write(ChannelFrameKind, channel.From!.Value.Value, null, frame);
                     }
                     else if (refused)
                     {
@@ -514,9 +487,13 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                         var endpoint = new IPEndPoint(remote, hello.UdpPort);
                         _datagramPeers[hello.Gateway] = endpoint;
                         _datagramSources[endpoint] = hello.Gateway;
+                        if (endpoint.AddressFamily == AddressFamily.InterNetwork)
+                        {
+                            _batchedDatagramPeers[hello.Gateway] = DatagramSendBatch.To(endpoint);
+                        }
                     }
                 });
-            }, _stop.Token).ConfigureAwait(false);
+            }), _stop.Token).ConfigureAwait(false);
 
             if (peer is { } gone)
             {
@@ -555,10 +532,9 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         await _stop.CancelAsync().ConfigureAwait(false);
         _listener.Dispose();
         _udp.Dispose();
-        _events.Writer.TryComplete();
-        if (_loop.IsAlive)
+        if (_loop.Stop(TimeSpan.FromSeconds(2)))
         {
-            _loop.Join(TimeSpan.FromSeconds(2));
+            _datagramBatch.Dispose(); // only once the loop that uses it has ended
         }
 
         await _bulk.DisposeAsync().ConfigureAwait(false);

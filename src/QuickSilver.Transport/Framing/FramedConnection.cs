@@ -1,43 +1,71 @@
 using System.Buffers;
 using System.Buffers.Binary;
+using System.Diagnostics;
 using System.IO.Pipelines;
 using System.Net.Sockets;
-using System.Threading.Channels;
 
 namespace QuickSilver.Transport.Framing;
 
+/// <summary>A frame handed to a reader: valid only during the call (it points into the connection's receive buffer).</summary>
+public delegate void FrameSpanHandler(ReadOnlySpan<byte> frame);
+
 /// <summary>
 /// A framed TCP connection: each frame is a u32 little-endian length then the frame, read and written with
-/// System.IO.Pipelines. A length of 0 or above the connection's maximum frame size ends the connection. Outgoing frames
-/// wait in a bounded queue; when it is full the connection is closed (a peer that does not read cannot make us grow),
-/// or, for frames sent with <c>dropWhenFull</c>, the frame is dropped and counted. Shared by the dissemination request
-/// channel and the federation's peering links (moved here from QuickSilver.Dissemination/Hosting).
+/// System.IO.Pipelines. A length of 0 or above the connection's maximum frame size ends the connection.
+/// <para>Sending: <see cref="TrySend"/> copies the length prefix and the frame straight into an outgoing
+/// <see cref="Pipe"/> (pooled 64 KiB segments, no allocation per frame); one write loop takes everything queued since its
+/// last write and hands it to the socket in one write per segment, so a burst of small frames costs a few system calls,
+/// not one each. The queue is bounded in bytes (<see cref="OutgoingByteLimit"/>, prefixes included): when a frame does not
+/// fit, the connection is closed (a peer that does not read cannot make us grow), or, for frames sent with
+/// <c>dropWhenFull</c>, the frame is dropped and counted (<see cref="DroppedFrames"/>).</para>
+/// <para>Receiving: <see cref="RunAsync(FrameSpanHandler, CancellationToken)"/> hands each frame to the reader as a span
+/// into the receive pipe (a frame split across two pipe segments is first assembled in one reusable buffer), so a
+/// reader that copies the frame where it needs it costs no copy or allocation here.</para>
+/// Shared by the dissemination request channel and the federation's peering links and bulk data channels.
 /// </summary>
 public sealed class FramedConnection : IAsyncDisposable
 {
-    /// <summary>Outgoing frames that may wait before the connection is given up.</summary>
+    /// <summary>Frames a caller may keep waiting for a connection being dialled (bulk data channels); the connection
+    /// itself bounds its queue in bytes.</summary>
     public const int OutgoingLimit = 4096;
+
+    /// <summary>The default bound of the outgoing queue in bytes (length prefixes included): 8 MiB, about 8,000 frames
+    /// of 1,000 B or 60,000 of 100 B.</summary>
+    public const int DefaultOutgoingByteLimit = 8 << 20;
+
+    private const int SegmentBytes = 64 << 10;
 
     private readonly Socket _socket;
     private readonly NetworkStream _stream;
     private readonly PipeReader _reader;
-    private readonly PipeWriter _writer;
-    private readonly Channel<byte[]> _outgoing = Channel.CreateBounded<byte[]>(new BoundedChannelOptions(OutgoingLimit) { SingleReader = true, FullMode = BoundedChannelFullMode.Wait });
+    private readonly Pipe _outgoing = new(new PipeOptions(pauseWriterThreshold: 0, resumeWriterThreshold: 0, minimumSegmentSize: SegmentBytes, useSynchronizationContext: false));
+    private readonly Lock _sendLock = new();
     private readonly CancellationTokenSource _closed = new();
+    private readonly int _maxFrameBytes;
+    private bool _sendClosed; // under _sendLock
+    private long _queuedBytes;
+    private long _dropped;
+    private long _writes;
+    private byte[]? _assembly; // a frame split across receive segments, put together
     private Task? _writeLoop;
 
-    private readonly int _maxFrameBytes;
-
-    public FramedConnection(Socket socket, int maxFrameBytes)
+    public FramedConnection(Socket socket, int maxFrameBytes, int outgoingByteLimit = DefaultOutgoingByteLimit)
     {
         ArgumentOutOfRangeException.ThrowIfLessThan(maxFrameBytes, 1);
+        ArgumentOutOfRangeException.ThrowIfLessThan(outgoingByteLimit, maxFrameBytes + 4, nameof(outgoingByteLimit));
         _maxFrameBytes = maxFrameBytes;
+        OutgoingByteLimit = outgoingByteLimit;
         _socket = socket ?? throw new ArgumentNullException(nameof(socket));
         _socket.NoDelay = true;
         _stream = new NetworkStream(socket, ownsSocket: true);
         _reader = PipeReader.Create(_stream);
-        _writer = PipeWriter.Create(_stream);
     }
+
+    /// <summary>The outgoing queue's bound in bytes (each frame counts its length and its 4-byte prefix).</summary>
+    public int OutgoingByteLimit { get; }
+
+    /// <summary>Bytes queued and not yet handed to the socket.</summary>
+    public long QueuedBytes => Interlocked.Read(ref _queuedBytes);
 
     /// <summary>Frames refused because the length prefix was 0 or too large (the connection then ends).</summary>
     public long OversizedFrames { get; private set; }
@@ -45,15 +73,43 @@ public sealed class FramedConnection : IAsyncDisposable
     /// <summary>Frames dropped because the outgoing queue was full (sent with <c>dropWhenFull</c>).</summary>
     public long DroppedFrames => Interlocked.Read(ref _dropped);
 
-    private long _dropped;
+    /// <summary>Socket writes the write loop made (each carries every frame queued since the previous one, up to a
+    /// 64 KiB segment): frames sent / writes is the batching.</summary>
+    public long Writes => Interlocked.Read(ref _writes);
 
-    /// <summary>Queues a frame; false when the queue is full or closed. A full queue closes the connection unless
-    /// <paramref name="dropWhenFull"/>, which drops the frame instead (best-effort data).</summary>
+    /// <summary>Queues a frame (copied); false when the queue is full or closed. A full queue closes the connection
+    /// unless <paramref name="dropWhenFull"/>, which drops the frame instead (best-effort data). A frame above the maximum
+    /// frame size is dropped and counted. Any thread.</summary>
     public bool TrySend(ReadOnlySpan<byte> frame, bool dropWhenFull = false)
     {
-        if (_outgoing.Writer.TryWrite(frame.ToArray()))
+        if (frame.Length > _maxFrameBytes)
         {
-            return true;
+            Interlocked.Increment(ref _dropped); // the peer would close the connection on it
+            return false;
+        }
+
+        int bytes = 4 + frame.Length;
+        lock (_sendLock)
+        {
+            if (_sendClosed)
+            {
+                return false;
+            }
+
+            if (Interlocked.Read(ref _queuedBytes) + bytes <= OutgoingByteLimit)
+            {
+                var writer = _outgoing.Writer;
+                var span = writer.GetSpan(bytes);
+                BinaryPrimitives.WriteUInt32LittleEndian(span, (uint)frame.Length);
+                frame.CopyTo(span[4..]);
+                writer.Advance(bytes);
+                Interlocked.Add(ref _queuedBytes, bytes);
+                // Never pauses (pauseWriterThreshold 0): completes at once and wakes the write loop if it waits.
+                var flushed = writer.FlushAsync();
+                Debug.Assert(flushed.IsCompleted, "a pipe without a pause threshold flushes synchronously");
+                _ = flushed.IsCompleted ? flushed.Result : default;
+                return true;
+            }
         }
 
         if (dropWhenFull && !_closed.IsCancellationRequested)
@@ -68,7 +124,15 @@ public sealed class FramedConnection : IAsyncDisposable
 
     public void Close()
     {
-        _outgoing.Writer.TryComplete();
+        lock (_sendLock)
+        {
+            if (!_sendClosed)
+            {
+                _sendClosed = true;
+                _outgoing.Writer.Complete();
+            }
+        }
+
         if (!_closed.IsCancellationRequested)
         {
             _closed.Cancel();
@@ -77,8 +141,17 @@ public sealed class FramedConnection : IAsyncDisposable
 
     /// <summary>Reads frames until the peer closes, a frame is malformed, or <see cref="Close"/>; each frame is handed
     /// to <paramref name="onFrame"/> as a copy it may keep. Also starts the write loop.</summary>
-    public async Task RunAsync(Action<byte[]> onFrame, CancellationToken cancellationToken)
+    public Task RunAsync(Action<byte[]> onFrame, CancellationToken cancellationToken)
     {
+        ArgumentNullException.ThrowIfNull(onFrame);
+        return RunAsync(new FrameSpanHandler(frame => onFrame(frame.ToArray())), cancellationToken);
+    }
+
+    /// <summary>Reads frames until the peer closes, a frame is malformed, or <see cref="Close"/>; each frame is handed
+    /// to <paramref name="onFrame"/> as a span valid only during the call. Also starts the write loop.</summary>
+    public async Task RunAsync(FrameSpanHandler onFrame, CancellationToken cancellationToken)
+    {
+        ArgumentNullException.ThrowIfNull(onFrame);
         using var linked = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, _closed.Token);
         _writeLoop = WriteLoopAsync(linked.Token);
         try
@@ -87,11 +160,7 @@ public sealed class FramedConnection : IAsyncDisposable
             {
                 var result = await _reader.ReadAsync(linked.Token).ConfigureAwait(false);
                 var buffer = result.Buffer;
-                while (TryReadFrame(ref buffer, out var frame))
-                {
-                    onFrame(frame);
-                }
-
+                Deliver(ref buffer, onFrame);
                 if (BadFrame)
                 {
                     break;
@@ -135,55 +204,68 @@ public sealed class FramedConnection : IAsyncDisposable
 
     private bool BadFrame { get; set; }
 
-    private bool TryReadFrame(ref ReadOnlySequence<byte> buffer, out byte[] frame)
+    // Every whole frame in the buffer, in order; the buffer is left at the first byte not consumed.
+    private void Deliver(ref ReadOnlySequence<byte> buffer, FrameSpanHandler onFrame)
     {
-        frame = Array.Empty<byte>();
-        if (BadFrame || buffer.Length < 4)
-        {
-            return false;
-        }
-
         Span<byte> prefix = stackalloc byte[4];
-        buffer.Slice(0, 4).CopyTo(prefix);
-        uint length = BinaryPrimitives.ReadUInt32LittleEndian(prefix);
-        if (length == 0 || length > _maxFrameBytes)
+        while (!BadFrame && buffer.Length >= 4)
         {
-            OversizedFrames++;
-            BadFrame = true;
-            return false;
-        }
+            buffer.Slice(0, 4).CopyTo(prefix);
+            uint length = BinaryPrimitives.ReadUInt32LittleEndian(prefix);
+            if (length == 0 || length > _maxFrameBytes)
+            {
+                OversizedFrames++;
+                BadFrame = true;
+                return;
+            }
 
-        if (buffer.Length < 4 + length)
-        {
-            return false;
-        }
+            if (buffer.Length < 4 + length)
+            {
+                return;
+            }
 
-        frame = buffer.Slice(4, length).ToArray();
-        buffer = buffer.Slice(4 + length);
-        return true;
+            var frame = buffer.Slice(4, length);
+            if (frame.IsSingleSegment)
+            {
+                onFrame(frame.FirstSpan);
+            }
+            else
+            {
+                _assembly ??= new byte[_maxFrameBytes];
+                frame.CopyTo(_assembly);
+                onFrame(_assembly.AsSpan(0, (int)length));
+            }
+
+            buffer = buffer.Slice(4 + length);
+        }
     }
 
     private async Task WriteLoopAsync(CancellationToken cancellationToken)
     {
+        var reader = _outgoing.Reader;
         try
         {
-            await foreach (var frame in _outgoing.Reader.ReadAllAsync(cancellationToken).ConfigureAwait(false))
+            while (true)
             {
-                var span = _writer.GetSpan(4 + frame.Length);
-                BinaryPrimitives.WriteUInt32LittleEndian(span, (uint)frame.Length);
-                frame.CopyTo(span[4..]);
-                _writer.Advance(4 + frame.Length);
-                if (_outgoing.Reader.Count == 0)
+                var result = await reader.ReadAsync(cancellationToken).ConfigureAwait(false);
+                var buffer = result.Buffer;
+                foreach (var segment in buffer)
                 {
-                    await _writer.FlushAsync(cancellationToken).ConfigureAwait(false);
+                    await _stream.WriteAsync(segment, cancellationToken).ConfigureAwait(false);
+                    Interlocked.Increment(ref _writes);
+                }
+
+                Interlocked.Add(ref _queuedBytes, -buffer.Length);
+                reader.AdvanceTo(buffer.End);
+                if (result.IsCompleted)
+                {
+                    break;
                 }
             }
-
-            await _writer.FlushAsync(CancellationToken.None).ConfigureAwait(false);
         }
         finally
         {
-            await _writer.CompleteAsync().ConfigureAwait(false);
+            await reader.CompleteAsync().ConfigureAwait(false);
             try
             {
                 _socket.Shutdown(SocketShutdown.Both);

@@ -451,5 +451,7 @@ public class FederationSimTests(ITestOutputHelper output)
         Assert.Equal(nameof(GatewayOptions.HoldTime), e.ParamName);
         e = Assert.Throws<ArgumentOutOfRangeException>(new GatewayOptions { Gateway = default, Island = new IslandId(1) }.Validate);
         Assert.Equal(nameof(GatewayOptions.Gateway), e.ParamName);
+        e = Assert.Throws<ArgumentOutOfRangeException>(new GatewayOptions { Gateway = new GatewayId(1), Island = new IslandId(1), PeerQueueBytes = 1000 }.Validate);
+        Assert.Equal(nameof(GatewayOptions.PeerQueueBytes), e.ParamName);
     }
 }

@@ -83,18 +83,7 @@ internal sealed unsafe class EpollUdpEndpoint : UdpEndpoint
         int handled = 0;
         while (!IsClosed)
         {
-            for (int i = 0; i < _batch; i++)
-            {
-                ref var h = ref _recvHdrs[i].Header;
-                h.Name = &_recvAddrs[i];
-                h.NameLength = (uint)sizeof(SockAddrIn);
-                h.Iov = &_recvIov[i];
-                h.IovLength = 1;
-                h.Control = null;
-                h.ControlLength = 0;
-                h.Flags = 0;
-            }
-
+            ResetReceiveHeaders(_recvHdrs, _recvIov, _recvAddrs, _batch);
             int n = recvmmsg(fd, _recvHdrs, (uint)_batch, MSG_DONTWAIT, null);
             if (n <= 0)
             {

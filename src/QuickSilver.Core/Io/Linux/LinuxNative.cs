@@ -80,6 +80,24 @@ internal static unsafe partial class LinuxNative
         data = EpollEventSize == 12 ? *(ulong*)(ev + 4) : *(ulong*)(ev + 8);
     }
 
+    /// <summary>Makes <paramref name="count"/> recvmmsg headers ready for a call: header i receives into
+    /// <paramref name="iov"/>[i] and its source address into <paramref name="sources"/>[i] (the kernel overwrites the
+    /// lengths and flags, so this runs before every call).</summary>
+    public static void ResetReceiveHeaders(MMsgHdr* headers, IoVec* iov, SockAddrIn* sources, int count)
+    {
+        for (int i = 0; i < count; i++)
+        {
+            ref var h = ref headers[i].Header;
+            h.Name = &sources[i];
+            h.NameLength = (uint)sizeof(SockAddrIn);
+            h.Iov = &iov[i];
+            h.IovLength = 1;
+            h.Control = null;
+            h.ControlLength = 0;
+            h.Flags = 0;
+        }
+    }
+
     [StructLayout(LayoutKind.Sequential)]
     public struct IoVec
     {
