@@ -411,11 +411,20 @@ public sealed class DisseminationClient : IDatagramHandler
             return;
         }
 
-        if (!_tracked.ContainsKey(h.Transmission))
+        var packetsEnd = _clock.Now + (_interval * (h.Count - h.Seq));
+        if (!_tracked.TryGetValue(h.Transmission, out var tracked))
         {
             // Missed every announcement copy: follow it from here (the end is as far as the packets left).
-            Track(h.Transmission, h.Channel, file, page, k, _clock.Now + (_interval * (h.Count - h.Seq)));
+            Track(h.Transmission, h.Channel, file, page, k, packetsEnd);
             Rearm();
+        }
+        else if (packetsEnd > tracked.End)
+        {
+            // The server runs behind its announced schedule (a busy core): the transmission ends when its packets say,
+            // so the NAK waits for them instead of asking for packets still on their way. Moved later only, so the
+            // alarm armed for the old time fires early and re-arms itself.
+            tracked.NakAt += packetsEnd - tracked.End;
+            tracked.End = packetsEnd;
         }
 
         if (_partials!.Receive(file.Entry, page, k, h.Index, datagram[Wire.DataHeaderBytes..]))
@@ -578,7 +587,7 @@ public sealed class DisseminationClient : IDatagramHandler
         public FileState File { get; } = file;
         public int Page { get; } = page;
         public int K { get; } = k;
-        public TimeSpan End { get; } = end;
+        public TimeSpan End { get; set; } = end;
         public TimeSpan NakAt { get; set; }
         public bool Skipped { get; set; }
         public bool Released { get; set; }

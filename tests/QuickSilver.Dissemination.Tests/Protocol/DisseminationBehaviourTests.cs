@@ -222,7 +222,7 @@ public class DisseminationBehaviourTests
     [Fact]
     public void PagesHeldInPartAreCompletedByRepairOnlyTransmissions()
     {
-        var options = SimFixtures.FastServer(1) with { Redundancy = new RedundancyRule { PercentPerRequester = 0 } };
+        var options = SimFixtures.FastServer(1) with { RedundancyMode = RedundancyMode.Paper, Redundancy = new RedundancyRule { PercentPerRequester = 0 } };
         var files = SimFixtures.Files(options, 13, 300_000);
         var names = SimFixtures.Names(files);
         var sim = new DisseminationSim(13, options, files);
