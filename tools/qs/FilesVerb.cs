@@ -193,7 +193,7 @@ internal static class FilesVerb
             double seconds = clock.Elapsed.TotalSeconds;
             if (parse.GetValue(json))
             {
-                Console.WriteLine(JsonSerializer.Serialize(new { @event = "summary", complete = progress.Complete, files = progress.Files.Count(f => f.Verified), bytes, seconds, notFound = progress.NotFound, pagesReceived = progress.PagesDecoded, repairs = progress.PagesRebuilt, naks = progress.NaksSent }));
+                Console.WriteLine(JsonSerializer.Serialize(new { @event = "summary", complete = progress.Complete, files = progress.Files.Count(f => f.Verified), bytes, seconds, notFound = progress.NotFound, pagesReceived = progress.PagesDecoded, repairs = progress.PagesRebuilt, naks = progress.NaksSent, dataPackets = progress.DataPackets }));
             }
             else
             {

@@ -108,11 +108,13 @@ public sealed class AdaptiveRedundancy
     }
 
     /// <summary>A requester of a transmission of <paramref name="packets"/> packets (<paramref name="repair"/> of them
-    /// proactive repair) NAKed it lacking <paramref name="lacking"/>: it lost repair + lacking.</summary>
+    /// proactive repair) NAKed it lacking <paramref name="lacking"/>: it lost repair + lacking. A NAK for the whole
+    /// page (lacking = packets − repair) is not counted: the client did not receive the page at all (skipped for
+    /// capacity, not yet listening, its socket closed), which no number of repair packets short of the page mends.</summary>
     public void ObserveNak(int packets, int repair, int lacking)
     {
         int lost = repair + lacking;
-        if (!InRange(packets, repair) || lacking < 1 || lost > packets)
+        if (!InRange(packets, repair) || lacking < 1 || lost >= packets)
         {
             return;
         }

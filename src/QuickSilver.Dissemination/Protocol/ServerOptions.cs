@@ -145,6 +145,20 @@ public sealed record ClientOptions
     /// <summary>Bytes of repair packets kept in memory for spilled pages; past it the oldest spilled page is dropped.</summary>
     public long MaxSpilledRepairBytes { get; init; } = 16 << 20;
 
+    /// <summary>A data channel with no page this client lacks due on it is left only after this long idle (or at once
+    /// when its place is needed for another under <see cref="Capacity"/>): pages follow each other on a busy channel,
+    /// and leaving between two loses what the socket had queued.</summary>
+    public TimeSpan LeaveAfter { get; init; } = TimeSpan.FromSeconds(1);
+
+    /// <summary>An alarm that fires later than this after its deadline means the client's core was held up: NAKs wait
+    /// this long again, so the datagrams that arrived meanwhile are read first (real cores only; the simulator's
+    /// alarms are on time).</summary>
+    public TimeSpan LateAlarm { get; init; } = TimeSpan.FromMilliseconds(20);
+
+    /// <summary>The most a channel's lag behind its announced schedule (measured from its data packets: a busy server
+    /// or client core) postpones the client's NAKs and leaving the channel.</summary>
+    public TimeSpan MaxScheduleLag { get; init; } = TimeSpan.FromSeconds(2);
+
     /// <summary>Transmissions tracked at once (announced or seen, not yet ended); more are ignored (counted).</summary>
     public int MaxTracked { get; init; } = 1024;
 
@@ -157,6 +171,9 @@ public sealed record ClientOptions
         Check(MaxPartialPages >= 1, nameof(MaxPartialPages), MaxPartialPages, "at least 1");
         Check(MaxSpilledPages >= 0, nameof(MaxSpilledPages), MaxSpilledPages, "non-negative");
         Check(MaxSpilledRepairBytes >= 0, nameof(MaxSpilledRepairBytes), MaxSpilledRepairBytes, "non-negative");
+        Check(LeaveAfter >= TimeSpan.Zero && LeaveAfter <= TimeSpan.FromMinutes(10), nameof(LeaveAfter), LeaveAfter, "between 0 and 10 minutes");
+        Check(LateAlarm > TimeSpan.Zero && LateAlarm <= TimeSpan.FromMinutes(1), nameof(LateAlarm), LateAlarm, "positive and at most 1 minute");
+        Check(MaxScheduleLag >= TimeSpan.Zero && MaxScheduleLag <= TimeSpan.FromMinutes(1), nameof(MaxScheduleLag), MaxScheduleLag, "between 0 and 1 minute");
         Check(MaxTracked >= 1, nameof(MaxTracked), MaxTracked, "at least 1");
     }
 

@@ -99,6 +99,7 @@ public class AdaptiveRedundancyTests
         rule.ObserveNak(300, 0, 5);     // more than 255 packets
         rule.ObserveNak(40, 0, 0);      // a NAK lacking nothing
         rule.ObserveNak(40, 10, 35);    // lost more than were sent
+        rule.ObserveNak(44, 4, 40);     // the whole page: not listening, not packet loss
         rule.ObserveSilent(40, 40, 4);  // repair not below packets
         rule.ObserveSilent(40, 0, -1);
         Assert.Equal(0.0, rule.LossEstimate);
