@@ -51,8 +51,8 @@ internal static class FilesVerb
         var multicast = Multicast();
         var channels = Cli.Int("--channels", "Data channels (d)", 4, 1, Wire.MaxChannels);
         var rate = Cli.Int("--rate", "Bandwidth cap per data channel, bytes/s", 2_000_000, 1_000, 1_000_000_000);
-        var payload = Cli.Int("--packet-payload", "Page bytes per data datagram (1,400 with the 30-byte header fits a 1,500-byte MTU; the seed used 500)", 1_400, 16, 1_400);
-        var pageSize = Cli.Int("--page-size", "Page size in bytes, a multiple of --packet-payload, at most 255 packets (the seed used 30,000)", 56_000, 16, PageOptions.MaxPageSize);
+        var payload = Cli.Int("--packet-payload", "Page bytes per data datagram (1,456 with the 16-byte header is a 1,472-byte datagram, what a 1,500-byte MTU carries; the seed used 500)", Wire.MaxPacketPayload, 16, Wire.MaxPacketPayload);
+        var pageSize = Cli.Int("--page-size", "Page size in bytes, a multiple of --packet-payload, at most 255 packets (the seed used 30,000)", 39 * Wire.MaxPacketPayload, 16, PageOptions.MaxPageSize);
         var scheduler = new Option<string>("--scheduler") { Description = "rq or circular", DefaultValueFactory = _ => "rq" };
         scheduler.AcceptOnlyFromAmong("rq", "circular");
         var seconds = Cli.Int("--seconds", "Stop after this many seconds; 0 runs until Ctrl+C", 0, 0, 30 * 86_400);
@@ -220,7 +220,7 @@ internal static class FilesVerb
                 return p;
             }
 
-            await Task.Delay(TimeSpan.FromMilliseconds(200), token).ContinueWith(_ => { }, TaskScheduler.Default);
+            await Task.WhenAny(Task.Delay(TimeSpan.FromMilliseconds(200), token), host.Completion).ContinueWith(_ => { }, TaskScheduler.Default);
         }
     }
 

@@ -59,6 +59,7 @@ public sealed class DisseminationClient : IDatagramHandler
     private readonly Random _random;
     private readonly FrameWriter _writer = new();
     private readonly Dictionary<ulong, FileState> _files = new();
+    private readonly Dictionary<ushort, FileState> _byNumber = new();
     private readonly Dictionary<uint, Tracked> _tracked = new();
     private readonly List<uint> _due = new();
     private readonly Alarm _alarm;
@@ -194,7 +195,7 @@ public sealed class DisseminationClient : IDatagramHandler
             }
 
             var entry = new FileEntry(wf.Name, wf.Size, wf.Sha256);
-            if (entry.FileId != wf.FileId || _files.ContainsKey(entry.FileId))
+            if (entry.FileId != wf.FileId || _files.ContainsKey(entry.FileId) || _byNumber.ContainsKey(wf.Number))
             {
                 Drops.Increment(DisseminationDrop.OutOfRange);
                 notFound.Add(_names[i]);
@@ -213,6 +214,7 @@ public sealed class DisseminationClient : IDatagramHandler
             }
 
             _files.Add(entry.FileId, state);
+            _byNumber.Add(wf.Number, state);
             _filesLeft++;
         }
 
@@ -427,17 +429,20 @@ public sealed class DisseminationClient : IDatagramHandler
             return;
         }
 
-        if (!Locate(h.FileId, h.Offset, out var file, out int page, out int k))
+        if (!_byNumber.TryGetValue(h.File, out var file))
         {
             Drops.Increment(DisseminationDrop.Unknown);
             return;
         }
 
-        if (h.K != k || h.PageLength != pages.PageLength(file.Entry.Size, page) || h.Channel >= _channelUse.Length)
+        if (h.Page >= (uint)file.PageCount || h.Channel >= _channelUse.Length)
         {
             Drops.Increment(DisseminationDrop.OutOfRange);
             return;
         }
+
+        int page = (int)h.Page;
+        int k = pages.PacketsIn(pages.PageLength(file.Entry.Size, page));
 
         if (file.Held[page])
         {

@@ -314,16 +314,16 @@ public sealed class DisseminationServer
         for (int i = 0; i < request.Names.Count; i++)
         {
             string name = request.Names[i];
-            if (_catalog.TryFind(name, out int index))
+            if (_catalog.TryFind(name, out int index) && index <= ushort.MaxValue)
             {
                 var entry = _catalog.Files[index];
                 state.Files[i] = index;
-                files.Add(new WelcomeFile(true, name, entry.FileId, entry.Size, entry.Sha256));
+                files.Add(new WelcomeFile(true, name, (ushort)index, entry.FileId, entry.Size, entry.Sha256));
             }
             else
             {
                 state.Files[i] = -1;
-                files.Add(new WelcomeFile(false, name, 0, 0, new byte[32]));
+                files.Add(new WelcomeFile(false, name, 0, 0, 0, new byte[32]));
             }
         }
 
@@ -535,6 +535,8 @@ public sealed class DisseminationServer
     private sealed class Transmission
     {
         public int Item;
+        public ushort File;
+        public uint PageNumber;
         public uint Id;
         public ulong FileId;
         public ulong Offset;
@@ -744,6 +746,8 @@ public sealed class DisseminationServer
             int repair = s.RepairCount(need >= k ? k : Math.Max(need, 1), taken.Count);
             var t = Rent();
             t.Item = item;
+            t.File = (ushort)file;
+            t.PageNumber = (uint)page;
             t.Id = ++s._transmissionId;
             t.FileId = entry.FileId;
             t.Offset = (ulong)page * (ulong)pages.PageSize;
@@ -824,7 +828,7 @@ public sealed class DisseminationServer
                 s.Counters.RepairPacketsSent++;
             }
 
-            Wire.WriteDataHeader(_datagram, new DataHeader((byte)_index, (byte)t.K, t.FileId, t.Offset, t.Id, (ushort)t.PageLength, (byte)index, (byte)seq, (byte)t.Count));
+            Wire.WriteDataHeader(_datagram, new DataHeader((byte)_index, t.File, t.PageNumber, t.Id, (byte)index, (byte)seq, (byte)t.Count));
             if (!s._transport.TrySend(_group, _datagram))
             {
                 s.Counters.SendFailures++;
