@@ -99,6 +99,54 @@ public sealed class DiskPageStoreTests : IDisposable
         Assert.False(again.HasPage(entry, 1));
     }
 
+    /// <summary>The store hashes pages as the written prefix grows (pages written out of order are read back); the
+    /// result is the same check as hashing the whole file at the end, a wrong page included.</summary>
+    [Fact]
+    public void PagesHashedAsTheyArriveVerifyLikeTheWholeFile()
+    {
+        var pages = new PageOptions();
+        var content = new byte[130_000];
+        new Random(4).NextBytes(content);
+        var entry = new FileEntry("y.bin", content.Length, SHA256.HashData(content));
+        int[] order = [3, 1, 0, 4, 2];
+        using (var store = new DiskPageStore(_dir))
+        {
+            store.Prepare(entry, pages);
+            foreach (int p in order)
+            {
+                int offset = p * 30_000;
+                store.WritePage(entry, p, offset, content.AsSpan(offset, Math.Min(30_000, content.Length - offset)));
+            }
+
+            Assert.True(store.Verify(entry));
+        }
+
+        Assert.Equal(content, File.ReadAllBytes(Path.Combine(_dir, "y.bin")));
+
+        var wrong = (byte[])content.Clone();
+        wrong[65_000] ^= 1;
+        var other = new FileEntry("z.bin", content.Length, SHA256.HashData(content));
+        using (var store = new DiskPageStore(_dir))
+        {
+            store.Prepare(other, pages);
+            foreach (int p in order)
+            {
+                int offset = p * 30_000;
+                store.WritePage(other, p, offset, wrong.AsSpan(offset, Math.Min(30_000, content.Length - offset)));
+            }
+
+            Assert.False(store.Verify(other));
+            store.Discard(other);
+            for (int p = 0; p < 5; p++)
+            {
+                int offset = p * 30_000;
+                store.WritePage(other, p, offset, content.AsSpan(offset, Math.Min(30_000, content.Length - offset)));
+            }
+
+            Assert.True(store.Verify(other));
+        }
+    }
+
     [Fact]
     public void NamesThatLeaveTheDirectoryAreRefused()
     {
