@@ -107,44 +107,34 @@ public sealed class DiskPageStoreTests : IDisposable
         var pages = new PageOptions();
         var content = new byte[130_000];
         new Random(4).NextBytes(content);
-        var entry = new FileEntry("y.bin", content.Length, SHA256.HashData(content));
-        int[] order = [3, 1, 0, 4, 2];
-        using (var store = new DiskPageStore(_dir))
+        var wrong = (byte[])content.Clone();
+        wrong[65_000] ^= 1;
+        static void Write(DiskPageStore store, FileEntry entry, byte[] bytes, params int[] order)
         {
-            store.Prepare(entry, pages);
             foreach (int p in order)
             {
                 int offset = p * 30_000;
-                store.WritePage(entry, p, offset, content.AsSpan(offset, Math.Min(30_000, content.Length - offset)));
+                store.WritePage(entry, p, offset, bytes.AsSpan(offset, Math.Min(30_000, bytes.Length - offset)));
             }
-
-            Assert.True(store.Verify(entry));
         }
 
-        Assert.Equal(content, File.ReadAllBytes(Path.Combine(_dir, "y.bin")));
-
-        var wrong = (byte[])content.Clone();
-        wrong[65_000] ^= 1;
+        var entry = new FileEntry("y.bin", content.Length, SHA256.HashData(content));
         var other = new FileEntry("z.bin", content.Length, SHA256.HashData(content));
         using (var store = new DiskPageStore(_dir))
         {
+            store.Prepare(entry, pages);
+            Write(store, entry, content, 3, 1, 0, 4, 2);
+            Assert.True(store.Verify(entry));
             store.Prepare(other, pages);
-            foreach (int p in order)
-            {
-                int offset = p * 30_000;
-                store.WritePage(other, p, offset, wrong.AsSpan(offset, Math.Min(30_000, content.Length - offset)));
-            }
-
+            Write(store, other, wrong, 3, 1, 0, 4, 2);
             Assert.False(store.Verify(other));
             store.Discard(other);
-            for (int p = 0; p < 5; p++)
-            {
-                int offset = p * 30_000;
-                store.WritePage(other, p, offset, content.AsSpan(offset, Math.Min(30_000, content.Length - offset)));
-            }
-
+            Write(store, other, content, 0, 1, 2, 3, 4);
             Assert.True(store.Verify(other));
         }
+
+        Assert.Equal(content, File.ReadAllBytes(Path.Combine(_dir, "y.bin")));
+        Assert.Equal(content, File.ReadAllBytes(Path.Combine(_dir, "z.bin")));
     }
 
     [Fact]
