@@ -21,7 +21,7 @@ internal static class Program
         {
             var o = Options.Parse(args);
             Console.WriteLine($"# {string.Join(' ', args)}");
-            Console.WriteLine($"# files {o.Files}, {o.TotalBytes:N0} B, channel {o.Rate:N0} B/s x {o.Channels}, loss {o.Loss:P1}, seed {o.Seed}, {RuntimeEnvironment()}");
+            Console.WriteLine($"# files {o.Files}, {o.TotalBytes:N0} B, channel {o.Rate:N0} B/s x {o.Channels}, loss {o.Loss:P1}, redundancy {o.Redundancy}, seed {o.Seed}, {RuntimeEnvironment()}");
             if (o.Command == "scale")
             {
                 Console.WriteLine("| clients | scheduler | request | mean delay (s) | mean delay / full cycle | p95 delay (s) | transmissions | data MB sent | repair share | NAKs | server busy ms | server busy µs per client per virtual s | pairs read per decision | virtual s | wall s |");
@@ -72,6 +72,7 @@ internal static class Program
             ChannelBytesPerSecond = o.Rate,
             Scheduler = kind,
             AnnounceDelay = TimeSpan.FromMilliseconds(100),
+            RedundancyMode = o.Redundancy,
         };
         var files = MakeFiles(o, pages);
         var sim = new DisseminationSim(o.Seed, server, files);
@@ -155,11 +156,14 @@ internal static class Program
         public int MaxRequestFiles { get; init; } = 4;
         public double? ArrivalWindow { get; init; }
 
+        /// <summary>The seed's rule by default: these runs reproduce its figures.</summary>
+        public RedundancyMode Redundancy { get; init; } = RedundancyMode.Paper;
+
         public static Options Parse(string[] args)
         {
             if (args.Length == 0 || (args[0] != "scale" && args[0] != "pages"))
             {
-                throw new ArgumentException("usage: (scale | pages) [--clients 10,100,...] [--page-sizes 1000,...] [--page-size B] [--scheduler rq,circular] [--files N] [--total-bytes B] [--rate B/s] [--channels d] [--loss p] [--seed n] [--request all|N] [--arrival-window s]");
+                throw new ArgumentException("usage: (scale | pages) [--clients 10,100,...] [--page-sizes 1000,...] [--page-size B] [--scheduler rq,circular] [--files N] [--total-bytes B] [--rate B/s] [--channels d] [--loss p] [--seed n] [--request all|N] [--arrival-window s] [--redundancy paper|adaptive]");
             }
 
             var o = new Options { Command = args[0] };
@@ -189,6 +193,7 @@ internal static class Program
                     "--channels" => o with { Channels = Ints(name, v, 1, 64)[0] },
                     "--seed" => o with { Seed = Ints(name, v, 0, int.MaxValue)[0] },
                     "--loss" => o with { Loss = Double(name, v, 0, 0.5) },
+                    "--redundancy" => o with { Redundancy = v switch { "paper" => RedundancyMode.Paper, "adaptive" => RedundancyMode.Adaptive, _ => throw new ArgumentException($"--redundancy: '{v}' is not paper or adaptive.") } },
                     "--arrival-window" => o with { ArrivalWindow = Double(name, v, 0.001, 1e6) },
                     "--request" => v == "all" ? o with { RequestAll = true } : o with { RequestAll = false, MaxRequestFiles = Ints(name, v, 1, 1000)[0] },
                     _ => throw new ArgumentException($"Unknown option {name}."),

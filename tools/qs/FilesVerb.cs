@@ -51,15 +51,17 @@ internal static class FilesVerb
         var multicast = Multicast();
         var channels = Cli.Int("--channels", "Data channels (d)", 4, 1, Wire.MaxChannels);
         var rate = Cli.Int("--rate", "Bandwidth cap per data channel, bytes/s", 2_000_000, 1_000, 1_000_000_000);
-        var payload = Cli.Int("--packet-payload", "Page bytes per data datagram (1,400 with the 30-byte header fits a 1,500-byte MTU; the seed used 500)", 1_400, 16, 1_400);
-        var pageSize = Cli.Int("--page-size", "Page size in bytes, a multiple of --packet-payload, at most 255 packets (the seed used 30,000)", 56_000, 16, PageOptions.MaxPageSize);
+        var payload = Cli.Int("--packet-payload", "Page bytes per data datagram (1,456 with the 16-byte header is a 1,472-byte datagram, what a 1,500-byte MTU carries; the seed used 500)", Wire.MaxPacketPayload, 16, Wire.MaxPacketPayload);
+        var pageSize = Cli.Int("--page-size", "Page size in bytes, a multiple of --packet-payload, at most 255 packets (the seed used 30,000)", 39 * Wire.MaxPacketPayload, 16, PageOptions.MaxPageSize);
         var scheduler = new Option<string>("--scheduler") { Description = "rq or circular", DefaultValueFactory = _ => "rq" };
         scheduler.AcceptOnlyFromAmong("rq", "circular");
         var seconds = Cli.Int("--seconds", "Stop after this many seconds; 0 runs until Ctrl+C", 0, 0, 30 * 86_400);
-        var fec = Cli.Int("--fec-percent", "Repair packets added per requesting client, as a percentage of the page (the seed's 1; capped at 120 % of the page); 0 sends no proactive repair", 1, 0, 100);
+        var redundancy = new Option<string>("--redundancy") { Description = "adaptive (proactive repair packets sized by the loss the clients report; none without loss) or paper (the seed's rule, --fec-percent per requesting client)", DefaultValueFactory = _ => "adaptive" };
+        redundancy.AcceptOnlyFromAmong("adaptive", "paper");
+        var fec = Cli.Int("--fec-percent", "With --redundancy paper: repair packets added per requesting client, as a percentage of the page (the seed's 1; capped at 120 % of the page); 0 sends no proactive repair", 1, 0, 100);
         var waitClients = Cli.Int("--wait-clients", "Hold the data until this many clients have asked (a batch to a known set of clients); 0 starts at the first", 0, 0, 10_000);
         var waitSeconds = Cli.Int("--wait-seconds", "The longest --wait-clients holds, from the first request", 10, 0, 3_600);
-        var command = new Command("serve", "Serve the files of DIR.") { dir, listen, multicast, channels, rate, payload, pageSize, scheduler, seconds, fec, waitClients, waitSeconds };
+        var command = new Command("serve", "Serve the files of DIR.") { dir, listen, multicast, channels, rate, payload, pageSize, scheduler, seconds, redundancy, fec, waitClients, waitSeconds };
         command.SetAction(async (parse, cancellationToken) =>
         {
             int packet = parse.GetValue(payload), page = parse.GetValue(pageSize);
@@ -79,6 +81,7 @@ internal static class FilesVerb
                 AnnounceGroup = group,
                 DataGroupBase = new NetAddress(group.Ip + 1, (ushort)(group.Port + 1)),
                 AnnounceDelay = TimeSpan.FromMilliseconds(20),
+                RedundancyMode = parse.GetValue(redundancy) == "paper" ? RedundancyMode.Paper : RedundancyMode.Adaptive,
                 Redundancy = new RedundancyRule { PercentPerRequester = parse.GetValue(fec) },
                 StartWhenClients = parse.GetValue(waitClients),
                 StartWaitMax = TimeSpan.FromSeconds(parse.GetValue(waitSeconds)),
@@ -130,7 +133,7 @@ internal static class FilesVerb
                     var (c, clients, drops) = await host.SnapshotAsync();
                     if (asJson)
                     {
-                        Console.WriteLine(JsonSerializer.Serialize(new { @event = "status", clients, transmissions = c.Transmissions, dataBytes = c.DataBytesSent, repairPackets = c.RepairPacketsSent, naks = c.NaksAccepted, sendFailures = c.SendFailures, drops }));
+                        Console.WriteLine(JsonSerializer.Serialize(new { @event = "status", clients, transmissions = c.Transmissions, repairOnly = c.RepairOnlyTransmissions, dataBytes = c.DataBytesSent, sourcePackets = c.SourcePacketsSent, repairPackets = c.RepairPacketsSent, proactiveRepair = c.ProactiveRepairPackets, announceBytes = c.AnnounceBytes, replyBytes = c.ReplyBytesSent, requestBytes = c.RequestBytesReceived, naks = c.NaksAccepted, sendFailures = c.SendFailures, drops }));
                     }
                     else
                     {
@@ -190,7 +193,7 @@ internal static class FilesVerb
             double seconds = clock.Elapsed.TotalSeconds;
             if (parse.GetValue(json))
             {
-                Console.WriteLine(JsonSerializer.Serialize(new { @event = "summary", complete = progress.Complete, files = progress.Files.Count(f => f.Verified), bytes, seconds, notFound = progress.NotFound, pagesReceived = progress.PagesDecoded, repairs = progress.PagesRebuilt, naks = progress.NaksSent }));
+                Console.WriteLine(JsonSerializer.Serialize(new { @event = "summary", complete = progress.Complete, files = progress.Files.Count(f => f.Verified), bytes, seconds, notFound = progress.NotFound, pagesReceived = progress.PagesDecoded, repairs = progress.PagesRebuilt, naks = progress.NaksSent, dataPackets = progress.DataPackets }));
             }
             else
             {
@@ -217,7 +220,7 @@ internal static class FilesVerb
                 return p;
             }
 
-            await Task.Delay(TimeSpan.FromMilliseconds(200), token).ContinueWith(_ => { }, TaskScheduler.Default);
+            await Task.WhenAny(Task.Delay(TimeSpan.FromMilliseconds(200), token), host.Completion).ContinueWith(_ => { }, TaskScheduler.Default);
         }
     }
 

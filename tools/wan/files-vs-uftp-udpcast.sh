@@ -11,7 +11,7 @@
 #             file, so it sends a tar of the same files (a few kB larger); time = sender start to the last receiver's exit.
 # Every transfer is bounded: qs clients by --timeout, uftp by its own, udpcast by timeout LIMIT (default 150 s).
 # QS_GET_ARGS adds options to every `qs files get` (e.g. --json for its counters), QS_SERVE_ARGS to `qs files serve`
-# (e.g. --packet-payload 1400 --page-size 56000); KEEP=1 keeps the logs in /tmp.
+# (e.g. --redundancy paper, or --packet-payload 1400 --page-size 56000); KEEP=1 keeps the logs in /tmp.
 # usage: sudo tools/wan/files-vs-uftp-udpcast.sh [MB_TOTAL=200] [LOSS_PCT=0] [RATE_BYTES_PER_S=8000000] [SYSTEMS="qs uftp udpcast"]
 set -euo pipefail
 MB=${1:-200}; LOSS=${2:-0}; RATE=${3:-8000000}; SYSTEMS=${4:-qs uftp udpcast}; LIMIT=${LIMIT:-150}

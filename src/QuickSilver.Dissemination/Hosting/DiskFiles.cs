@@ -137,6 +137,39 @@ public sealed class DiskPageStore : IPageStore, IDisposable
         RandomAccess.Write(DataHandle(f), data, offset);
         f.Pages[page] = 1;
         RandomAccess.Write(f.Marks!, f.Pages.AsSpan(page, 1), Header + page);
+        HashInOrder(file, f, page, data);
+    }
+
+    /// <summary>Hashes the file as its prefix of written pages grows (pages arrive nearly in order), so the check when
+    /// the last page lands reads only what is left, not the whole file: on a busy machine that final read and hash
+    /// was the tail of every transfer. A page written before its predecessors is read back when they arrive.</summary>
+    private void HashInOrder(FileEntry file, Open f, int page, ReadOnlySpan<byte> data)
+    {
+        int pageSize = _pageSize.TryGetValue(file.Name, out int ps) ? ps : PageOptions.MaxPageSize;
+        f.Sha ??= IncrementalHash.CreateHash(HashAlgorithmName.SHA256);
+        while (f.NextPage < f.Pages.Length && f.Pages[f.NextPage] != 0)
+        {
+            long offset = (long)f.NextPage * pageSize;
+            int length = (int)Math.Min(pageSize, file.Size - offset);
+            if (f.NextPage == page && data.Length >= length)
+            {
+                f.Sha.AppendData(data[..length]);
+            }
+            else
+            {
+                f.Scratch ??= new byte[pageSize];
+                int n = RandomAccess.Read(DataHandle(f), f.Scratch.AsSpan(0, length), offset);
+                if (n != length)
+                {
+                    return; // not all there: Verify hashes the rest from disk
+                }
+
+                f.Sha.AppendData(f.Scratch, 0, length);
+            }
+
+            f.HashedTo = offset + length;
+            f.NextPage++;
+        }
     }
 
     public bool Verify(FileEntry file)
@@ -149,7 +182,32 @@ public sealed class DiskPageStore : IPageStore, IDisposable
 
         var data = DataHandle(f);
         RandomAccess.SetLength(data, file.Size);
-        if (!Hash(data, file.Size).AsSpan().SequenceEqual(file.Sha256))
+        byte[] hash;
+        if (f.Sha is { } sha && f.HashedTo <= file.Size)
+        {
+            // The pages hashed in order as they were written; only the rest is read now.
+            var buffer = new byte[1 << 16];
+            for (long offset = f.HashedTo; offset < file.Size;)
+            {
+                int n = RandomAccess.Read(data, buffer.AsSpan(0, (int)Math.Min(buffer.Length, file.Size - offset)), offset);
+                if (n <= 0)
+                {
+                    break;
+                }
+
+                sha.AppendData(buffer, 0, n);
+                offset += n;
+            }
+
+            hash = sha.GetHashAndReset();
+            ResetHash(f);
+        }
+        else
+        {
+            hash = Hash(data, file.Size);
+        }
+
+        if (!hash.AsSpan().SequenceEqual(file.Sha256))
         {
             return false;
         }
@@ -167,11 +225,21 @@ public sealed class DiskPageStore : IPageStore, IDisposable
     public void Discard(FileEntry file)
     {
         var f = Get(file);
+        ResetHash(f);
         Array.Clear(f.Pages);
         if (f.Marks is not null)
         {
             RandomAccess.Write(f.Marks, f.Pages, Header);
         }
+    }
+
+    private static void ResetHash(Open f)
+    {
+        f.Sha?.Dispose();
+        f.Sha = null;
+        f.HashedTo = 0;
+        f.NextPage = 0;
+        f.Scratch = null;
     }
 
     private static byte[] Hash(SafeFileHandle handle, long size)
@@ -246,6 +314,7 @@ public sealed class DiskPageStore : IPageStore, IDisposable
         {
             f.Data?.Dispose();
             f.Marks?.Dispose();
+            f.Sha?.Dispose();
         }
 
         _open.Clear();
@@ -258,5 +327,11 @@ public sealed class DiskPageStore : IPageStore, IDisposable
         public SafeFileHandle? Data { get; set; }
         public SafeFileHandle? Marks { get; set; }
         public bool Complete { get; set; }
+
+        /// <summary>SHA-256 of the file's first <see cref="HashedTo"/> bytes: pages 0..NextPage−1, hashed as written.</summary>
+        public IncrementalHash? Sha { get; set; }
+        public long HashedTo { get; set; }
+        public int NextPage { get; set; }
+        public byte[]? Scratch { get; set; }
     }
 }

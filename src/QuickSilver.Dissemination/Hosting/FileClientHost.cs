@@ -22,6 +22,7 @@ public sealed class FileClientHost : IAsyncDisposable
     private readonly CancellationTokenSource _stop = new();
     private DisseminationClient _client = null!;
     private Task _run = Task.CompletedTask;
+    private readonly TaskCompletionSource _complete = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     private FileClientHost(QuickSilverCore core, FramedConnection connection, DiskPageStore store)
     {
@@ -60,6 +61,13 @@ public sealed class FileClientHost : IAsyncDisposable
         await core.InvokeAsync(() =>
         {
             host._client = new DisseminationClient(options, names, core, udp, new Link(connection), store, new Random());
+            host._client.FileCompleted += _ =>
+            {
+                if (host._client.IsComplete)
+                {
+                    host._complete.TrySetResult();
+                }
+            };
             return true;
         }).ConfigureAwait(false);
         host._run = connection.RunAsync(frame => core.TryPost(s => host._client.OnFrame((byte[])s!), frame), host._stop.Token);
@@ -70,6 +78,10 @@ public sealed class FileClientHost : IAsyncDisposable
         }).ConfigureAwait(false);
         return host;
     }
+
+    /// <summary>Completes when every requested file that exists is written and verified (a progress loop waits on it
+    /// rather than noticing at its next poll).</summary>
+    public Task Completion => _complete.Task;
 
     /// <summary>True once the request channel closed (the server went away or refused us).</summary>
     public bool Disconnected => _run.IsCompleted;

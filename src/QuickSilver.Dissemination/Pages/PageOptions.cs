@@ -18,9 +18,9 @@ public sealed record PageOptions
     /// <summary>Throws <see cref="ArgumentOutOfRangeException"/> naming the bad option.</summary>
     public void Validate()
     {
-        if (PacketPayload < 16 || PacketPayload > 1400)
+        if (PacketPayload < 16 || PacketPayload > Protocol.Wire.MaxPacketPayload)
         {
-            throw new ArgumentOutOfRangeException(nameof(PacketPayload), PacketPayload, $"PageOptions.PacketPayload must be between 16 and 1400 bytes, got {PacketPayload}.");
+            throw new ArgumentOutOfRangeException(nameof(PacketPayload), PacketPayload, $"PageOptions.PacketPayload must be between 16 and {Protocol.Wire.MaxPacketPayload} bytes, got {PacketPayload}.");
         }
 
         if (PageSize < PacketPayload || PageSize > MaxPageSize)

@@ -25,6 +25,9 @@ public sealed class ClientCounters
     public long PartialsSpilled { get; internal set; }
     public long TrackedOverflow { get; internal set; }
     public long WantRefreshes { get; internal set; }
+
+    /// <summary>NAK checks put off because the alarm fired more than <see cref="ClientOptions.LateAlarm"/> late.</summary>
+    public long LateAlarms { get; internal set; }
     public long VerifyFailures { get; internal set; }
     public long AnnounceDatagrams { get; internal set; }
     public long AnnounceGaps { get; internal set; }
@@ -56,6 +59,7 @@ public sealed class DisseminationClient : IDatagramHandler
     private readonly Random _random;
     private readonly FrameWriter _writer = new();
     private readonly Dictionary<ulong, FileState> _files = new();
+    private readonly Dictionary<ushort, FileState> _byNumber = new();
     private readonly Dictionary<uint, Tracked> _tracked = new();
     private readonly List<uint> _due = new();
     private readonly Alarm _alarm;
@@ -64,6 +68,9 @@ public sealed class DisseminationClient : IDatagramHandler
     private PageOptions? _pages;
     private PartialPages? _partials;
     private int[] _channelUse = Array.Empty<int>();
+    private bool[] _channelJoined = Array.Empty<bool>();
+    private TimeSpan[] _channelIdleSince = Array.Empty<TimeSpan>();
+    private TimeSpan[] _channelLag = Array.Empty<TimeSpan>();
     private int _joined;
     private TimeSpan _interval;
     private TimeSpan _lastProgress;
@@ -173,6 +180,9 @@ public sealed class DisseminationClient : IDatagramHandler
         _partials = new PartialPages(_options, _pages, _store, Counters);
         _interval = TimeSpan.FromTicks(Math.Max(1, (Wire.DataHeaderBytes + welcome.PacketPayload) * TimeSpan.TicksPerSecond / welcome.ChannelBytesPerSecond));
         _channelUse = new int[welcome.Channels.Count];
+        _channelJoined = new bool[welcome.Channels.Count];
+        _channelIdleSince = new TimeSpan[welcome.Channels.Count];
+        _channelLag = new TimeSpan[welcome.Channels.Count];
         var notFound = new List<string>();
         _filesLeft = 0;
         for (int i = 0; i < welcome.Files.Count; i++)
@@ -185,7 +195,7 @@ public sealed class DisseminationClient : IDatagramHandler
             }
 
             var entry = new FileEntry(wf.Name, wf.Size, wf.Sha256);
-            if (entry.FileId != wf.FileId || _files.ContainsKey(entry.FileId))
+            if (entry.FileId != wf.FileId || _files.ContainsKey(entry.FileId) || _byNumber.ContainsKey(wf.Number))
             {
                 Drops.Increment(DisseminationDrop.OutOfRange);
                 notFound.Add(_names[i]);
@@ -204,11 +214,25 @@ public sealed class DisseminationClient : IDatagramHandler
             }
 
             _files.Add(entry.FileId, state);
+            _byNumber.Add(wf.Number, state);
             _filesLeft++;
         }
 
         NotFound = notFound;
         _transport.JoinGroup(welcome.Announce);
+        if (_filesLeft > 0)
+        {
+            // Subscribe up to capacity at once (seed §3.2.1: "as many data channels as its capacity allows"), so the
+            // first pages find the client listening; a channel with nothing for it is left after LeaveAfter.
+            var now = _clock.Now;
+            for (int c = 0; c < _channelJoined.Length && _joined < _options.Capacity; c++)
+            {
+                _transport.JoinGroup(welcome.Channels[c]);
+                _channelJoined[c] = true;
+                _channelIdleSince[c] = now;
+                _joined++;
+            }
+        }
         foreach (var state in _files.Values)
         {
             if (state.Missing == 0)
@@ -322,8 +346,13 @@ public sealed class DisseminationClient : IDatagramHandler
                 continue;
             }
 
-            var end = now + TimeSpan.FromTicks(((long)e.StartDelayMicros + e.DurationMicros) * 10);
-            Track(e.Transmission, e.Channel, file, page, k, end);
+            var start = now + TimeSpan.FromTicks((long)e.StartDelayMicros * 10);
+            var end = start + TimeSpan.FromTicks((long)e.DurationMicros * 10);
+            if (Track(e.Transmission, e.Channel, file, page, k, end) is { } t && !t.HasStart)
+            {
+                t.Start = start;
+                t.HasStart = true;
+            }
         }
 
         Rearm();
@@ -346,8 +375,13 @@ public sealed class DisseminationClient : IDatagramHandler
 
         // A page already followed on another transmission (a NAK crossed a new transmission): follow both.
         t = new Tracked(transmission, channel, file, page, k, end);
-        if (_channelUse[channel] == 0)
+        if (!_channelJoined[channel])
         {
+            if (_joined >= _options.Capacity)
+            {
+                LeaveOneIdleChannel();
+            }
+
             if (_joined >= _options.Capacity)
             {
                 t.Skipped = true;
@@ -356,6 +390,7 @@ public sealed class DisseminationClient : IDatagramHandler
             else
             {
                 _transport.JoinGroup(_welcome!.Channels[channel]);
+                _channelJoined[channel] = true;
                 _joined++;
             }
         }
@@ -394,28 +429,49 @@ public sealed class DisseminationClient : IDatagramHandler
             return;
         }
 
-        if (!Locate(h.FileId, h.Offset, out var file, out int page, out int k))
+        if (!_byNumber.TryGetValue(h.File, out var file))
         {
             Drops.Increment(DisseminationDrop.Unknown);
             return;
         }
 
-        if (h.K != k || h.PageLength != pages.PageLength(file.Entry.Size, page) || h.Channel >= _channelUse.Length)
+        if (h.Page >= (uint)file.PageCount || h.Channel >= _channelUse.Length)
         {
             Drops.Increment(DisseminationDrop.OutOfRange);
             return;
         }
+
+        int page = (int)h.Page;
+        int k = pages.PacketsIn(pages.PageLength(file.Entry.Size, page));
 
         if (file.Held[page])
         {
             return;
         }
 
-        if (!_tracked.ContainsKey(h.Transmission))
+        var now = _clock.Now;
+        var packetsEnd = now + (_interval * (h.Count - h.Seq));
+        if (_tracked.TryGetValue(h.Transmission, out var announced) && announced.HasStart)
+        {
+            // How far behind its announced schedule this channel's packets arrive (the server's core or this one busy):
+            // NAKs and leaving the channel wait that much longer (bounded: a forged packet cannot postpone them long).
+            var lag = now - (announced.Start + (_interval * h.Seq));
+            _channelLag[h.Channel] = lag <= TimeSpan.Zero ? TimeSpan.Zero : lag < _options.MaxScheduleLag ? lag : _options.MaxScheduleLag;
+        }
+
+        if (!_tracked.TryGetValue(h.Transmission, out var tracked))
         {
             // Missed every announcement copy: follow it from here (the end is as far as the packets left).
-            Track(h.Transmission, h.Channel, file, page, k, _clock.Now + (_interval * (h.Count - h.Seq)));
+            Track(h.Transmission, h.Channel, file, page, k, packetsEnd);
             Rearm();
+        }
+        else if (packetsEnd > tracked.End)
+        {
+            // The server runs behind its announced schedule (a busy core): the transmission ends when its packets say,
+            // so the NAK waits for them instead of asking for packets still on their way. Moved later only, so the
+            // alarm armed for the old time fires early and re-arms itself.
+            tracked.NakAt += packetsEnd - tracked.End;
+            tracked.End = packetsEnd;
         }
 
         if (_partials!.Receive(file.Entry, page, k, h.Index, datagram[Wire.DataHeaderBytes..]))
@@ -462,6 +518,11 @@ public sealed class DisseminationClient : IDatagramHandler
             }
 
             _tracked.Clear();
+            for (int c = 0; c < _channelJoined.Length; c++)
+            {
+                Leave(c);
+            }
+
             _transport.LeaveGroup(_welcome!.Announce);
             _clock.Cancel(_alarm);
         }
@@ -477,9 +538,55 @@ public sealed class DisseminationClient : IDatagramHandler
         t.Released = true;
         if (--_channelUse[t.Channel] == 0)
         {
-            _transport.LeaveGroup(_welcome!.Channels[t.Channel]);
+            // Not left at once: the next page on it is usually announced a moment later, and a socket closed between
+            // two pages loses what it had queued (a busy core reads it late) and misses what comes before the join.
+            _channelIdleSince[t.Channel] = _clock.Now;
+        }
+    }
+
+    private void Leave(int channel)
+    {
+        if (_channelJoined[channel])
+        {
+            _transport.LeaveGroup(_welcome!.Channels[channel]);
+            _channelJoined[channel] = false;
             _joined--;
         }
+    }
+
+    /// <summary>At capacity, a channel joined but idle makes room for one with a page this client lacks.</summary>
+    private void LeaveOneIdleChannel()
+    {
+        for (int c = 0; c < _channelJoined.Length; c++)
+        {
+            if (_channelJoined[c] && _channelUse[c] == 0)
+            {
+                Leave(c);
+                return;
+            }
+        }
+    }
+
+    /// <summary>Leaves the channels idle for <see cref="ClientOptions.LeaveAfter"/>; returns the next such deadline.</summary>
+    private TimeSpan LeaveIdleChannels(TimeSpan now, TimeSpan next)
+    {
+        for (int c = 0; c < _channelJoined.Length; c++)
+        {
+            if (_channelJoined[c] && _channelUse[c] == 0)
+            {
+                var at = _channelIdleSince[c] + _options.LeaveAfter;
+                if (now >= at)
+                {
+                    Leave(c);
+                }
+                else if (at < next)
+                {
+                    next = at;
+                }
+            }
+        }
+
+        return next;
     }
 
     private void OnAlarm()
@@ -490,15 +597,26 @@ public sealed class DisseminationClient : IDatagramHandler
         }
 
         var now = _clock.Now;
+        if (now - _alarm.Deadline > _options.LateAlarm)
+        {
+            // The alarm fired late: this core was held up, and the datagrams that came meanwhile are probably still
+            // waiting to be read. NAKing now would ask for packets already here; look again once they are read.
+            Counters.LateAlarms++;
+            _clock.Cancel(_alarm);
+            _clock.Schedule(_alarm, now + _options.LateAlarm);
+            return;
+        }
+
         _due.Clear();
         foreach (var (id, t) in _tracked)
         {
-            if (now >= t.End + _options.EndGrace)
+            var lag = _channelLag[t.Channel];
+            if (now >= t.End + _options.EndGrace + lag)
             {
                 Release(t);
             }
 
-            if (now >= t.NakAt)
+            if (now >= t.NakAt + lag)
             {
                 _due.Add(id);
             }
@@ -540,17 +658,18 @@ public sealed class DisseminationClient : IDatagramHandler
             return;
         }
 
-        var next = _lastProgress + _options.StallTimeout;
+        var next = LeaveIdleChannels(_clock.Now, _lastProgress + _options.StallTimeout);
         foreach (var t in _tracked.Values)
         {
-            if (!t.Released && !t.Skipped && t.End + _options.EndGrace < next)
+            var lag = _channelLag[t.Channel];
+            if (!t.Released && !t.Skipped && t.End + _options.EndGrace + lag < next)
             {
-                next = t.End + _options.EndGrace;
+                next = t.End + _options.EndGrace + lag;
             }
 
-            if (t.NakAt < next)
+            if (t.NakAt + lag < next)
             {
-                next = t.NakAt;
+                next = t.NakAt + lag;
             }
         }
 
@@ -578,8 +697,12 @@ public sealed class DisseminationClient : IDatagramHandler
         public FileState File { get; } = file;
         public int Page { get; } = page;
         public int K { get; } = k;
-        public TimeSpan End { get; } = end;
+        public TimeSpan End { get; set; } = end;
         public TimeSpan NakAt { get; set; }
+
+        /// <summary>The announced start of its first packet (known when an announcement was seen).</summary>
+        public TimeSpan Start { get; set; }
+        public bool HasStart { get; set; }
         public bool Skipped { get; set; }
         public bool Released { get; set; }
     }

@@ -19,8 +19,18 @@ public sealed record ServerOptions
 
     public SchedulerKind Scheduler { get; init; } = SchedulerKind.RQ;
 
-    /// <summary>Repair packets per page when it goes out (seed: 1 % per requesting client, capped at 120 %).</summary>
+    /// <summary>How the proactive repair packets of a page are counted: <see cref="RedundancyMode.Adaptive"/> (the
+    /// default) from the loss the clients report, bounded by <see cref="Redundancy"/>'s cap; or
+    /// <see cref="RedundancyMode.Paper"/>, the seed's rule <see cref="Redundancy"/> as it stands (the simulation
+    /// figures use it).</summary>
+    public RedundancyMode RedundancyMode { get; init; } = RedundancyMode.Adaptive;
+
+    /// <summary>The seed's rule (1 % per requesting client, capped at 120 %): the count in
+    /// <see cref="RedundancyMode.Paper"/> mode, and its cap bounds <see cref="RedundancyMode.Adaptive"/>.</summary>
     public RedundancyRule Redundancy { get; init; } = RedundancyRule.Paper;
+
+    /// <summary>The adaptive mode's options.</summary>
+    public AdaptiveRedundancyOptions Adaptive { get; init; } = new();
 
     /// <summary>Time between the first announcement of a page and its first data packet, so clients can join the
     /// data channel (seed: "a delay"; not given).</summary>
@@ -70,6 +80,9 @@ public sealed record ServerOptions
         Pages.Validate();
         ArgumentNullException.ThrowIfNull(Redundancy, nameof(Redundancy));
         Redundancy.Validate();
+        ArgumentNullException.ThrowIfNull(Adaptive, nameof(Adaptive));
+        Adaptive.Validate();
+        Check(Enum.IsDefined(RedundancyMode), nameof(RedundancyMode), RedundancyMode, "Adaptive or Paper");
         Check(DataChannels >= 1 && DataChannels <= Wire.MaxChannels, nameof(DataChannels), DataChannels, $"between 1 and {Wire.MaxChannels}");
         Check(ChannelBytesPerSecond >= 1000, nameof(ChannelBytesPerSecond), ChannelBytesPerSecond, "at least 1000");
         Check(AnnounceDelay >= TimeSpan.Zero && AnnounceDelay <= TimeSpan.FromMinutes(1), nameof(AnnounceDelay), AnnounceDelay, "between 0 and 1 minute");
@@ -91,6 +104,17 @@ public sealed record ServerOptions
             throw new ArgumentOutOfRangeException(name, value, $"ServerOptions.{name} must be {what}, got {value}.");
         }
     }
+}
+
+/// <summary>How a page's proactive repair packets are counted (docs/dissemination.md, "The redundancy rule" and
+/// "Adaptive redundancy").</summary>
+public enum RedundancyMode
+{
+    /// <summary>From the clients' reported loss (<see cref="AdaptiveRedundancy"/>): none when nothing is lost.</summary>
+    Adaptive,
+
+    /// <summary>The seed's rule: ⌊0.01 · R · k⌋ capped at 1.2 · k, whatever the loss.</summary>
+    Paper,
 }
 
 /// <summary>A client's options.</summary>
@@ -121,6 +145,20 @@ public sealed record ClientOptions
     /// <summary>Bytes of repair packets kept in memory for spilled pages; past it the oldest spilled page is dropped.</summary>
     public long MaxSpilledRepairBytes { get; init; } = 16 << 20;
 
+    /// <summary>A data channel with no page this client lacks due on it is left only after this long idle (or at once
+    /// when its place is needed for another under <see cref="Capacity"/>): pages follow each other on a busy channel,
+    /// and leaving between two loses what the socket had queued.</summary>
+    public TimeSpan LeaveAfter { get; init; } = TimeSpan.FromSeconds(1);
+
+    /// <summary>An alarm that fires later than this after its deadline means the client's core was held up: NAKs wait
+    /// this long again, so the datagrams that arrived meanwhile are read first (real cores only; the simulator's
+    /// alarms are on time).</summary>
+    public TimeSpan LateAlarm { get; init; } = TimeSpan.FromMilliseconds(20);
+
+    /// <summary>The most a channel's lag behind its announced schedule (measured from its data packets: a busy server
+    /// or client core) postpones the client's NAKs and leaving the channel.</summary>
+    public TimeSpan MaxScheduleLag { get; init; } = TimeSpan.FromSeconds(2);
+
     /// <summary>Transmissions tracked at once (announced or seen, not yet ended); more are ignored (counted).</summary>
     public int MaxTracked { get; init; } = 1024;
 
@@ -133,6 +171,9 @@ public sealed record ClientOptions
         Check(MaxPartialPages >= 1, nameof(MaxPartialPages), MaxPartialPages, "at least 1");
         Check(MaxSpilledPages >= 0, nameof(MaxSpilledPages), MaxSpilledPages, "non-negative");
         Check(MaxSpilledRepairBytes >= 0, nameof(MaxSpilledRepairBytes), MaxSpilledRepairBytes, "non-negative");
+        Check(LeaveAfter >= TimeSpan.Zero && LeaveAfter <= TimeSpan.FromMinutes(10), nameof(LeaveAfter), LeaveAfter, "between 0 and 10 minutes");
+        Check(LateAlarm > TimeSpan.Zero && LateAlarm <= TimeSpan.FromMinutes(1), nameof(LateAlarm), LateAlarm, "positive and at most 1 minute");
+        Check(MaxScheduleLag >= TimeSpan.Zero && MaxScheduleLag <= TimeSpan.FromMinutes(1), nameof(MaxScheduleLag), MaxScheduleLag, "between 0 and 1 minute");
         Check(MaxTracked >= 1, nameof(MaxTracked), MaxTracked, "at least 1");
     }
 

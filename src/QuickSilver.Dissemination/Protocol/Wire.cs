@@ -38,7 +38,9 @@ public enum DisseminationDrop
 
 public sealed record RequestMessage(byte Capacity, IReadOnlyList<string> Names);
 
-public sealed record WelcomeFile(bool Found, string Name, ulong FileId, long Size, byte[] Sha256);
+/// <summary>One requested file in the Welcome; <paramref name="Number"/> is the server's number for it, which its data
+/// packets carry.</summary>
+public sealed record WelcomeFile(bool Found, string Name, ushort Number, ulong FileId, long Size, byte[] Sha256);
 
 public sealed record WelcomeMessage(
     int PacketPayload,
@@ -56,8 +58,9 @@ public readonly record struct NakMessage(ulong FileId, ulong Offset, uint Transm
 
 public readonly record struct AnnounceEntry(byte Channel, ulong FileId, ulong Offset, uint Transmission, byte K, byte Count, uint StartDelayMicros, uint DurationMicros);
 
-/// <summary>The data packet header; the payload (one packet of the page, or one repair packet) follows it.</summary>
-public readonly record struct DataHeader(byte Channel, byte K, ulong FileId, ulong Offset, uint Transmission, ushort PageLength, byte Index, byte Seq, byte Count);
+/// <summary>The data packet header; the payload (one packet of the page, or one repair packet) follows it. The page is
+/// (file number from the Welcome, page number in the file); k and the page's length follow from the file list.</summary>
+public readonly record struct DataHeader(byte Channel, ushort File, uint Page, uint Transmission, byte Index, byte Seq, byte Count);
 
 /// <summary>
 /// The hand-coded wire formats: little-endian, a version byte then a type byte first in every frame and datagram.
@@ -66,7 +69,12 @@ public readonly record struct DataHeader(byte Channel, byte K, ulong FileId, ulo
 /// </summary>
 public static class Wire
 {
-    public const byte Version = 1;
+    /// <summary>2 since the 16-byte data header (1 had a 30-byte one, and no file numbers in the Welcome).</summary>
+    public const byte Version = 2;
+
+    /// <summary>The largest packet payload: with the 16-byte header, a 1,472-byte datagram, what a 1,500-byte
+    /// Ethernet MTU carries over IPv4 and UDP.</summary>
+    public const int MaxPacketPayload = 1456;
 
     /// <summary>Largest request-channel frame accepted (a length prefix above it closes the connection).</summary>
     public const int MaxFrameBytes = 256 * 1024;
@@ -78,7 +86,7 @@ public static class Wire
 
     public const int AnnounceHeaderBytes = 8;
     public const int AnnounceEntryBytes = 31;
-    public const int DataHeaderBytes = 30;
+    public const int DataHeaderBytes = 16;
 
     // ---- request channel -------------------------------------------------------------------------------------
 
@@ -117,6 +125,7 @@ public static class Wire
         {
             w.U8(f.Found ? (byte)1 : (byte)0);
             w.String(f.Name);
+            w.U16(f.Number);
             w.U64(f.FileId);
             w.U64((ulong)f.Size);
             w.Bytes(f.Sha256);
@@ -208,7 +217,7 @@ public static class Wire
     {
         message = null!;
         var r = new SpanReader(frame[2..]);
-        if (!r.U16(out ushort payload) || payload < 16 || payload > 1400
+        if (!r.U16(out ushort payload) || payload < 16 || payload > MaxPacketPayload
             || !r.U32(out uint pageSize) || pageSize < payload || pageSize > Pages.PageOptions.MaxPageSize || pageSize % payload != 0 || pageSize / payload > 255
             || !r.U32(out uint aip) || !r.U16(out ushort aport)
             || !r.U32(out uint rate) || rate == 0 || rate > int.MaxValue
@@ -233,16 +242,16 @@ public static class Wire
             return false;
         }
 
-        var files = new List<WelcomeFile>(Math.Min((int)count, r.Remaining / 51));
+        var files = new List<WelcomeFile>(Math.Min((int)count, r.Remaining / 53));
         for (int i = 0; i < count; i++)
         {
-            if (!r.U8(out byte found) || found > 1 || !r.String(MaxNameBytes, out string name)
+            if (!r.U8(out byte found) || found > 1 || !r.String(MaxNameBytes, out string name) || !r.U16(out ushort number)
                 || !r.U64(out ulong id) || !r.U64(out ulong size) || size > long.MaxValue / 2 || !r.Bytes(32, out var sha))
             {
                 return false;
             }
 
-            files.Add(new WelcomeFile(found == 1, name, id, (long)size, sha.ToArray()));
+            files.Add(new WelcomeFile(found == 1, name, number, id, (long)size, sha.ToArray()));
         }
 
         if (r.Remaining != 0)
@@ -348,41 +357,39 @@ public static class Wire
             BinaryPrimitives.ReadUInt32LittleEndian(e[27..]));
     }
 
+    /// <summary>Writes the 16-byte data header: version, type, channel u8, code index u8, seq u8, packets u8, file
+    /// number u16, page number u32, transmission u32.</summary>
     public static void WriteDataHeader(Span<byte> to, in DataHeader h)
     {
         to[0] = Version;
         to[1] = (byte)MessageType.Data;
         to[2] = h.Channel;
-        to[3] = h.K;
-        BinaryPrimitives.WriteUInt64LittleEndian(to[4..], h.FileId);
-        BinaryPrimitives.WriteUInt64LittleEndian(to[12..], h.Offset);
-        BinaryPrimitives.WriteUInt32LittleEndian(to[20..], h.Transmission);
-        BinaryPrimitives.WriteUInt16LittleEndian(to[24..], h.PageLength);
-        to[26] = h.Index;
-        to[27] = h.Seq;
-        to[28] = h.Count;
-        to[29] = 0;
+        to[3] = h.Index;
+        to[4] = h.Seq;
+        to[5] = h.Count;
+        BinaryPrimitives.WriteUInt16LittleEndian(to[6..], h.File);
+        BinaryPrimitives.WriteUInt32LittleEndian(to[8..], h.Page);
+        BinaryPrimitives.WriteUInt32LittleEndian(to[12..], h.Transmission);
     }
 
-    /// <summary>Reads a data header; checks only what needs no context (k ≥ 1, index &lt; 255, seq &lt; count).</summary>
+    /// <summary>Reads a data header; checks only what needs no context (index &lt; 255, seq &lt; count). The client
+    /// checks the file number, page number and channel against its file list.</summary>
     public static bool TryReadDataHeader(ReadOnlySpan<byte> datagram, out DataHeader h)
     {
         h = default;
-        if (datagram.Length <= DataHeaderBytes || datagram[29] != 0)
+        if (datagram.Length <= DataHeaderBytes)
         {
             return false;
         }
 
         h = new DataHeader(
             datagram[2],
+            BinaryPrimitives.ReadUInt16LittleEndian(datagram[6..]),
+            BinaryPrimitives.ReadUInt32LittleEndian(datagram[8..]),
+            BinaryPrimitives.ReadUInt32LittleEndian(datagram[12..]),
             datagram[3],
-            BinaryPrimitives.ReadUInt64LittleEndian(datagram[4..]),
-            BinaryPrimitives.ReadUInt64LittleEndian(datagram[12..]),
-            BinaryPrimitives.ReadUInt32LittleEndian(datagram[20..]),
-            BinaryPrimitives.ReadUInt16LittleEndian(datagram[24..]),
-            datagram[26],
-            datagram[27],
-            datagram[28]);
-        return h.K >= 1 && h.Index < 255 && h.Seq < h.Count && h.PageLength > 0;
+            datagram[4],
+            datagram[5]);
+        return h.Index < 255 && h.Seq < h.Count;
     }
 }

@@ -99,6 +99,44 @@ public sealed class DiskPageStoreTests : IDisposable
         Assert.False(again.HasPage(entry, 1));
     }
 
+    /// <summary>The store hashes pages as the written prefix grows (pages written out of order are read back); the
+    /// result is the same check as hashing the whole file at the end, a wrong page included.</summary>
+    [Fact]
+    public void PagesHashedAsTheyArriveVerifyLikeTheWholeFile()
+    {
+        var pages = new PageOptions();
+        var content = new byte[130_000];
+        new Random(4).NextBytes(content);
+        var wrong = (byte[])content.Clone();
+        wrong[65_000] ^= 1;
+        static void Write(DiskPageStore store, FileEntry entry, byte[] bytes, params int[] order)
+        {
+            foreach (int p in order)
+            {
+                int offset = p * 30_000;
+                store.WritePage(entry, p, offset, bytes.AsSpan(offset, Math.Min(30_000, bytes.Length - offset)));
+            }
+        }
+
+        var entry = new FileEntry("y.bin", content.Length, SHA256.HashData(content));
+        var other = new FileEntry("z.bin", content.Length, SHA256.HashData(content));
+        using (var store = new DiskPageStore(_dir))
+        {
+            store.Prepare(entry, pages);
+            Write(store, entry, content, 3, 1, 0, 4, 2);
+            Assert.True(store.Verify(entry));
+            store.Prepare(other, pages);
+            Write(store, other, wrong, 3, 1, 0, 4, 2);
+            Assert.False(store.Verify(other));
+            store.Discard(other);
+            Write(store, other, content, 0, 1, 2, 3, 4);
+            Assert.True(store.Verify(other));
+        }
+
+        Assert.Equal(content, File.ReadAllBytes(Path.Combine(_dir, "y.bin")));
+        Assert.Equal(content, File.ReadAllBytes(Path.Combine(_dir, "z.bin")));
+    }
+
     [Fact]
     public void NamesThatLeaveTheDirectoryAreRefused()
     {

@@ -85,18 +85,18 @@ public class DisseminationBehaviourTests
 
         // The client joins the data channel when the first page is announced; forge onto it then.
         sim.Network.RunUntil(() => sim.Server.Counters.SourcePacketsSent > 0, TimeSpan.FromSeconds(1));
-        Forge(new DataHeader(0, 60, entry.FileId, 0, 1, 30_000, 0, 0, 60), 40);          // truncated
-        Forge(new DataHeader(0, 59, entry.FileId, 0, 1, 30_000, 0, 0, 60));              // wrong k
-        Forge(new DataHeader(0, 60, entry.FileId, 0, 1, 29_000, 0, 0, 60));              // wrong page length
-        Forge(new DataHeader(0, 60, 42, 0, 1, 30_000, 0, 0, 60));                         // unknown file
-        Forge(new DataHeader(0, 60, entry.FileId, 30_001, 1, 30_000, 0, 0, 60));          // offset off a page
-        Forge(new DataHeader(0, 60, entry.FileId, 0, 1, 30_000, 0, 5, 5));                // seq ≥ count
+        Forge(new DataHeader(0, 0, 0, 1, 0, 0, 60), 40);                                  // truncated
+        Forge(new DataHeader(0, 0, 2, 1, 0, 0, 60));                                      // page past the file (2 pages)
+        Forge(new DataHeader(5, 0, 0, 1, 0, 0, 60));                                      // channel past the list
+        Forge(new DataHeader(0, 42, 0, 1, 0, 0, 60));                                     // unknown file number
+        Forge(new DataHeader(0, 0, 0, 1, 255, 0, 60));                                    // code index 255
+        Forge(new DataHeader(0, 0, 0, 1, 0, 5, 5));                                       // seq ≥ count
         forger.TrySend(options.AnnounceGroup, new byte[] { Wire.Version, (byte)MessageType.Announce, 2, 0, 0, 0, 0, 0, 1 }); // entries missing
         sim.Network.RunFor(TimeSpan.FromMilliseconds(5));
         var drops = client.Client!.Drops;
-        Assert.Equal(3, drops[DisseminationDrop.Malformed]);
+        Assert.Equal(4, drops[DisseminationDrop.Malformed]);
         Assert.Equal(2, drops[DisseminationDrop.OutOfRange]);
-        Assert.Equal(2, drops[DisseminationDrop.Unknown]);
+        Assert.Equal(1, drops[DisseminationDrop.Unknown]);
         Assert.True(sim.RunUntilComplete(TimeSpan.FromSeconds(30)));
         SimFixtures.AssertIdentical(sim, client, names);
     }
@@ -222,7 +222,7 @@ public class DisseminationBehaviourTests
     [Fact]
     public void PagesHeldInPartAreCompletedByRepairOnlyTransmissions()
     {
-        var options = SimFixtures.FastServer(1) with { Redundancy = new RedundancyRule { PercentPerRequester = 0 } };
+        var options = SimFixtures.FastServer(1) with { RedundancyMode = RedundancyMode.Paper, Redundancy = new RedundancyRule { PercentPerRequester = 0 } };
         var files = SimFixtures.Files(options, 13, 300_000);
         var names = SimFixtures.Names(files);
         var sim = new DisseminationSim(13, options, files);

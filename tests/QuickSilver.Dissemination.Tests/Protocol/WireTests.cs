@@ -15,13 +15,14 @@ public class WireTests
         Assert.Equal(new[] { "a", "dir/é.bin" }, request.Names);
 
         var welcome = new WelcomeMessage(500, 30_000, new NetAddress(0xEFFF0001, 7), 10_000, new[] { new NetAddress(0xEFFF0002, 8) },
-            new[] { new WelcomeFile(true, "a", 42, 1234, Enumerable.Range(0, 32).Select(i => (byte)i).ToArray()), new WelcomeFile(false, "b", 0, 0, new byte[32]) });
+            new[] { new WelcomeFile(true, "a", 65_000, 42, 1234, Enumerable.Range(0, 32).Select(i => (byte)i).ToArray()), new WelcomeFile(false, "b", 0, 0, 0, new byte[32]) });
         Wire.WriteWelcome(w, welcome);
         Assert.True(Wire.TryReadWelcome(w.Written, out var back));
         Assert.Equal(welcome.Announce, back.Announce);
         Assert.Equal(welcome.Channels, back.Channels);
         Assert.Equal(welcome.Files[0].Sha256, back.Files[0].Sha256);
         Assert.Equal(1234, back.Files[0].Size);
+        Assert.Equal(65_000, back.Files[0].Number);
         Assert.False(back.Files[1].Found);
 
         Wire.WriteWant(w, 2, new[] { new PageRun(1, 5), new PageRun(9, 1) });
@@ -51,10 +52,12 @@ public class WireTests
         Assert.False(Wire.TryReadAnnounce(buffer.AsSpan(0, buffer.Length - 1), out _, out _));
 
         var data = new byte[Wire.DataHeaderBytes + 500];
-        var h = new DataHeader(1, 60, 9, 30_000, 12, 30_000, 70, 65, 72);
+        var h = new DataHeader(1, 65_000, 3_000_000_000, 0xDEADBEEF, 254, 65, 72);
         Wire.WriteDataHeader(data, h);
         Assert.True(Wire.TryReadDataHeader(data, out var hb));
         Assert.Equal(h, hb);
+        Assert.Equal(16, Wire.DataHeaderBytes);
+        Assert.False(Wire.TryReadDataHeader(data.AsSpan(0, Wire.DataHeaderBytes), out _)); // no payload
     }
 
     /// <summary>Every truncation and every single-byte corruption of valid messages is either rejected or decodes
@@ -66,7 +69,7 @@ public class WireTests
         var frames = new List<byte[]>();
         Wire.WriteRequest(w, new RequestMessage(1, new[] { "alpha", "beta" }));
         frames.Add(w.Written.ToArray());
-        Wire.WriteWelcome(w, new WelcomeMessage(500, 30_000, new NetAddress(0xEFFF0001, 7), 10_000, new[] { new NetAddress(0xEFFF0002, 8) }, new[] { new WelcomeFile(true, "a", 42, 1234, new byte[32]) }));
+        Wire.WriteWelcome(w, new WelcomeMessage(500, 30_000, new NetAddress(0xEFFF0001, 7), 10_000, new[] { new NetAddress(0xEFFF0002, 8) }, new[] { new WelcomeFile(true, "a", 3, 42, 1234, new byte[32]) }));
         frames.Add(w.Written.ToArray());
         Wire.WriteWant(w, 0, new[] { new PageRun(0, 3) });
         frames.Add(w.Written.ToArray());
