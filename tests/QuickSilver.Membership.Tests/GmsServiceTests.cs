@@ -274,18 +274,7 @@ public sealed class GmsOverReliableUnicastTests
     [Fact]
     public void A_node_joining_more_groups_than_its_send_buffer_holds_gets_them_all()
     {
-        var net = new QuickSilver.Transport.Simulation.SimNetwork(22, new QuickSilver.Transport.Simulation.LinkOptions());
-        var gmsNode = net.AddNode();
-        var gmsTransport = gmsNode.Open(7000);
-        new StackBuilder(gmsTransport, gmsNode).Add(new QuickSilver.Transport.Reliable.ReliableUnicast(1)).Add(new GmsServerLayer(1)).Build();
-
-        var node = net.AddNode();
-        var transport = node.Open(7000);
-        var reliable = new QuickSilver.Transport.Reliable.ReliableUnicast(100,
-            new QuickSilver.Transport.Reliable.ReliableUnicastOptions { SendBufferSegments = 64, MaxMessageBytes = 64 * 1384 });
-        var client = new StackBuilder(transport, node).Add(reliable).Add(new MembershipLayer(gmsTransport.LocalAddress, 1000)).Build()
-            .Get<MembershipLayer>().Client;
-        Assert.True(net.RunUntil(() => client.IsRegistered, TimeSpan.FromSeconds(5)));
+        var (net, client) = ClientWithSmallSendBuffer(22);
         for (int g = 0; g < 200; g++)
         {
             client.Join($"topic/{g}"); // far more than the 64 messages the channel buffers
@@ -298,18 +287,7 @@ public sealed class GmsOverReliableUnicastTests
     [Fact]
     public void Joins_and_leaves_waiting_for_a_full_send_buffer_stay_one_per_group_and_the_last_wish_wins()
     {
-        var net = new QuickSilver.Transport.Simulation.SimNetwork(23, new QuickSilver.Transport.Simulation.LinkOptions());
-        var gmsNode = net.AddNode();
-        var gmsTransport = gmsNode.Open(7000);
-        new StackBuilder(gmsTransport, gmsNode).Add(new QuickSilver.Transport.Reliable.ReliableUnicast(1)).Add(new GmsServerLayer(1)).Build();
-
-        var node = net.AddNode();
-        var transport = node.Open(7000);
-        var reliable = new QuickSilver.Transport.Reliable.ReliableUnicast(100,
-            new QuickSilver.Transport.Reliable.ReliableUnicastOptions { SendBufferSegments = 64, MaxMessageBytes = 64 * 1384 });
-        var client = new StackBuilder(transport, node).Add(reliable).Add(new MembershipLayer(gmsTransport.LocalAddress, 1000)).Build()
-            .Get<MembershipLayer>().Client;
-        Assert.True(net.RunUntil(() => client.IsRegistered, TimeSpan.FromSeconds(5)));
+        var (net, client) = ClientWithSmallSendBuffer(23);
         for (int g = 0; g < 100; g++)
         {
             client.Join($"topic/{g}"); // fills the 64-segment buffer: the rest wait
@@ -328,5 +306,23 @@ public sealed class GmsOverReliableUnicastTests
             $"seed 23: the node has {client.Groups.Count()} of 101 group views");
         Assert.NotNull(client.FindGroup("flip"));
         Assert.Equal(0, client.RequestsWaiting);
+    }
+
+    /// <summary>A GMS and one registered node whose reliable channel buffers only 64 segments, in simulation.</summary>
+    private static (QuickSilver.Transport.Simulation.SimNetwork Net, GmsClient Client) ClientWithSmallSendBuffer(int seed)
+    {
+        var net = new QuickSilver.Transport.Simulation.SimNetwork(seed, new QuickSilver.Transport.Simulation.LinkOptions());
+        var gmsNode = net.AddNode();
+        var gmsTransport = gmsNode.Open(7000);
+        new StackBuilder(gmsTransport, gmsNode).Add(new QuickSilver.Transport.Reliable.ReliableUnicast(1)).Add(new GmsServerLayer(1)).Build();
+
+        var node = net.AddNode();
+        var transport = node.Open(7000);
+        var reliable = new QuickSilver.Transport.Reliable.ReliableUnicast(100,
+            new QuickSilver.Transport.Reliable.ReliableUnicastOptions { SendBufferSegments = 64, MaxMessageBytes = 64 * 1384 });
+        var client = new StackBuilder(transport, node).Add(reliable).Add(new MembershipLayer(gmsTransport.LocalAddress, 1000)).Build()
+            .Get<MembershipLayer>().Client;
+        Assert.True(net.RunUntil(() => client.IsRegistered, TimeSpan.FromSeconds(5)));
+        return (net, client);
     }
 }
