@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Issue 17's reference rate (docs/dissemination.md): how many MB/s per receiver raw UDP multicast reaches on the same
 # testbed as files-vs-uftp-udpcast.sh (one sender host, four receiver hosts on one site bridge, no loss), at the
-# datagram size qs files sends by default (1,430 bytes: 1,400 of page and its 30-byte header), beside qs files with its
+# datagram size qs files sends by default (1,472 bytes: 1,456 of page and its 16-byte header), beside qs files with its
 # rate cap set far above what the machine carries.
 #   sockperf: `sockperf tp` multicasts for SECONDS at full speed (no rate limit) from the sender host; each receiver
 #             host runs `sockperf sr` joined to the group. Per receiver, MB/s = UDP datagrams its kernel delivered
-#             (InDatagrams of the host's /proc/net/snmp, before and after) x 1,430 / SECONDS; the kernel's receive-buffer
+#             (InDatagrams of the host's /proc/net/snmp, before and after) x 1,472 / SECONDS; the kernel's receive-buffer
 #             drops are printed too.
 #   qs files: tools/wan/files-vs-uftp-udpcast.sh MB 0 RATE qs (4 channels, RATE/4 each, default 400,000,000 B/s in all).
 # Both bounded: sockperf by SECONDS, qs by that script's limits. Needs root (namespaces) and sockperf
@@ -15,7 +15,7 @@ set -euo pipefail
 SECONDS_RUN=${1:-10}; MB=${2:-200}; RATE=${3:-400000000}
 HERE=$(cd "$(dirname "$0")" && pwd)
 TB="$HERE/testbed.sh"
-SIZE=1430
+SIZE=1472
 GROUP=239.255.17.9; PORT=7199
 command -v sockperf >/dev/null || { echo "missing sockperf: run benchmarks/sockperf/install.sh" >&2; exit 1; }
 pids=()
