@@ -77,9 +77,6 @@ public sealed class SecureTransport : IDatagramTransport, IDatagramHandler, IDis
     /// <summary>Bytes the trailer adds to every datagram (<see cref="DatagramSealer.OverheadOf"/> the suite).</summary>
     public int Overhead { get; }
 
-    /// <summary>The sealer (mode, suite, salt and counter of this endpoint).</summary>
-    internal DatagramSealer Sealer => _sealer;
-
     /// <summary>Wraps region keys for the GMS's hand-out and unwraps them at a node (key derived from the cluster secret).</summary>
     public RegionKeyWrap KeyWrap { get; }
 
