@@ -87,12 +87,30 @@ public class LoopbackGatewayTests
             {
             }
 
-            Assert.Equal(200, got.Count);
+            // A bulk session loses nothing (TCP between the gateways). A real-time one is best effort end to end (UDP
+            // from the source, between the gateways and to the receiver, docs/federation.md): on a loaded machine one
+            // datagram in 200 was seen lost in CI, so it must carry nearly all, not all.
+            if (realTime)
+            {
+                Assert.InRange(got.Count, 190, 200);
+            }
+            else
+            {
+                Assert.Equal(200, got.Count);
+            }
+
             var s1 = await g1.SnapshotAsync();
             Assert.True(s1.Sessions.Single().Root);
             Assert.Equal([2u], s1.Sessions.Single().Downstream);
             // A real-time session crosses the peering link as UDP datagrams (seed §5.3), a bulk one inside the TCP link.
-            Assert.Equal(realTime ? 200 : 0, s1.Counters["DataDatagrams"]);
+            if (realTime)
+            {
+                Assert.InRange(s1.Counters["DataDatagrams"], got.Count, 200);
+            }
+            else
+            {
+                Assert.Equal(0, s1.Counters["DataDatagrams"]);
+            }
 
             // A datagram from anywhere but g1's announced address is refused and counted, never forwarded.
             long delivered = (await g2.SnapshotAsync()).Counters["DataDelivered"];
