@@ -451,21 +451,22 @@ public sealed class DisseminationClient : IDatagramHandler
 
         var now = _clock.Now;
         var packetsEnd = now + (_interval * (h.Count - h.Seq));
-        if (_tracked.TryGetValue(h.Transmission, out var announced) && announced.HasStart)
+        bool known = _tracked.TryGetValue(h.Transmission, out var tracked);
+        if (known && tracked!.HasStart)
         {
             // How far behind its announced schedule this channel's packets arrive (the server's core or this one busy):
             // NAKs and leaving the channel wait that much longer (bounded: a forged packet cannot postpone them long).
-            var lag = now - (announced.Start + (_interval * h.Seq));
+            var lag = now - (tracked.Start + (_interval * h.Seq));
             _channelLag[h.Channel] = lag <= TimeSpan.Zero ? TimeSpan.Zero : lag < _options.MaxScheduleLag ? lag : _options.MaxScheduleLag;
         }
 
-        if (!_tracked.TryGetValue(h.Transmission, out var tracked))
+        if (!known)
         {
             // Missed every announcement copy: follow it from here (the end is as far as the packets left).
             Track(h.Transmission, h.Channel, file, page, k, packetsEnd);
             Rearm();
         }
-        else if (packetsEnd > tracked.End)
+        else if (packetsEnd > tracked!.End)
         {
             // The server runs behind its announced schedule (a busy core): the transmission ends when its packets say,
             // so the NAK waits for them instead of asking for packets still on their way. Moved later only, so the
