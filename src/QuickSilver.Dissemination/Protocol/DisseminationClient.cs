@@ -32,6 +32,12 @@ public sealed class ClientCounters
     public long AnnounceDatagrams { get; internal set; }
     public long AnnounceGaps { get; internal set; }
     public long RequestBytesSent { get; internal set; }
+
+    /// <summary>Announcements that moved a followed page later (the server re-timed its queue).</summary>
+    public long Retimed { get; internal set; }
+
+    /// <summary>A copy (read on the client's thread, handed to another).</summary>
+    public ClientCounters Snapshot() => (ClientCounters)MemberwiseClone();
 }
 
 /// <summary>
@@ -348,10 +354,30 @@ public sealed class DisseminationClient : IDatagramHandler
 
             var start = now + TimeSpan.FromTicks((long)e.StartDelayMicros * 10);
             var end = start + TimeSpan.FromTicks((long)e.DurationMicros * 10);
-            if (Track(e.Transmission, e.Channel, file, page, k, end) is { } t && !t.HasStart)
+            if (Track(e.Transmission, e.Channel, file, page, k, end) is not { } t)
+            {
+                continue;
+            }
+
+            if (!t.HasStart)
             {
                 t.Start = start;
                 t.HasStart = true;
+            }
+            else if (end > t.End)
+            {
+                // Announced again, later: the server's core could not keep the schedule and re-timed its queue. The
+                // page, its NAK and the schedule its packets are measured against move later (by at most
+                // MaxScheduleLag per announcement, as a data packet's own lag is bounded).
+                var by = end - t.End < _options.MaxScheduleLag ? end - t.End : _options.MaxScheduleLag;
+                t.End += by;
+                t.NakAt += by;
+                if (start > t.Start)
+                {
+                    t.Start = start < t.Start + by ? start : t.Start + by;
+                }
+
+                Counters.Retimed++;
             }
         }
 

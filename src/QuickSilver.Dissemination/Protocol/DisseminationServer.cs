@@ -24,10 +24,19 @@ public sealed class ServerCounters
     public long RequestBytesReceived { get; internal set; }
     public long ReplyBytesSent { get; internal set; }
     public long NaksAccepted { get; internal set; }
+
+    /// <summary>Accepted NAKs for a transmission the server had not finished sending (the client NAKed packets still
+    /// queued here: a schedule the server did not keep).</summary>
+    public long EarlyNaks { get; internal set; }
     public long ClientsRefused { get; internal set; }
 
     /// <summary>Datagrams the transport refused (its send ring full); the clients NAK what they miss.</summary>
     public long SendFailures { get; internal set; }
+
+    /// <summary>Times a data channel fell more than <see cref="ServerOptions.MaxSendLag"/> behind its schedule and slowed
+    /// to the rate its core achieved (<see cref="SendPacer"/>), and the schedule time those slips forgave.</summary>
+    public long PacingSlips { get; internal set; }
+    public TimeSpan PacingForgiven { get; internal set; }
 
     /// <summary>Scheduler decisions, and (client, item) pairs the decisions read: the scheduler's work.</summary>
     public long Decisions { get; internal set; }
@@ -62,19 +71,25 @@ public sealed class DisseminationServer
     private readonly IClientLinks _links;
     private readonly RequestBook _book;
     private readonly Channel[] _channels;
+    private readonly SendPacer _pacer;
     private readonly Dictionary<int, ClientState> _clients = new();
     private readonly Dictionary<int, ReedSolomon> _codes = new();
+
+    /// <summary>Transmissions taken and not yet wholly sent (being sent, or queued ahead on their channel).</summary>
+    private readonly Dictionary<uint, Transmission> _inFlight = new();
     private readonly byte[] _repairCursor;
     private readonly FrameWriter _writer = new();
     private readonly List<int> _taken = new();
     private readonly List<PageRun> _runs = new();
-    private readonly List<(AnnounceEntry Entry, TimeSpan Start, TimeSpan End, int CopiesLeft)> _announcements = new();
+    private readonly List<(AnnounceEntry Entry, TimeSpan Start, TimeSpan End, int CopiesLeft, TimeSpan Due)> _announcements = new();
+
+    /// <summary>Entries in one announcement datagram, at most.</summary>
+    private const int MaxAnnounceEntries = 16;
     private readonly byte[] _announceBuffer;
     private readonly Alarm _announceAlarm;
     private readonly Alarm _startAlarm;
     private bool _holding;
     private int _clientsAsking;
-    private readonly TimeSpan _interval;
     private uint _transmissionId;
     private uint _announceSeq;
     private TimeSpan _lastAnnounce;
@@ -108,12 +123,12 @@ public sealed class DisseminationServer
             throw new ArgumentException($"The transport's MaxDatagramSize ({transport.MaxDatagramSize}) is below a data datagram ({options.DatagramBytes} bytes).", nameof(transport));
         }
 
-        _interval = options.PacketInterval;
         if (options.RedundancyMode == RedundancyMode.Adaptive)
         {
             _adaptive = new AdaptiveRedundancy(options.Adaptive, options.Redundancy);
         }
         _book = new RequestBook(catalog.ItemCount);
+        _pacer = new SendPacer(options.PacketInterval, options.MaxSendLag, BusyChannels);
         _repairCursor = new byte[catalog.ItemCount];
         _channels = new Channel[options.DataChannels];
         for (int c = 0; c < _channels.Length; c++)
@@ -124,7 +139,7 @@ public sealed class DisseminationServer
         }
 
         _book.ItemRequested += item => _channels[item % _channels.Length].Wake();
-        _announceBuffer = new byte[Wire.AnnounceHeaderBytes + (16 * Wire.AnnounceEntryBytes)];
+        _announceBuffer = new byte[Wire.AnnounceHeaderBytes + (MaxAnnounceEntries * Wire.AnnounceEntryBytes)];
         _announceAlarm = new Alarm(_ =>
         {
             long start = Enter();
@@ -181,6 +196,20 @@ public sealed class DisseminationServer
     }
 
     public int ClientCount => _clients.Count;
+
+    private int BusyChannels()
+    {
+        int busy = 0;
+        foreach (var channel in _channels)
+        {
+            busy += channel.IsBusy ? 1 : 0;
+        }
+
+        return busy;
+    }
+
+    /// <summary>A data channel's pacing interval now: the cap's, or longer while the core cannot keep it.</summary>
+    public TimeSpan ChannelInterval => _pacer.Interval;
 
     /// <summary>The adaptive rule's estimate of the clients' packet loss (0 in <see cref="RedundancyMode.Paper"/> mode).</summary>
     public double LossEstimate => _adaptive?.LossEstimate ?? 0;
@@ -441,6 +470,11 @@ public sealed class DisseminationServer
 
         state.Sent.Remove(item);
         Counters.NaksAccepted++;
+        if (_inFlight.ContainsKey(nak.Transmission))
+        {
+            Counters.EarlyNaks++;
+        }
+
         if (_observations.TryGetValue(nak.Transmission, out var observed) && observed.Naks < observed.Requesters)
         {
             observed.Naks++;
@@ -462,28 +496,41 @@ public sealed class DisseminationServer
 
     private void Announce(in AnnounceEntry entry, TimeSpan start, TimeSpan end)
     {
-        _announcements.Add((entry, start, end, _options.AnnounceCopies));
-        if (!_announceAlarm.IsScheduled || _announceAlarm.Deadline > _clock.Now)
+        for (int i = 0; i < _announcements.Count; i++)
         {
-            _clock.Cancel(_announceAlarm);
-            _clock.Schedule(_announceAlarm, _clock.Now);
+            if (_announcements[i].Entry.Transmission == entry.Transmission)
+            {
+                _announcements.RemoveAt(i); // announced again with new times: the old copies would contradict it
+                break;
+            }
+        }
+
+        var now = _clock.Now;
+        _announcements.Add((entry, start, end, _options.AnnounceCopies, now));
+        if (!_announceAlarm.IsScheduled || _announceAlarm.Deadline > now)
+        {
+            _clock.Schedule(_announceAlarm, now);
         }
     }
 
-    /// <summary>Sends one announcement datagram with every entry that has copies left (at most 16), or a heartbeat.</summary>
+    /// <summary>Sends every announcement copy that is due, 16 entries a datagram (as many datagrams as that takes, so
+    /// announcements keep up with any page rate; each entry's copies are <see cref="ServerOptions.AnnounceSpacing"/>
+    /// apart), or a heartbeat when nothing was announced for <see cref="ServerOptions.HeartbeatInterval"/>.</summary>
     private void SendAnnouncement()
     {
         var now = _clock.Now;
-        if (_announcements.Count == 0 && _announceSeq > 0 && now - _lastAnnounce < _options.HeartbeatInterval)
-        {
-            _clock.Schedule(_announceAlarm, _lastAnnounce + _options.HeartbeatInterval);
-            return;
-        }
-
+        var next = _announceSeq == 0 ? now : _lastAnnounce + _options.HeartbeatInterval;
         int count = 0;
-        for (int i = 0; i < _announcements.Count && count < 16; i++)
+        bool any = false;
+        for (int i = 0; i < _announcements.Count; i++)
         {
-            var (entry, start, end, left) = _announcements[i];
+            var (entry, start, end, left, due) = _announcements[i];
+            if (due > now)
+            {
+                next = due < next ? due : next;
+                continue;
+            }
+
             var from = start > now ? start : now;
             var e = entry with
             {
@@ -492,17 +539,43 @@ public sealed class DisseminationServer
             };
             Wire.WriteAnnounceEntry(_announceBuffer.AsSpan(Wire.AnnounceHeaderBytes + (count * Wire.AnnounceEntryBytes)), e);
             count++;
-            _announcements[i] = (entry, start, end, left - 1);
+            var again = now + _options.AnnounceSpacing;
+            _announcements[i] = (entry, start, end, left - 1, again);
+            if (left > 1)
+            {
+                next = again < next ? again : next;
+            }
+
+            if (count == MaxAnnounceEntries)
+            {
+                FlushAnnouncement(count, now);
+                count = 0;
+                any = true;
+            }
+        }
+
+        if (count > 0 || (!any && now >= _lastAnnounce + _options.HeartbeatInterval) || _announceSeq == 0)
+        {
+            FlushAnnouncement(count, now); // the last entries, or a heartbeat
         }
 
         _announcements.RemoveAll(a => a.CopiesLeft <= 0);
+        if (next <= now)
+        {
+            next = _lastAnnounce + _options.HeartbeatInterval;
+        }
+
+        _clock.Schedule(_announceAlarm, next);
+    }
+
+    private void FlushAnnouncement(int count, TimeSpan now)
+    {
         Wire.WriteAnnounceHeader(_announceBuffer, (byte)count, _announceSeq++);
         int length = Wire.AnnounceHeaderBytes + (count * Wire.AnnounceEntryBytes);
         _transport.TrySend(_options.AnnounceGroup, _announceBuffer.AsSpan(0, length));
         Counters.AnnounceDatagrams++;
         Counters.AnnounceBytes += length;
         _lastAnnounce = now;
-        _clock.Schedule(_announceAlarm, now + (_announcements.Count > 0 ? _options.AnnounceSpacing : _options.HeartbeatInterval));
     }
 
     /// <summary>A full transmission whose requesters' NAKs are awaited (the adaptive estimate's observations).</summary>
@@ -562,11 +635,16 @@ public sealed class DisseminationServer
         /// <summary>Pages announced and taken ahead of the one being sent, at most.</summary>
         private const int MaxAhead = 256;
 
+        /// <summary>Pages taken ahead per packet sent, at most: the queue grows a few pages a packet, so a core that
+        /// cannot keep the rate shows it (the pacer) before a whole lead of pages is promised at a rate never met.</summary>
+        private const int MaxTakenPerCall = 2;
+
         private readonly DisseminationServer _server;
         private readonly int _index;
         private readonly IChannelScheduler _scheduler;
         private readonly NetAddress _group;
         private readonly Alarm _alarm;
+        private readonly SendPacer _pacer;
         private readonly byte[] _datagram;
         private Transmission? _current;
         private readonly Queue<Transmission> _ahead = new();
@@ -600,7 +678,11 @@ public sealed class DisseminationServer
                 server.Leave(start);
             });
             _datagram = new byte[options.DatagramBytes];
+            _pacer = server._pacer;
         }
+
+        /// <summary>The channel has pages to send (it shares the core with the other busy ones).</summary>
+        public bool IsBusy => _current is not null || _ahead.Count > 0;
 
         private void ScheduleAt(TimeSpan deadline)
         {
@@ -633,6 +715,8 @@ public sealed class DisseminationServer
                     return; // idle until Wake
                 }
 
+                _pacer.Resume(first.Start);
+
                 _ahead.Enqueue(first);
             }
 
@@ -656,15 +740,25 @@ public sealed class DisseminationServer
             {
                 // Waiting for the announcement delay to pass: keep announcing ahead meanwhile, once a packet time.
                 FillAhead(now);
-                var wake = now + _server._interval;
+                var wake = now + _pacer.Interval;
                 ScheduleAt(_current.Start < wake ? _current.Start : wake);
                 return;
             }
 
             SendOne(_current, now);
+            var forgiven = _pacer.OnSent(_due, now);
+            if (forgiven > TimeSpan.Zero)
+            {
+                // The core cannot keep this channel's schedule: start again from now, at the rate it achieved.
+                _due += forgiven;
+                Retime(now);
+                _server.Counters.PacingSlips = _pacer.Slips;
+                _server.Counters.PacingForgiven = _pacer.Forgiven;
+            }
+
             FillAhead(now);
 
-            _nextSend = _due + _server._interval; // from when this datagram was due, so late alarms catch up
+            _nextSend = _due + _pacer.Interval; // from when this datagram was due, so late alarms catch up
             if (_current.Sent < _current.Count || _ahead.Count > 0)
             {
                 ScheduleAt(_nextSend);
@@ -692,8 +786,13 @@ public sealed class DisseminationServer
                 lastEnd = t.End;
             }
 
-            var lead = _server._options.AnnounceDelay + _server._options.AnnounceDelay + _server._interval;
-            while (_ahead.Count < MaxAhead && lastEnd - now <= lead)
+            if (_pacer.IsBehind(_due, now))
+            {
+                return; // the queue's times are not kept: take nothing until the pacer has re-timed it
+            }
+
+            var lead = _server._options.AnnounceDelay + _server._options.AnnounceDelay + _pacer.Interval;
+            for (int taken = 0; taken < MaxTakenPerCall && _ahead.Count < MaxAhead && lastEnd - now <= lead; taken++)
             {
                 var next = Prepare(now, lastEnd);
                 if (next is null)
@@ -706,7 +805,42 @@ public sealed class DisseminationServer
             }
         }
 
-        private void Recycle(Transmission t) => _pool.Push(t);
+        private void AnnounceAgain(Transmission t) =>
+            _server.Announce(new AnnounceEntry((byte)_index, t.FileId, t.Offset, t.Id, (byte)t.K, (byte)t.Count, 0, 0), t.Start, t.End);
+
+        /// <summary>The core could not keep this channel's schedule: the page being sent ends, and those taken ahead
+        /// start and end, where the pacer's new interval puts them from <paramref name="now"/>, and each is announced
+        /// again with its new times (clients move a page's end later when its announcement says so), so the schedule
+        /// the clients hold stays what the core really does.</summary>
+        private void Retime(TimeSpan now)
+        {
+            var interval = _pacer.Interval;
+            var end = now;
+            if (_current is { } current && current.Sent < current.Count)
+            {
+                current.End = now + (interval * (current.Count - current.Sent));
+                end = current.End;
+                AnnounceAgain(current);
+            }
+
+            foreach (var t in _ahead)
+            {
+                if (t.Start < end)
+                {
+                    t.Start = end;
+                }
+
+                t.End = t.Start + (interval * t.Count);
+                end = t.End;
+                AnnounceAgain(t);
+            }
+        }
+
+        private void Recycle(Transmission t)
+        {
+            _server._inFlight.Remove(t.Id);
+            _pool.Push(t);
+        }
 
         private Transmission Rent() => _pool.Count > 0 ? _pool.Pop() : new Transmission();
 
@@ -749,6 +883,7 @@ public sealed class DisseminationServer
             t.File = (ushort)file;
             t.PageNumber = (uint)page;
             t.Id = ++s._transmissionId;
+            s._inFlight[t.Id] = t;
             t.FileId = entry.FileId;
             t.Offset = (ulong)page * (ulong)pages.PageSize;
             t.PageLength = pageLength;
@@ -791,7 +926,7 @@ public sealed class DisseminationServer
 
             var start = now + s._options.AnnounceDelay;
             t.Start = start > notBefore ? start : notBefore;
-            t.End = t.Start + (s._interval * t.Count);
+            t.End = t.Start + (_pacer.Interval * t.Count);
             foreach (int c in taken)
             {
                 s._clients[c].Sent[item] = (t.Id, t.End);
@@ -802,7 +937,7 @@ public sealed class DisseminationServer
             {
                 s.Observe(t, taken.Count);
             }
-            s.Announce(new AnnounceEntry((byte)_index, t.FileId, t.Offset, t.Id, (byte)k, (byte)t.Count, 0, 0), t.Start, t.End);
+            AnnounceAgain(t);
             return t;
         }
 
