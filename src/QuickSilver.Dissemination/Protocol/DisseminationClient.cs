@@ -84,6 +84,9 @@ public sealed class DisseminationClient : IDatagramHandler
     private bool _announceSeen;
     private int _filesLeft = -1;
 
+    /// <summary>The last alarm fired late and was put off (the next one runs whatever its lateness).</summary>
+    private bool _putOff;
+
     public DisseminationClient(ClientOptions options, IReadOnlyList<string> names, IAlarmScheduler clock, IDatagramTransport transport, IRequestLink link, IPageStore store, Random random)
     {
         ArgumentNullException.ThrowIfNull(options);
@@ -489,8 +492,12 @@ public sealed class DisseminationClient : IDatagramHandler
         if (!known)
         {
             // Missed every announcement copy: follow it from here (the end is as far as the packets left).
-            Track(h.Transmission, h.Channel, file, page, k, packetsEnd);
-            Rearm();
+            tracked = Track(h.Transmission, h.Channel, file, page, k, packetsEnd);
+            known = tracked is not null;
+            if (known)
+            {
+                Rearm();
+            }
         }
         else if (packetsEnd > tracked!.End)
         {
@@ -503,6 +510,14 @@ public sealed class DisseminationClient : IDatagramHandler
 
         if (_partials!.Receive(file.Entry, page, k, h.Index, datagram[Wire.DataHeaderBytes..]))
         {
+            if (known)
+            {
+                // Held: nothing to NAK, so stop following this transmission now rather than at its NAK time (a
+                // table full of finished pages would turn new ones away, TrackedOverflow).
+                Release(tracked!);
+                _tracked.Remove(h.Transmission);
+            }
+
             file.Held[page] = true;
             file.Missing--;
             Counters.PagesDecoded++;
@@ -624,15 +639,19 @@ public sealed class DisseminationClient : IDatagramHandler
         }
 
         var now = _clock.Now;
-        if (now - _alarm.Deadline > _options.LateAlarm)
+        if (now - _alarm.Deadline > _options.LateAlarm && !_putOff)
         {
             // The alarm fired late: this core was held up, and the datagrams that came meanwhile are probably still
             // waiting to be read. NAKing now would ask for packets already here; look again once they are read.
+            // Once: a core late at every alarm would otherwise never NAK at all.
             Counters.LateAlarms++;
+            _putOff = true;
             _clock.Cancel(_alarm);
             _clock.Schedule(_alarm, now + _options.LateAlarm);
             return;
         }
+
+        _putOff = false;
 
         _due.Clear();
         foreach (var (id, t) in _tracked)
