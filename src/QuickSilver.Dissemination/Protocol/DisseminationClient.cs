@@ -370,9 +370,17 @@ public sealed class DisseminationClient : IDatagramHandler
             else if (end > t.End)
             {
                 // Announced again, later: the server's core could not keep the schedule and re-timed its queue. The
-                // page, its NAK and the schedule its packets are measured against move later (by at most
-                // MaxScheduleLag per announcement, as a data packet's own lag is bounded).
-                var by = end - t.End < _options.MaxScheduleLag ? end - t.End : _options.MaxScheduleLag;
+                // page, its NAK and the schedule its packets are measured against move later, by at most
+                // MaxScheduleLag in all (as a data packet's own lag is bounded), so forged announcements cannot put
+                // a NAK off for long.
+                var left = _options.MaxScheduleLag - t.Retimed;
+                var by = end - t.End < left ? end - t.End : left;
+                if (by <= TimeSpan.Zero)
+                {
+                    continue;
+                }
+
+                t.Retimed += by;
                 t.End += by;
                 t.NakAt += by;
                 if (start > t.Start)
@@ -749,6 +757,9 @@ public sealed class DisseminationClient : IDatagramHandler
         /// <summary>The announced start of its first packet (known when an announcement was seen).</summary>
         public TimeSpan Start { get; set; }
         public bool HasStart { get; set; }
+
+        /// <summary>How much later re-announcements have moved it (at most <see cref="ClientOptions.MaxScheduleLag"/>).</summary>
+        public TimeSpan Retimed { get; set; }
         public bool Skipped { get; set; }
         public bool Released { get; set; }
     }

@@ -36,6 +36,10 @@ public sealed class ServerCounters
     /// <summary>Times a data channel fell more than <see cref="ServerOptions.MaxSendLag"/> behind its schedule and slowed
     /// to the rate its core achieved (<see cref="SendPacer"/>), and the schedule time those slips forgave.</summary>
     public long PacingSlips { get; internal set; }
+
+    /// <summary>Pages taken ahead and given back to the book unsent when the pacer re-timed their channel's queue and
+    /// found them too far off.</summary>
+    public long Untaken { get; internal set; }
     public TimeSpan PacingForgiven { get; internal set; }
 
     /// <summary>Scheduler decisions, and (client, item) pairs the decisions read: the scheduler's work.</summary>
@@ -225,10 +229,69 @@ public sealed class DisseminationServer
         while (_observing.Count > 0 && (_observing.Peek().End + _options.Adaptive.ResolveAfter <= now || _observing.Count > MaxObserving))
         {
             var o = _observing.Dequeue();
-            _observations.Remove(o.Id);
-            _adaptive!.ObserveSilent(o.Packets, o.Repair, o.Requesters - o.Naks);
+            if (!o.Cancelled)
+            {
+                _observations.Remove(o.Id);
+                _adaptive!.ObserveSilent(o.Packets, o.Repair, o.Requesters - o.Naks);
+            }
+
+            o.Cancelled = false;
             _observationPool.Push(o);
         }
+    }
+
+    /// <summary>A transmission re-timed by the pacer: its observation waits for its new end.</summary>
+    private void Retimed(Transmission t)
+    {
+        if (_observations.TryGetValue(t.Id, out var o))
+        {
+            o.End = t.End;
+        }
+    }
+
+    /// <summary>Gives back a page taken ahead that the pacer found too far off (never sent): its requests go back to the
+    /// book as they were, its announcement copies not yet sent are dropped, and it is not observed. Clients that heard
+    /// it NAK it when its announced end passes; the server ignores those (the page is pending for them: NakStale) and
+    /// announces it again when the scheduler picks it.</summary>
+    private void Untake(Transmission t)
+    {
+        foreach (var (client, need) in t.Takers)
+        {
+            if (!_clients.TryGetValue(client, out var state))
+            {
+                continue;
+            }
+
+            if (state.Sent.TryGetValue(t.Item, out var sent) && sent.Transmission == t.Id)
+            {
+                state.Sent.Remove(t.Item);
+            }
+
+            if (need < t.K)
+            {
+                state.Need[t.Item] = need;
+            }
+
+            _book.Add(client, t.Item);
+        }
+
+        for (int i = 0; i < _announcements.Count; i++)
+        {
+            if (_announcements[i].Entry.Transmission == t.Id)
+            {
+                _announcements.RemoveAt(i);
+                break;
+            }
+        }
+
+        if (_observations.Remove(t.Id, out var o))
+        {
+            o.Cancelled = true;
+        }
+
+        _inFlight.Remove(t.Id);
+        Counters.Transmissions--;
+        Counters.Untaken++;
     }
 
     private void Observe(Transmission t, int requesters)
@@ -587,6 +650,7 @@ public sealed class DisseminationServer
         public int Repair;
         public int Requesters;
         public int Naks;
+        public bool Cancelled;
     }
 
     private sealed class ClientState
@@ -621,6 +685,9 @@ public sealed class DisseminationServer
         public int RepairStart;   // the first repair number; then consecutive modulo 255 − k
         public TimeSpan Start;
         public TimeSpan End;
+
+        /// <summary>The clients whose requests it took, and the packets each lacked (k: the whole page).</summary>
+        public readonly List<(int Client, int Need)> Takers = new();
         public byte[] Page = Array.Empty<byte>();
         public readonly ReadOnlyMemory<byte>[] Sources = new ReadOnlyMemory<byte>[ReedSolomon.MaxPackets];
     }
@@ -820,9 +887,14 @@ public sealed class DisseminationServer
             {
                 current.End = now + (interval * (current.Count - current.Sent));
                 end = current.End;
+                _server.Retimed(current);
                 AnnounceAgain(current);
             }
 
+            // What is queued past the lead at the new interval is given back: a page promised seconds ahead would be
+            // re-timed again and again, and NAKed by clients whose patience (MaxScheduleLag) it outlasts.
+            var lead = _server._options.AnnounceDelay + _server._options.AnnounceDelay + interval;
+            int keep = 0;
             foreach (var t in _ahead)
             {
                 if (t.Start < end)
@@ -830,9 +902,35 @@ public sealed class DisseminationServer
                     t.Start = end;
                 }
 
+                if (keep > 0 && t.Start - now > lead)
+                {
+                    break;
+                }
+
                 t.End = t.Start + (interval * t.Count);
                 end = t.End;
+                keep++;
+                _server.Retimed(t);
                 AnnounceAgain(t);
+            }
+
+            if (keep < _ahead.Count)
+            {
+                // The queue's tail: the kept ones go round to the back in order, the rest go back to the book.
+                int total = _ahead.Count;
+                for (int i = 0; i < total; i++)
+                {
+                    var t = _ahead.Dequeue();
+                    if (i < keep)
+                    {
+                        _ahead.Enqueue(t);
+                    }
+                    else
+                    {
+                        _server.Untake(t);
+                        _pool.Push(t);
+                    }
+                }
             }
         }
 
@@ -871,14 +969,17 @@ public sealed class DisseminationServer
             int pageLength = pages.PageLength(entry.Size, page);
             int k = pages.PacketsIn(pageLength);
             int need = 0;
+            var t = Rent();
+            t.Takers.Clear();
             foreach (int c in taken)
             {
                 var state = s._clients[c];
-                need = Math.Max(need, state.Need.Remove(item, out int n) ? n : k);
+                int lacks = state.Need.Remove(item, out int n) ? n : k;
+                t.Takers.Add((c, lacks));
+                need = Math.Max(need, lacks);
             }
 
             int repair = s.RepairCount(need >= k ? k : Math.Max(need, 1), taken.Count);
-            var t = Rent();
             t.Item = item;
             t.File = (ushort)file;
             t.PageNumber = (uint)page;
