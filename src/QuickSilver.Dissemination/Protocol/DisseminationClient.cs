@@ -33,7 +33,8 @@ public sealed class ClientCounters
     public long AnnounceGaps { get; internal set; }
     public long RequestBytesSent { get; internal set; }
 
-    /// <summary>Announcements that moved a followed page later (the server re-timed its queue).</summary>
+    /// <summary>Announcements that moved a followed page later by more than <see cref="ClientOptions.EndGrace"/> (the
+    /// server re-timed its queue).</summary>
     public long Retimed { get; internal set; }
 
     /// <summary>A copy (read on the client's thread, handed to another).</summary>
@@ -388,7 +389,10 @@ public sealed class DisseminationClient : IDatagramHandler
                     t.Start = start < t.Start + by ? start : t.Start + by;
                 }
 
-                Counters.Retimed++;
+                if (by > _options.EndGrace)
+                {
+                    Counters.Retimed++; // not the copies' own jitter (each copy's times are relative to when it left)
+                }
             }
         }
 

@@ -853,11 +853,6 @@ public sealed class DisseminationServer
                 lastEnd = t.End;
             }
 
-            if (_pacer.IsBehind(_due, now))
-            {
-                return; // the queue's times are not kept: take nothing until the pacer has re-timed it
-            }
-
             var lead = _server._options.AnnounceDelay + _server._options.AnnounceDelay + _pacer.Interval;
             for (int taken = 0; taken < MaxTakenPerCall && _ahead.Count < MaxAhead && lastEnd - now <= lead; taken++)
             {

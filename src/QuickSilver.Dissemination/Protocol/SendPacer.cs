@@ -65,10 +65,6 @@ internal sealed class SendPacer
         }
     }
 
-    /// <summary>A channel whose datagram due at <paramref name="due"/> goes out at <paramref name="now"/> is more than a
-    /// quarter of the limit behind: the times of the pages it has queued are not being kept.</summary>
-    public bool IsBehind(TimeSpan due, TimeSpan now) => now - due > _tolerance;
-
     /// <summary>A datagram due at <paramref name="due"/> went out at <paramref name="now"/>. Returns the debt to forgive:
     /// zero, or the lateness when it passed the limit (the channel moves its schedule later by it).</summary>
     public TimeSpan OnSent(TimeSpan due, TimeSpan now)
