@@ -33,6 +33,9 @@ public sealed class ClientCounters
     public long AnnounceGaps { get; internal set; }
     public long RequestBytesSent { get; internal set; }
 
+    /// <summary>Followed transmissions the server withdrew (announced with 0 packets: given back unsent).</summary>
+    public long Withdrawn { get; internal set; }
+
     /// <summary>Announcements that moved a followed page later by more than <see cref="ClientOptions.EndGrace"/> (the
     /// server re-timed its queue).</summary>
     public long Retimed { get; internal set; }
@@ -345,9 +348,22 @@ public sealed class DisseminationClient : IDatagramHandler
         for (int i = 0; i < count; i++)
         {
             var e = Wire.ReadAnnounceEntry(datagram, i);
-            if (e.Channel >= _channelUse.Length || !Locate(e.FileId, e.Offset, out var file, out int page, out int k) || e.K != k || e.Count < 1)
+            if (e.Channel >= _channelUse.Length || !Locate(e.FileId, e.Offset, out var file, out int page, out int k) || e.K != k)
             {
                 Drops.Increment(DisseminationDrop.OutOfRange);
+                continue;
+            }
+
+            if (e.Count == 0)
+            {
+                // Withdrawn: the server gave the page back unsent (its pacer re-timed the queue); it will be announced
+                // again under a new transmission. Nothing to NAK.
+                if (_tracked.Remove(e.Transmission, out var withdrawn))
+                {
+                    Release(withdrawn);
+                    Counters.Withdrawn++;
+                }
+
                 continue;
             }
 

@@ -37,6 +37,9 @@ public sealed class ServerCounters
     /// to the rate its core achieved (<see cref="SendPacer"/>), and the schedule time those slips forgave.</summary>
     public long PacingSlips { get; internal set; }
 
+    /// <summary>A data channel's pacing interval, µs, when the counters were read (the cap's, or longer).</summary>
+    public double ChannelIntervalMicros { get; internal set; }
+
     /// <summary>Pages taken ahead and given back to the book unsent when the pacer re-timed their channel's queue and
     /// found them too far off.</summary>
     public long Untaken { get; internal set; }
@@ -48,6 +51,15 @@ public sealed class ServerCounters
     /// <summary>Ticks of <see cref="DisseminationServer.WorkTimer"/> spent inside the server's handlers (0 without a timer).</summary>
     public long BusyTicks { get; internal set; }
     public long PairsExamined { get; internal set; }
+
+    /// <summary>A copy (read on the server's thread, handed to another).</summary>
+    public ServerCounters Snapshot() => (ServerCounters)MemberwiseClone();
+
+    internal ServerCounters WithInterval(TimeSpan interval)
+    {
+        ChannelIntervalMicros = interval.TotalMicroseconds;
+        return this;
+    }
 }
 
 /// <summary>
@@ -250,9 +262,8 @@ public sealed class DisseminationServer
     }
 
     /// <summary>Gives back a page taken ahead that the pacer found too far off (never sent): its requests go back to the
-    /// book as they were, its announcement copies not yet sent are dropped, and it is not observed. Clients that heard
-    /// it NAK it when its announced end passes; the server ignores those (the page is pending for them: NakStale) and
-    /// announces it again when the scheduler picks it.</summary>
+    /// book as they were, it is announced as withdrawn (0 packets; clients stop following it, so they do not NAK it),
+    /// and it is not observed. The scheduler picks it again in its turn, under a new transmission.</summary>
     private void Untake(Transmission t)
     {
         foreach (var (client, need) in t.Takers)
@@ -275,15 +286,8 @@ public sealed class DisseminationServer
             _book.Add(client, t.Item);
         }
 
-        for (int i = 0; i < _announcements.Count; i++)
-        {
-            if (_announcements[i].Entry.Transmission == t.Id)
-            {
-                _announcements.RemoveAt(i);
-                break;
-            }
-        }
-
+        // Withdrawn: announced with 0 packets (replacing its copies not yet sent), so clients stop following it.
+        Announce(new AnnounceEntry((byte)(t.Item % _channels.Length), t.FileId, t.Offset, t.Id, (byte)t.K, 0, 0, 0), _clock.Now, _clock.Now);
         if (_observations.Remove(t.Id, out var o))
         {
             o.Cancelled = true;

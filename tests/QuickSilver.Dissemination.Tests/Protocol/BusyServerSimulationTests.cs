@@ -56,6 +56,7 @@ public class BusyServerSimulationTests
         Assert.True(c.PacingSlips > 0, $"seed {seed}: the pacer never slipped");
         Assert.Equal(0, c.EarlyNaks);
         Assert.Equal(0, c.NaksAccepted);
+        Assert.All(sim.Clients, x => Assert.Equal(0, x.Client!.Counters.NaksSent)); // withdrawn pages are not NAKed either
         Assert.Equal(sim.Files.Catalog.ItemCount, c.Transmissions);
         Assert.True(BytesSent(sim) < 1.02, $"seed {seed}: {BytesSent(sim):F3} x the files sent");
 

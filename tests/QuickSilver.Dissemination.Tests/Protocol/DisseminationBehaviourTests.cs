@@ -102,7 +102,8 @@ public class DisseminationBehaviourTests
     }
 
     /// <summary>A page announced again with a later end (the server re-timed its queue: <c>SendPacer</c>) moves
-    /// the client's NAK for it later, by at most MaxScheduleLag in all; one announced again earlier does not.</summary>
+    /// the client's NAK for it later, by at most MaxScheduleLag in all; one announced again earlier does not; one withdrawn
+    /// (0 packets) is no longer followed.</summary>
     [Fact]
     public void AClientFollowsAPageAnnouncedAgainLater()
     {
@@ -133,6 +134,13 @@ public class DisseminationBehaviourTests
         Assert.Equal(1, client.Client.Counters.Retimed);  // 5 s later: followed, by MaxScheduleLag (2 s)
         Reannounce(10_000_000);
         Assert.Equal(1, client.Client.Counters.Retimed);  // no further: MaxScheduleLag is the bound in all
+
+        // Withdrawn (0 packets): the client stops following it; the real transmission's packets start it again.
+        Wire.WriteAnnounceHeader(datagram, 1, 1001);
+        Wire.WriteAnnounceEntry(datagram.AsSpan(Wire.AnnounceHeaderBytes), new AnnounceEntry(0, file.FileId, 0, 1, k, 0, 0, 0));
+        forger.TrySend(options.AnnounceGroup, datagram);
+        sim.Network.RunFor(TimeSpan.FromMilliseconds(1));
+        Assert.Equal(1, client.Client.Counters.Withdrawn);
         Assert.True(sim.RunUntilComplete(TimeSpan.FromSeconds(30)));
         SimFixtures.AssertIdentical(sim, client, names);
         Assert.Equal(0, client.Client.Counters.NaksSent);

@@ -65,7 +65,7 @@ public class SendPacerTests
         }
 
         Assert.True(shrank);
-        Assert.Equal(Nominal, pacer.Interval); // 10 % per 100 ms: back at the cap within 2 s, never below it
+        Assert.Equal(Nominal, pacer.Interval); // halved per 100 ms: back at the cap within 2 s, never below it
     }
 
     [Fact]
