@@ -86,8 +86,9 @@ public sealed record RegionOptions
     /// i mod p): a delivered packet of another partition's class is released at once instead of waiting for the region's
     /// purge, so a member of a region of p partitions holds about 1/p of the purge lag's traffic. A view change that
     /// redraws the partitions keeps the old share too until the region has purged every packet numbered before it
-    /// (<see cref="PartitionShare"/>, docs/qsm.md, "Partition share"). Off by default.</summary>
-    public bool PartitionShare { get; init; }
+    /// (<see cref="Region.PartitionShare"/>, docs/qsm.md, "Partition share"). On by default; off keeps every packet until
+    /// the purge, as before (more memory, no re-caching after a view change).</summary>
+    public bool PartitionShare { get; init; } = true;
 
     /// <summary>What paces the senders (see <see cref="RegionFlowControl"/>).</summary>
     public RegionFlowControl FlowControl { get; init; } = RegionFlowControl.ReceiverWindow;
