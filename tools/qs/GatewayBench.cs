@@ -45,7 +45,7 @@ internal static class GatewayBench
             int ports = parse.GetValue(basePort);
             using var n1 = new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse("239.255.81.0"), PortBase = ports, PoolSize = 4 });
             using var n2 = new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse("239.255.82.0"), PortBase = ports + 4, PoolSize = 4 });
-            var (g1, g2) = await LoopbackGatewayPair.StartAsync(n1, n2, TimeSpan.FromSeconds(10), cancellationToken);
+            var (g1, g2) = await LoopbackGatewayPair.StartAsync(n1, n2, TimeSpan.FromSeconds(10), cancellationToken: cancellationToken);
             await using (g1)
             await using (g2)
             {
@@ -105,7 +105,7 @@ internal static class GatewayBench
     {
         using var n1 = new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse("239.255.84.0"), PortBase = ports, PoolSize = 4 });
         using var n2 = new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse("239.255.85.0"), PortBase = ports + 4, PoolSize = 4 });
-        var (g1, g2) = await LoopbackGatewayPair.StartAsync(n1, n2, TimeSpan.FromSeconds(10), cancellationToken);
+        var (g1, g2) = await LoopbackGatewayPair.StartAsync(n1, n2, TimeSpan.FromSeconds(10), cancellationToken: cancellationToken);
         await using (g1)
         await using (g2)
         {

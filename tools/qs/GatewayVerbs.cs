@@ -5,6 +5,7 @@ using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
 using System.Text.Json;
+using Microsoft.Extensions.Logging;
 using QuickSilver.Core.Security;
 using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Gateway;
@@ -137,10 +138,16 @@ internal static class GatewayVerbs
             Description = "Clustered gateway (control node and every data node): a file holding the secret they share, base64 of at least 32 random bytes "
                           + "(e.g. 'head -c 32 /dev/urandom | base64 > cluster-secret'); control↔data frames then carry an HMAC-SHA256 tag, and forged or replayed ones are dropped",
         };
+        var peeringSecretFile = new Option<string?>("--peering-secret-file")
+        {
+            Description = "A file holding the secret every gateway of the federation shares, base64 of at least 32 random bytes "
+                          + "(e.g. 'head -c 32 /dev/urandom | base64 > peering-secret'); peering links then authenticate both ends and seal every frame (AEGIS-128L), "
+                          + "and a peer without the secret never peers. Not with --cluster-node, --data-node or --peer-data-node",
+        };
         var command = new Command("gateway", "Run a federation gateway (an IP-multicast island on loopback, TCP peering links, an admin endpoint), a clustered gateway's control node (--cluster-node) or one of its data nodes (--data-node).")
         {
             id, island, listen, peers, admin, mediator, poolBase, poolSize, portBase, keepAlive, hold, refresh, joinHold, noTransit, seconds, fanout, qsmGms, qsmEmbedded,
-            clusterNodes, peerDataNodes, dataNode, control, clusterGateway, heartbeatMs, heartbeatTimeoutMs, clusterSecretFile,
+            clusterNodes, peerDataNodes, dataNode, control, clusterGateway, heartbeatMs, heartbeatTimeoutMs, clusterSecretFile, peeringSecretFile,
         };
         command.SetAction(async (parse, cancellationToken) =>
         {
@@ -172,6 +179,26 @@ internal static class GatewayVerbs
                 catch (Exception e) when (e is IOException or UnauthorizedAccessException or ArgumentException)
                 {
                     await Console.Error.WriteLineAsync(e is ArgumentException ? e.Message.Split(" (Parameter")[0] : $"--cluster-secret-file: cannot read '{secretPath}': {e.Message}");
+                    return Cli.BadOptions;
+                }
+            }
+
+            byte[]? peeringSecret = null;
+            if (parse.GetValue(peeringSecretFile) is { } peeringPath)
+            {
+                try
+                {
+                    peeringSecret = DatagramSecurityOptions.DecodeSecret(await File.ReadAllTextAsync(peeringPath, cancellationToken), "--peering-secret-file");
+                }
+                catch (Exception e) when (e is IOException or UnauthorizedAccessException or ArgumentException)
+                {
+                    await Console.Error.WriteLineAsync(e is ArgumentException ? e.Message.Split(" (Parameter")[0] : $"--peering-secret-file: cannot read '{peeringPath}': {e.Message}");
+                    return Cli.BadOptions;
+                }
+
+                if (parse.GetValue(dataNode) || parse.GetValue(clusterNodes)!.Length > 0 || parse.GetValue(peerDataNodes)!.Length > 0)
+                {
+                    await Console.Error.WriteLineAsync("--peering-secret-file: not built with a clustered gateway (--cluster-node, --data-node, --peer-data-node): its bulk data channels and data nodes' datagrams are not authenticated.");
                     return Cli.BadOptions;
                 }
             }
@@ -210,8 +237,9 @@ internal static class GatewayVerbs
             {
                 [nameof(GatewayOptions.HoldTime)] = "--hold-seconds", [nameof(GatewayOptions.JoinHoldTime)] = "--join-hold-seconds",
                 [nameof(MulticastNativeNetOptions.PoolBase)] = "--pool-base", [nameof(MulticastNativeNetOptions.PortBase)] = "--port-base",
-                [nameof(MulticastNativeNetOptions.PoolSize)] = "--pool-size",
+                [nameof(MulticastNativeNetOptions.PoolSize)] = "--pool-size", [nameof(GatewayOptions.PeeringSecret)] = "--peering-secret-file",
             };
+            options = options with { PeeringSecret = peeringSecret };
             try
             {
                 options.Validate();
@@ -260,9 +288,9 @@ internal static class GatewayVerbs
             {
                 var own = parse.GetValue(clusterNodes)!;
                 runtime = own.Length == 0 && parse.GetValue(peerDataNodes)!.Length == 0
-                    ? new GatewayRuntime(options, native, parse.GetValue(listen)!, parse.GetValue(peers)!)
+                    ? new GatewayRuntime(options, native, parse.GetValue(listen)!, parse.GetValue(peers)!) { Logger = QsLogging.Factory.CreateLogger("gateway") }
                     : new GatewayRuntime(options, native, parse.GetValue(listen)!, parse.GetValue(peers)!,
-                        own.Length == 0 ? null : (cluster, own.ToDictionary(n => n.Node, n => n.Address)), parse.GetValue(peerDataNodes));
+                        own.Length == 0 ? null : (cluster, own.ToDictionary(n => n.Node, n => n.Address)), parse.GetValue(peerDataNodes)) { Logger = QsLogging.Factory.CreateLogger("gateway") };
             }
             catch (ArgumentException e)
             {

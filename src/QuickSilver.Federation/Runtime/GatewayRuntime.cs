@@ -2,6 +2,10 @@ using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Net;
 using System.Net.Sockets;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Core.Time;
 using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Gateway;
 using QuickSilver.Federation.Io;
@@ -21,8 +25,11 @@ namespace QuickSilver.Federation.Runtime;
 /// Data frames are dropped (counted) when a link's send queue is full; control frames close the link instead. The same
 /// listener takes bulk data channels (<see cref="BulkDataChannels"/>: first frame DATA_CHANNEL) from the configured data
 /// nodes of peer gateways, and this gateway dials such channels to carry bulk DATA to a peer's data node.
+/// With a peering secret (<see cref="GatewayOptions.PeeringSecret"/>) a link starts with PEER_AUTH both ways instead
+/// (<see cref="PeeringHandshake"/>) and every later frame, the HELLO first, is sealed; a peer that cannot open or seal,
+/// or sends in the clear, is refused, counted and logged.
 /// </summary>
-public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposable
+public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposable, IClock
 {
     /// <summary>Events the loop's inbox holds (both halves).</summary>
     public const int QueueCapacity = 2 * LoopInbox.DefaultRecords;
@@ -61,6 +68,11 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     private readonly BulkDataChannels _bulk;
     private long _datagramsToNodes;
     private long _datagramsDroppedForTest;
+    private readonly byte[]? _peeringSecret;
+    private long _peeringUnauthenticated;
+    private long _peeringHandshakesFailed;
+    private long _peeringFramesRejected;
+    private RateLimitedLog? _log; // loop thread only
 
     /// <param name="cluster">Makes this gateway a clustered gateway's control node: its data nodes' numbers and UDP
     /// addresses (the ASSIGN and HEARTBEAT frames travel as datagrams on the peering port).</param>
@@ -79,6 +91,11 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
             _ownNodes[node] = address;
             _ownNodeSources[address] = node;
+        }
+
+        if (options.PeeringSecret is not null && peerDataNodes is { Count: > 0 })
+        {
+            throw new ArgumentException($"{nameof(GatewayOptions.PeeringSecret)} with peers' data nodes is not built: bulk data channels and data nodes' datagrams are not authenticated", nameof(peerDataNodes));
         }
 
         foreach (var d in peerDataNodes ?? [])
@@ -111,7 +128,13 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
             throw new ArgumentException($"gateway {options.Gateway} lists itself as a peer", nameof(peers));
         }
 
+        if (options.PeeringSecret is not null && (clusterOptions is not null))
+        {
+            throw new ArgumentException($"{nameof(GatewayOptions.PeeringSecret)} with a clustered gateway is not built: bulk data channels and data nodes' datagrams are not authenticated", nameof(options));
+        }
+
         _native = native;
+        _peeringSecret = options.PeeringSecret;
         _peerQueueBytes = options.PeerQueueBytes;
         Gateway = clusterOptions is null ? new BroadcastGateway(options, this, native) : new BroadcastGateway(options, this, native, clusterOptions, this, ClusterAuthenticator.WallClockCounter());
         // Real-time DATA travels as UDP datagrams to and from the same address and port as the TCP listener.
@@ -134,6 +157,21 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     public TimeSpan Now => _clock.Elapsed;
 
     public long HelloRefused => Interlocked.Read(ref _helloRefused);
+
+    /// <summary>Where refused peers are logged (rate-limited, a line per reason per 10 s at most). Set before <see cref="Start"/>.</summary>
+    public ILogger Logger { get; init; } = NullLogger.Instance;
+
+    /// <summary>Connections refused because one side has a peering secret and the other none: a HELLO in the clear
+    /// reaching a gateway with a secret, or a PEER_AUTH reaching one without.</summary>
+    public long PeeringUnauthenticated => Interlocked.Read(ref _peeringUnauthenticated);
+
+    /// <summary>Handshakes that failed: the peer's first sealed frame (its HELLO) did not open (another secret, or a
+    /// recorded handshake replayed), or its PEER_AUTH was a reflection of ours.</summary>
+    public long PeeringHandshakesFailed => Interlocked.Read(ref _peeringHandshakesFailed);
+
+    /// <summary>Sealed frames that did not open on an authenticated link (altered, forged, replayed or reordered); each
+    /// closed its link.</summary>
+    public long PeeringFramesRejected => Interlocked.Read(ref _peeringFramesRejected);
 
     /// <summary>Events dropped because the loop's inbox was full (native packets, datagrams).</summary>
     public long EventsDropped => _loop.Dropped;
@@ -419,7 +457,9 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
             var channel = new BulkDataChannels.Inbound(hello =>
                 hello.Node != 0 && _peerNodeConfig.TryGetValue(hello.Node, out var d) && d.Gateway == hello.Gateway
                 && remote is not null && d.Address.Address.Equals(remote) ? hello.Gateway : null);
-            link.TrySend(PeerCodec.Hello(Gateway.Id, Gateway.Island, (ushort)ListenEndpoint.Port));
+            var handshake = _peeringSecret is null ? null : new PeeringHandshake(_peeringSecret, Gateway.Id);
+            GatewayId? authenticated = null; // the peer whose PEER_AUTH sealed this link
+            link.TrySend(handshake?.AuthFrame ?? PeerCodec.Hello(Gateway.Id, Gateway.Island, (ushort)ListenEndpoint.Port));
             using var helloTimer = new CancellationTokenSource(HelloTimeout);
             using var registration = helloTimer.Token.Register(() =>
             {
@@ -442,7 +482,14 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                     return;
                 }
 
-                if (channel.From is not null || (PeerCodec.PeekType(frame, out var first) == FrameError.None && first == FrameType.DataChannel))
+                if (handshake is not null && authenticated is null)
+                {
+                    authenticated = OnPeerAuth(handshake, link, frame, expected, remote);
+                    refused = authenticated is null;
+                    return;
+                }
+
+                if (channel.From is not null || (PeerCodec.PeekType(frame, out var first) == FrameError.None && first == FrameType.DataChannel && handshake is null))
                 {
                     if (channel.OnFrame(frame, out refused))
                     {
@@ -458,10 +505,17 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                 }
 
                 if (PeerCodec.Decode(frame, out var message) != FrameError.None || message is not HelloMessage hello
-                    || !_peers.TryGetValue(hello.Gateway, out var config) || (expected is { } e && e != hello.Gateway))
+                    || !_peers.TryGetValue(hello.Gateway, out var config) || (expected is { } e && e != hello.Gateway)
+                    || (authenticated is { } a && a != hello.Gateway))
                 {
                     refused = true;
                     Interlocked.Increment(ref _helloRefused);
+                    if (handshake is null && message is PeerAuthMessage asks)
+                    {
+                        Interlocked.Increment(ref _peeringUnauthenticated);
+                        Warn(1, "Peering: gateway {Peer} at {Address} asks for peering authentication (PEER_AUTH) and this gateway has no peering secret (GatewayOptions.PeeringSecret, qs gateway --peering-secret-file): refused", asks.Gateway.Value, remote);
+                    }
+
                     link.Close();
                     return;
                 }
@@ -495,6 +549,20 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                 });
             }), _stop.Token).ConfigureAwait(false);
 
+            if (link.RejectedFrames > 0)
+            {
+                if (peer is null)
+                {
+                    Interlocked.Increment(ref _peeringHandshakesFailed);
+                    Warn(2, "Peering: the HELLO of gateway {Peer} at {Address} did not open under this connection's keys (another peering secret, or a recorded handshake replayed): refused", authenticated?.Value, remote);
+                }
+                else
+                {
+                    Interlocked.Increment(ref _peeringFramesRejected);
+                    Warn(3, "Peering: a frame from gateway {Peer} at {Address} failed authentication (altered, forged or replayed): link closed", peer.Value.Value, remote);
+                }
+            }
+
             if (peer is { } gone)
             {
                 Post(() =>
@@ -507,6 +575,46 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                     }
                 });
             }
+        }
+    }
+
+    // The first frame on a link when this gateway has a peering secret: the peer's PEER_AUTH. Seals the link and sends
+    // the HELLO (sealed); returns the peer, or null when refused (counted, logged, link closed). The connection's reader.
+    private GatewayId? OnPeerAuth(PeeringHandshake handshake, FramedConnection link, ReadOnlySpan<byte> frame, GatewayId? expected, IPAddress? remote)
+    {
+        var error = PeerCodec.Decode(frame, out var message);
+        if (message is PeerAuthMessage auth && _peers.ContainsKey(auth.Gateway) && (expected is not { } e || e == auth.Gateway))
+        {
+            if (handshake.Complete(auth) is { } sealer)
+            {
+                link.Seal(sealer);
+                link.TrySend(PeerCodec.Hello(Gateway.Id, Gateway.Island, (ushort)ListenEndpoint.Port));
+                return auth.Gateway;
+            }
+
+            Interlocked.Increment(ref _peeringHandshakesFailed);
+            Warn(6, "Peering: gateway {Peer} at {Address} sent a PEER_AUTH that reflects ours: refused", auth.Gateway.Value, remote);
+        }
+        else if (message is HelloMessage hello)
+        {
+            Interlocked.Increment(ref _peeringUnauthenticated);
+            Warn(4, "Peering: gateway {Peer} at {Address} sent its HELLO in the clear, but this gateway requires peering authentication (GatewayOptions.PeeringSecret, qs gateway --peering-secret-file) and the peer has none: refused", hello.Gateway.Value, remote);
+        }
+        else
+        {
+            Warn(5, "Peering: a connection from {Address} did not start with a PEER_AUTH of a configured peer ({Error}): refused", remote, error);
+        }
+
+        Interlocked.Increment(ref _helloRefused);
+        link.Close();
+        return null;
+    }
+
+    private void Warn<T0, T1>(int key, string template, T0 arg0, T1 arg1)
+    {
+        if (Logger.IsEnabled(LogLevel.Warning))
+        {
+            _loop.TryPost(() => (_log ??= new RateLimitedLog(Logger, this)).Warn(key, template, arg0, arg1));
         }
     }
 
