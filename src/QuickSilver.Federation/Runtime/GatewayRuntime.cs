@@ -49,6 +49,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     private readonly DatagramSendBatch _datagramBatch; // real-time DATA to peers, flushed after every loop turn
     private readonly Dictionary<IPEndPoint, GatewayId> _datagramSources = []; // loop thread only
     private readonly Socket _udp;
+    private readonly DatagramAddressBook _addresses; // every address in the tables below, converted once
     private long _datagramsRefused;
     private readonly Dictionary<GatewayId, PeerConfig> _peers;
     private readonly CancellationTokenSource _stop = new();
@@ -110,6 +111,8 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
             _peerNodeConfig[d.Node] = d;
             _configuredPeerNodes.Add(d.Node);
         }
+
+        RefreshAddresses();
     }
 
     public GatewayRuntime(GatewayOptions options, INativeNet native, IPEndPoint listen, IReadOnlyList<PeerConfig> peers)
@@ -144,6 +147,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         _udp.ReceiveBufferSize = 4 << 20;
         _udp.SendBufferSize = 4 << 20;
         _datagramBatch = new DatagramSendBatch(_udp);
+        _addresses = new DatagramAddressBook(_udp.AddressFamily);
         _loop = new RuntimeLoop($"gateway {options.Gateway}", () => Now, now => Gateway.Tick(now), OnRecord, afterTurn: _datagramBatch.Flush);
         _loop.Bind(Gateway, native);
         _bulk = new BulkDataChannels(options.Gateway, 0, Post, () => Now);
@@ -255,7 +259,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
         try
         {
-            return _udp.SendTo(frame, SocketFlags.None, endpoint) == frame.Length;
+            return _addresses.SendTo(_udp, frame, endpoint) == frame.Length;
         }
         catch (SocketException)
         {
@@ -311,7 +315,16 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         _peerNodes[node] = address;
         _peerNodeSources[address] = peer;
         _peerNodeConfig[node] = new DataNodeAddress(peer, node, address);
+        RefreshAddresses();
     }
+
+    /// <summary>Datagrams received from a source in none of the runtime's tables (each cost an endpoint object; they are
+    /// refused, <see cref="DatagramsRefused"/>).</summary>
+    public long DatagramSourcesUnknown => _addresses.Misses;
+
+    // After any change to the tables of addresses (loop thread, or the constructor).
+    private void RefreshAddresses()
+        => _addresses.Replace(_datagramSources.Keys.Concat(_ownNodeSources.Keys).Concat(_peerNodeSources.Keys).Concat(_peerNodes.Values));
 
     bool IControlHost.SendToDataNode(uint node, ReadOnlySpan<byte> frame) => _ownNodes.TryGetValue(node, out var address) && SendUdp(frame, address);
 
@@ -319,7 +332,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     {
         try
         {
-            return _udp.SendTo(frame, SocketFlags.None, address) == frame.Length;
+            return _addresses.SendTo(_udp, frame, address) == frame.Length;
         }
         catch (Exception e) when (e is SocketException or ObjectDisposedException)
         {
@@ -342,12 +355,13 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         if (_datagramPeers.Remove(peer, out var endpoint))
         {
             _datagramSources.Remove(endpoint);
+            RefreshAddresses();
         }
 
         _batchedDatagramPeers.Remove(peer);
     }
 
-    private Task DatagramLoopAsync() => DatagramReceiveLoop.RunAsync(_udp, (from, frame) =>
+    private Task DatagramLoopAsync() => DatagramReceiveLoop.RunAsync(_udp, _addresses, (from, frame) =>
     {
         if (!_loop.TryWrite(DatagramKind, 0, from, frame))
         {
@@ -541,6 +555,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                         var endpoint = new IPEndPoint(remote, hello.UdpPort);
                         _datagramPeers[hello.Gateway] = endpoint;
                         _datagramSources[endpoint] = hello.Gateway;
+                        RefreshAddresses();
                         if (endpoint.AddressFamily == AddressFamily.InterNetwork)
                         {
                             _batchedDatagramPeers[hello.Gateway] = DatagramSendBatch.To(endpoint);
