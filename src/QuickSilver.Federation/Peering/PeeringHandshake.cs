@@ -11,7 +11,8 @@ namespace QuickSilver.Federation.Peering;
 /// that share a peering secret (<see cref="Gateway.GatewayOptions.PeeringSecret"/>) each send PEER_AUTH first on a new
 /// connection: their number and a fresh 32-byte random nonce. From both they derive two keys, one per direction
 /// (<see cref="DeriveLinkKeys"/>: HKDF-SHA256 of the secret over both numbers and both nonces), and seal every later
-/// frame (<see cref="FrameSealer"/>: AEGIS-128L, a counter per direction). The first sealed frame each way is the HELLO,
+/// frame (<see cref="FrameSealer"/>: AEGIS-128L, a counter per direction) and every real-time datagram
+/// (<see cref="PeeringDatagrams"/>, two more keys). The first sealed frame each way is the HELLO,
 /// so a side that opens its peer's HELLO knows the peer holds the secret and took part in this connection: a HELLO
 /// recorded from another connection was sealed under keys made from other nonces and does not open, nor does a frame of
 /// this connection sent back at its sender (the other direction's key). The secret itself never travels.
@@ -52,9 +53,9 @@ public sealed class PeeringHandshake
     /// <summary>This side's nonce (tests).</summary>
     public ReadOnlySpan<byte> Nonce => _nonce;
 
-    /// <summary>The sealer of this connection once the peer's PEER_AUTH has arrived; null when the PEER_AUTH cannot be
+    /// <summary>This connection's sealers once the peer's PEER_AUTH has arrived; null when the PEER_AUTH cannot be
     /// part of an honest handshake (it names this gateway, or carries this side's own nonce: a reflection).</summary>
-    public FrameSealer? Complete(PeerAuthMessage peer)
+    public PeeringLinkKeys? Complete(PeerAuthMessage peer)
     {
         ArgumentNullException.ThrowIfNull(peer);
         if (peer.Gateway == Self || peer.Nonce.Length != NonceBytes || CryptographicOperations.FixedTimeEquals(peer.Nonce, _nonce))
@@ -62,24 +63,27 @@ public sealed class PeeringHandshake
             return null;
         }
 
-        Span<byte> keys = stackalloc byte[2 * FrameSealer.KeyBytes];
-        var toHigher = keys[..FrameSealer.KeyBytes];
-        var toLower = keys[FrameSealer.KeyBytes..];
+        Span<byte> keys = stackalloc byte[LinkKeyBytes];
         bool lower = Self.Value < peer.Gateway.Value;
         if (lower)
         {
-            DeriveLinkKeys(_secret, Self, _nonce, peer.Gateway, peer.Nonce, toHigher, toLower);
+            DeriveLinkKeys(_secret, Self, _nonce, peer.Gateway, peer.Nonce, keys);
         }
         else
         {
-            DeriveLinkKeys(_secret, peer.Gateway, peer.Nonce, Self, _nonce, toHigher, toLower);
+            DeriveLinkKeys(_secret, peer.Gateway, peer.Nonce, Self, _nonce, keys);
         }
 
+        const int K = FrameSealer.KeyBytes;
+        var framesUp = keys[..K];
+        var framesDown = keys[K..(2 * K)];
+        var datagramsUp = keys[(2 * K)..(3 * K)];
+        var datagramsDown = keys[(3 * K)..];
         try
         {
             return lower
-                ? new FrameSealer(DatagramCipherSuite.Aegis128L, toHigher, toLower)
-                : new FrameSealer(DatagramCipherSuite.Aegis128L, toLower, toHigher);
+                ? new PeeringLinkKeys(new FrameSealer(DatagramCipherSuite.Aegis128L, framesUp, framesDown), new PeeringDatagrams(datagramsUp, datagramsDown))
+                : new PeeringLinkKeys(new FrameSealer(DatagramCipherSuite.Aegis128L, framesDown, framesUp), new PeeringDatagrams(datagramsDown, datagramsUp));
         }
         finally
         {
@@ -87,16 +91,21 @@ public sealed class PeeringHandshake
         }
     }
 
-    /// <summary>The two keys of one connection between gateways <paramref name="lower"/> and <paramref name="higher"/>
+    /// <summary>Bytes of key material one connection uses: four keys.</summary>
+    public const int LinkKeyBytes = 4 * FrameSealer.KeyBytes;
+
+    /// <summary>The keys of one connection between gateways <paramref name="lower"/> and <paramref name="higher"/>
     /// (numbers in that order): HKDF-SHA256 (RFC 5869) with the secret as input keying material, a fixed salt, and as
-    /// info a label then <c>u32 lower | nonce of lower | u32 higher | nonce of higher | u8 suite</c>; the 64 bytes of
-    /// output are the key of frames lower → higher, then higher → lower. Fresh nonces make fresh keys per connection.</summary>
+    /// info a label then <c>u32 lower | nonce of lower | u32 higher | nonce of higher | u8 suite</c>; the
+    /// <see cref="LinkKeyBytes"/> of output are the keys of frames lower → higher, frames higher → lower, datagrams
+    /// lower → higher, datagrams higher → lower. Fresh nonces make fresh keys per connection. The one key derivation of
+    /// peering.</summary>
     public static void DeriveLinkKeys(ReadOnlySpan<byte> secret, GatewayId lower, ReadOnlySpan<byte> lowerNonce, GatewayId higher,
-        ReadOnlySpan<byte> higherNonce, Span<byte> lowerToHigher, Span<byte> higherToLower)
+        ReadOnlySpan<byte> higherNonce, Span<byte> keys)
     {
-        if (lower.Value >= higher.Value || lowerNonce.Length != NonceBytes || higherNonce.Length != NonceBytes)
+        if (lower.Value >= higher.Value || lowerNonce.Length != NonceBytes || higherNonce.Length != NonceBytes || keys.Length != LinkKeyBytes)
         {
-            throw new ArgumentException("the lower gateway number first, and two nonces of NonceBytes bytes");
+            throw new ArgumentException("the lower gateway number first, two nonces of NonceBytes bytes, LinkKeyBytes of output");
         }
 
         ReadOnlySpan<byte> label = "QuickSilver federation peering v1 link keys"u8;
@@ -108,10 +117,10 @@ public sealed class PeeringHandshake
         BinaryPrimitives.WriteUInt32LittleEndian(rest[(4 + NonceBytes)..], higher.Value);
         higherNonce.CopyTo(rest[(8 + NonceBytes)..]);
         rest[^1] = Suite;
-        Span<byte> output = stackalloc byte[2 * FrameSealer.KeyBytes];
-        HKDF.DeriveKey(HashAlgorithmName.SHA256, secret, output, "QuickSilver federation peering secret"u8, info);
-        output[..FrameSealer.KeyBytes].CopyTo(lowerToHigher);
-        output[FrameSealer.KeyBytes..].CopyTo(higherToLower);
-        CryptographicOperations.ZeroMemory(output);
+        HKDF.DeriveKey(HashAlgorithmName.SHA256, secret, keys, "QuickSilver federation peering secret"u8, info);
     }
 }
+
+/// <summary>What a peering handshake yields: the sealer of the link's frames (the connection owns it once sealed) and
+/// of its real-time datagrams (the runtime's, per link).</summary>
+public sealed record PeeringLinkKeys(FrameSealer Frames, PeeringDatagrams Datagrams);

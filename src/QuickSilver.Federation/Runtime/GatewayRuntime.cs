@@ -70,6 +70,9 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     private long _datagramsToNodes;
     private long _datagramsDroppedForTest;
     private readonly byte[]? _peeringSecret;
+    private readonly Dictionary<GatewayId, PeeringDatagrams> _datagramKeys = []; // authenticated links; loop thread only
+    private readonly byte[]? _sealed; // a real-time datagram being sealed or opened (loop thread)
+    private long _datagramsUnauthenticated;
     private long _peeringUnauthenticated;
     private long _peeringHandshakesFailed;
     private long _peeringFramesRejected;
@@ -138,6 +141,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
         _native = native;
         _peeringSecret = options.PeeringSecret;
+        _sealed = _peeringSecret is null ? null : new byte[PeerCodec.MaxFrameBytes + 64];
         _peerQueueBytes = options.PeerQueueBytes;
         Gateway = clusterOptions is null ? new BroadcastGateway(options, this, native) : new BroadcastGateway(options, this, native, clusterOptions, this, ClusterAuthenticator.WallClockCounter());
         // Real-time DATA travels as UDP datagrams to and from the same address and port as the TCP listener.
@@ -172,6 +176,10 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     /// <summary>Handshakes that failed: the peer's first sealed frame (its HELLO) did not open (another secret, or a
     /// recorded handshake replayed), or its PEER_AUTH was a reflection of ours.</summary>
     public long PeeringHandshakesFailed => Interlocked.Read(ref _peeringHandshakesFailed);
+
+    /// <summary>Real-time datagrams from a peer's address that did not open under its link's datagram key, or were
+    /// replayed (dropped; the link stays up, since anyone can forge a UDP source).</summary>
+    public long DatagramsUnauthenticated => Interlocked.Read(ref _datagramsUnauthenticated);
 
     /// <summary>Sealed frames that did not open on an authenticated link (altered, forged, replayed or reordered); each
     /// closed its link.</summary>
@@ -247,6 +255,18 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     bool IGatewayHost.SendDatagram(GatewayId peer, ReadOnlySpan<byte> frame)
     {
+        if (_sealed is not null)
+        {
+            // An authenticated link's datagrams are sealed under its datagram key (PeeringDatagrams).
+            if (!_datagramKeys.TryGetValue(peer, out var keys) || frame.Length + keys.Overhead > _sealed.Length)
+            {
+                return ((IGatewayHost)this).Send(peer, frame);
+            }
+
+            frame.CopyTo(_sealed);
+            frame = _sealed.AsSpan(0, keys.Seal(_sealed, frame.Length));
+        }
+
         if (_batchedDatagramPeers.TryGetValue(peer, out var destination))
         {
             return _datagramBatch.Add(frame, destination); // sent with the loop turn's other datagrams (sendmmsg)
@@ -359,6 +379,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         }
 
         _batchedDatagramPeers.Remove(peer);
+        _datagramKeys.Remove(peer); // disposed when its connection ends
     }
 
     private Task DatagramLoopAsync() => DatagramReceiveLoop.RunAsync(_udp, _addresses, (from, frame) =>
@@ -410,7 +431,18 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         }
         else if (_datagramSources.TryGetValue(from, out var peer) && _links.ContainsKey(peer))
         {
-            Gateway.OnFrame(peer, frame, Now);
+            if (_sealed is null)
+            {
+                Gateway.OnFrame(peer, frame, Now);
+            }
+            else if (_datagramKeys.TryGetValue(peer, out var keys) && keys.Open(frame, _sealed, out int length))
+            {
+                Gateway.OnFrame(peer, _sealed.AsSpan(0, length), Now);
+            }
+            else
+            {
+                Interlocked.Increment(ref _datagramsUnauthenticated);
+            }
         }
         else
         {
@@ -472,7 +504,8 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                 hello.Node != 0 && _peerNodeConfig.TryGetValue(hello.Node, out var d) && d.Gateway == hello.Gateway
                 && remote is not null && d.Address.Address.Equals(remote) ? hello.Gateway : null);
             var handshake = _peeringSecret is null ? null : new PeeringHandshake(_peeringSecret, Gateway.Id);
-            GatewayId? authenticated = null; // the peer whose PEER_AUTH sealed this link
+            PeeringLinkKeys? keys = null; // the keys of this link once the peer's PEER_AUTH arrived
+            GatewayId? authenticated = null; // that peer
             link.TrySend(handshake?.AuthFrame ?? PeerCodec.Hello(Gateway.Id, Gateway.Island, (ushort)ListenEndpoint.Port));
             using var helloTimer = new CancellationTokenSource(HelloTimeout);
             using var registration = helloTimer.Token.Register(() =>
@@ -498,7 +531,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
                 if (handshake is not null && authenticated is null)
                 {
-                    authenticated = OnPeerAuth(handshake, link, frame, expected, remote);
+                    (authenticated, keys) = OnPeerAuth(handshake, link, frame, expected, remote);
                     refused = authenticated is null;
                     return;
                 }
@@ -555,6 +588,11 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                         var endpoint = new IPEndPoint(remote, hello.UdpPort);
                         _datagramPeers[hello.Gateway] = endpoint;
                         _datagramSources[endpoint] = hello.Gateway;
+                        if (keys is not null)
+                        {
+                            _datagramKeys[hello.Gateway] = keys.Datagrams;
+                        }
+
                         RefreshAddresses();
                         if (endpoint.AddressFamily == AddressFamily.InterNetwork)
                         {
@@ -590,21 +628,34 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                     }
                 });
             }
+
+            if (keys is not null)
+            {
+                Post(() =>
+                {
+                    if (authenticated is { } a && _datagramKeys.TryGetValue(a, out var current) && current == keys.Datagrams)
+                    {
+                        _datagramKeys.Remove(a);
+                    }
+
+                    keys.Datagrams.Dispose(); // the loop thread was its only user
+                });
+            }
         }
     }
 
     // The first frame on a link when this gateway has a peering secret: the peer's PEER_AUTH. Seals the link and sends
     // the HELLO (sealed); returns the peer, or null when refused (counted, logged, link closed). The connection's reader.
-    private GatewayId? OnPeerAuth(PeeringHandshake handshake, FramedConnection link, ReadOnlySpan<byte> frame, GatewayId? expected, IPAddress? remote)
+    private (GatewayId?, PeeringLinkKeys?) OnPeerAuth(PeeringHandshake handshake, FramedConnection link, ReadOnlySpan<byte> frame, GatewayId? expected, IPAddress? remote)
     {
         var error = PeerCodec.Decode(frame, out var message);
         if (message is PeerAuthMessage auth && _peers.ContainsKey(auth.Gateway) && (expected is not { } e || e == auth.Gateway))
         {
-            if (handshake.Complete(auth) is { } sealer)
+            if (handshake.Complete(auth) is { } keys)
             {
-                link.Seal(sealer);
+                link.Seal(keys.Frames);
                 link.TrySend(PeerCodec.Hello(Gateway.Id, Gateway.Island, (ushort)ListenEndpoint.Port));
-                return auth.Gateway;
+                return (auth.Gateway, keys);
             }
 
             Interlocked.Increment(ref _peeringHandshakesFailed);
@@ -622,7 +673,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
         Interlocked.Increment(ref _helloRefused);
         link.Close();
-        return null;
+        return (null, null);
     }
 
     private void Warn<T0, T1>(int key, string template, T0 arg0, T1 arg1)

@@ -13,7 +13,7 @@ public class PeeringHandshakeTests
     {
         var low = new PeeringHandshake(lowSecret, new GatewayId(1));
         var high = new PeeringHandshake(highSecret, new GatewayId(2));
-        return (low.Complete(Auth(high))!, high.Complete(Auth(low))!);
+        return (low.Complete(Auth(high))!.Frames, high.Complete(Auth(low))!.Frames);
     }
 
     private static PeerAuthMessage Auth(PeeringHandshake h)
@@ -91,9 +91,9 @@ public class PeeringHandshakeTests
         var lowHandshake = new PeeringHandshake(PeeringSecrets.A, new GatewayId(1));
         var oldHigh = new PeeringHandshake(PeeringSecrets.A, new GatewayId(2));
         var newHigh = new PeeringHandshake(PeeringSecrets.A, new GatewayId(2));
-        var recorded = Sealed(lowHandshake.Complete(Auth(oldHigh))!, frame);
-        Assert.True(oldHigh.Complete(Auth(lowHandshake))!.Open(recorded, plain, out _));
-        Assert.False(newHigh.Complete(Auth(lowHandshake))!.Open(recorded, plain, out _));
+        var recorded = Sealed(lowHandshake.Complete(Auth(oldHigh))!.Frames, frame);
+        Assert.True(oldHigh.Complete(Auth(lowHandshake))!.Frames.Open(recorded, plain, out _));
+        Assert.False(newHigh.Complete(Auth(lowHandshake))!.Frames.Open(recorded, plain, out _));
     }
 
     [Fact]
@@ -143,5 +143,54 @@ public class PeeringHandshakeTests
         }
 
         Assert.Equal(0, GC.GetAllocatedBytesForCurrentThread() - before);
+    }
+
+    [Fact]
+    public void RealTimeDatagramsOpenOnlyOnTheirLinkOnceOrOutOfOrderWithinTheWindow()
+    {
+        var low = new PeeringHandshake(PeeringSecrets.A, new GatewayId(1));
+        var high = new PeeringHandshake(PeeringSecrets.A, new GatewayId(2));
+        var lowKeys = low.Complete(Auth(high))!;
+        var highKeys = high.Complete(Auth(low))!;
+        var otherLink = new PeeringHandshake(PeeringSecrets.A, new GatewayId(2)).Complete(Auth(low))!;
+        using var sender = lowKeys.Datagrams;
+        using var receiver = highKeys.Datagrams;
+        Assert.Equal(48, sender.Overhead); // the datagram trailer of AEGIS-128L
+        var frame = new byte[116];
+        new QuickSilver.Federation.Forwarding.DataHeader(0, 32, new FlowLabel(7), new GatewayId(1), 1).Write(frame);
+        byte[] Seal()
+        {
+            var buffer = new byte[frame.Length + sender.Overhead];
+            frame.CopyTo(buffer, 0);
+            Assert.Equal(buffer.Length, sender.Seal(buffer, frame.Length));
+            return buffer;
+        }
+
+        var plain = new byte[PeerCodec.MaxFrameBytes];
+        var first = Seal();
+        var second = Seal();
+        Assert.True(receiver.Open(second, plain, out int length)); // UDP reorders: within the window, fine
+        Assert.Equal(frame, plain.AsSpan(0, length).ToArray());
+        Assert.True(receiver.Open(first, plain, out _));
+        Assert.False(lowKeys.Datagrams.Open(Seal(), plain, out _)); // back at its sender: the other direction's key
+        Assert.False(otherLink.Datagrams.Open(Seal(), plain, out _)); // another connection's keys
+        for (int at = 0; at < first.Length; at++)
+        {
+            var altered = Seal();
+            altered[at] ^= 0x04;
+            Assert.False(receiver.Open(altered, plain, out _), $"a datagram altered at byte {at} opened");
+        }
+
+        Assert.False(receiver.Open(first.AsSpan(0, 40), plain, out _)); // truncated
+        for (ulong i = 0; i <= PeeringDatagrams.Window; i++)
+        {
+            Seal();
+        }
+
+        Assert.True(receiver.Open(Seal(), plain, out _));
+        Assert.False(receiver.Open(second, plain, out _)); // a replay from more than the window ago
+        Assert.Equal(first.Length + 2, receiver.Rejected);
+        lowKeys.Frames.Dispose();
+        highKeys.Frames.Dispose();
     }
 }

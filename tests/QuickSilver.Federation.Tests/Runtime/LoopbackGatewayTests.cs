@@ -131,7 +131,7 @@ public class LoopbackGatewayTests
             Assert.Equal(delivered, (await g2.SnapshotAsync()).Counters["DataDelivered"]);
             foreach (var g in new[] { g1, g2 })
             {
-                Assert.Equal(0, g.PeeringUnauthenticated + g.PeeringHandshakesFailed + g.PeeringFramesRejected);
+                Assert.Equal(0, g.PeeringUnauthenticated + g.PeeringHandshakesFailed + g.PeeringFramesRejected + g.DatagramsUnauthenticated);
             }
         }
     }

@@ -119,7 +119,7 @@ public class PeeringAuthenticationTests
             await s.SendAsync(recorded[0]);
             var theirs = await ReadFrameAsync(s);
             Assert.Equal(FrameError.None, PeerCodec.Decode(theirs, out var auth));
-            using var sealer = handshake.Complete((PeerAuthMessage)auth!)!;
+            using var sealer = handshake.Complete((PeerAuthMessage)auth!)!.Frames;
             var hello = PeerCodec.Hello(new GatewayId(1), new IslandId(1));
             var sealedHello = new byte[4 + hello.Length + sealer.Overhead];
             BinaryPrimitives.WriteUInt32LittleEndian(sealedHello, (uint)(hello.Length + sealer.Overhead));
