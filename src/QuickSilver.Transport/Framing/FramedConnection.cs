@@ -12,7 +12,7 @@ public delegate void FrameSpanHandler(ReadOnlySpan<byte> frame);
 /// <summary>
 /// A framed TCP connection: each frame is a u32 little-endian length then the frame, read and written with
 /// System.IO.Pipelines. A length of 0 or above the connection's maximum frame size ends the connection.
-/// <para>Sending: <see cref="TrySend"/> copies the length prefix and the frame straight into an outgoing
+/// <para>Sending: <see cref="TrySend(ReadOnlySpan{byte}, bool)"/> copies the length prefix and the frame straight into an outgoing
 /// <see cref="Pipe"/> (pooled 64 KiB segments, no allocation per frame); one write loop takes everything queued since its
 /// last write and hands it to the socket in one write per segment, so a burst of small frames costs a few system calls,
 /// not one each. The queue is bounded in bytes (<see cref="OutgoingByteLimit"/>, prefixes included): when a frame does not
@@ -116,9 +116,15 @@ public sealed class FramedConnection : IAsyncDisposable
     /// <summary>Queues a frame (copied); false when the queue is full or closed. A full queue closes the connection
     /// unless <paramref name="dropWhenFull"/>, which drops the frame instead (best-effort data). A frame above the maximum
     /// frame size is dropped and counted. Any thread.</summary>
-    public bool TrySend(ReadOnlySpan<byte> frame, bool dropWhenFull = false)
+    public bool TrySend(ReadOnlySpan<byte> frame, bool dropWhenFull = false) => TrySend(frame, default, dropWhenFull);
+
+    /// <summary>As <see cref="TrySend(ReadOnlySpan{byte}, bool)"/>, the frame being <paramref name="head"/> then
+    /// <paramref name="body"/>, gathered straight into the queue: a sender that adds a fixed header to a payload (the
+    /// TCP fan-out hub's PUB) needs no array per frame.</summary>
+    public bool TrySend(ReadOnlySpan<byte> head, ReadOnlySpan<byte> body, bool dropWhenFull = false)
     {
-        if (frame.Length > _maxFrameBytes)
+        int frameLength = head.Length + body.Length;
+        if (frameLength > _maxFrameBytes)
         {
             Interlocked.Increment(ref _dropped); // the peer would close the connection on it
             return false;
@@ -131,15 +137,16 @@ public sealed class FramedConnection : IAsyncDisposable
                 return false;
             }
 
-            int sealedLength = frame.Length + (_sendSealer?.Overhead ?? 0);
+            int sealedLength = frameLength + (_sendSealer?.Overhead ?? 0);
             int bytes = 4 + sealedLength;
             if (Interlocked.Read(ref _queuedBytes) + bytes <= OutgoingByteLimit)
             {
                 var writer = _outgoing.Writer;
                 var span = writer.GetSpan(bytes);
                 BinaryPrimitives.WriteUInt32LittleEndian(span, (uint)sealedLength);
-                frame.CopyTo(span[4..]);
-                _sendSealer?.Seal(span.Slice(4, sealedLength), frame.Length);
+                head.CopyTo(span[4..]);
+                body.CopyTo(span[(4 + head.Length)..]);
+                _sendSealer?.Seal(span.Slice(4, sealedLength), frameLength);
                 writer.Advance(bytes);
                 Interlocked.Add(ref _queuedBytes, bytes);
                 // Never pauses (pauseWriterThreshold 0): completes at once and wakes the write loop if it waits.
