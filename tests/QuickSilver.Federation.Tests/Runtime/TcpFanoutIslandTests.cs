@@ -91,7 +91,7 @@ public class TcpFanoutIslandTests(Xunit.Abstractions.ITestOutputHelper output)
         var channel = hub.AllocateChannel(SessionName.Parse("bfed://1/x/1"), 0, ChannelDirection.Down)!;
         Assert.Equal("fanout/0", channel.Address);
         const int Members = 3;
-        const int Count = 4_000;
+        const int Count = 13_000;
         var counts = new int[Members];
         var inOrder = new bool[Members];
         var members = new List<(FramedConnection Connection, Task Run)>();
@@ -148,10 +148,13 @@ public class TcpFanoutIslandTests(Xunit.Abstractions.ITestOutputHelper output)
 
         Assert.All(counts, c => Assert.Equal(Count, c));
         Assert.All(inOrder, Assert.True);
-        // 3,000 packets to 3 members: no array per packet (before: one 111-byte array each, 136 B with its header). The
-        // pipes rent 64 KiB segments from the shared pool, which can miss now and then: a few bytes a packet at most.
-        output.WriteLine($"{allocated} bytes allocated fanning out {Count - 1_000} packets of 100 B to {Members} members");
-        Assert.True(allocated < (Count - 1_000) * 8, $"{allocated} bytes allocated fanning out {Count - 1_000} packets to {Members} members");
+        // 12,000 packets to 3 members: no array per packet (before: one 111-byte array each, 136 B a packet, 1.6 MB in
+        // all, measured). The pipes rent 64 KiB segments (about 60 here) from the shared array pool, which misses now and
+        // then when other threads hold its arrays, and then allocates exactly one 65,536-byte array (65,560 B with its
+        // header; seen 0 to 4 times a run). So: at most 8 such misses, and under 1 B a packet besides.
+        const long SegmentMiss = 65_536 + 24;
+        output.WriteLine($"{allocated} bytes allocated fanning out {Count - 1_000} packets of 100 B to {Members} members: {allocated / SegmentMiss} pool misses and {allocated % SegmentMiss} B");
+        Assert.True(allocated / SegmentMiss <= 8 && allocated % SegmentMiss < Count - 1_000, $"{allocated} bytes allocated fanning out {Count - 1_000} packets to {Members} members");
         foreach (var (connection, run) in members)
         {
             connection.Close();
