@@ -169,38 +169,18 @@ internal static class GatewayVerbs
                 Policy = parse.GetValue(noTransit) ? new NoTransitPolicy(islandId) : OpenPolicy.Instance,
             };
             var nativeOptions = new MulticastNativeNetOptions { PoolBase = pool, PoolSize = parse.GetValue(poolSize), PortBase = parse.GetValue(portBase), Mediator = parse.GetValue(mediator) };
-            byte[]? clusterSecret = null;
-            if (parse.GetValue(clusterSecretFile) is { } secretPath)
+            var (clusterSecret, clusterSecretError) = await ReadSecretFileAsync(parse.GetValue(clusterSecretFile), "--cluster-secret-file", cancellationToken);
+            var (peeringSecret, peeringSecretError) = await ReadSecretFileAsync(parse.GetValue(peeringSecretFile), "--peering-secret-file", cancellationToken);
+            if ((clusterSecretError ?? peeringSecretError) is { } secretError)
             {
-                try
-                {
-                    clusterSecret = DatagramSecurityOptions.DecodeSecret(await File.ReadAllTextAsync(secretPath, cancellationToken), "--cluster-secret-file");
-                }
-                catch (Exception e) when (e is IOException or UnauthorizedAccessException or ArgumentException)
-                {
-                    await Console.Error.WriteLineAsync(e is ArgumentException ? e.Message.Split(" (Parameter")[0] : $"--cluster-secret-file: cannot read '{secretPath}': {e.Message}");
-                    return Cli.BadOptions;
-                }
+                await Console.Error.WriteLineAsync(secretError);
+                return Cli.BadOptions;
             }
 
-            byte[]? peeringSecret = null;
-            if (parse.GetValue(peeringSecretFile) is { } peeringPath)
+            if (peeringSecret is not null && (parse.GetValue(dataNode) || parse.GetValue(clusterNodes)!.Length > 0 || parse.GetValue(peerDataNodes)!.Length > 0))
             {
-                try
-                {
-                    peeringSecret = DatagramSecurityOptions.DecodeSecret(await File.ReadAllTextAsync(peeringPath, cancellationToken), "--peering-secret-file");
-                }
-                catch (Exception e) when (e is IOException or UnauthorizedAccessException or ArgumentException)
-                {
-                    await Console.Error.WriteLineAsync(e is ArgumentException ? e.Message.Split(" (Parameter")[0] : $"--peering-secret-file: cannot read '{peeringPath}': {e.Message}");
-                    return Cli.BadOptions;
-                }
-
-                if (parse.GetValue(dataNode) || parse.GetValue(clusterNodes)!.Length > 0 || parse.GetValue(peerDataNodes)!.Length > 0)
-                {
-                    await Console.Error.WriteLineAsync("--peering-secret-file: not built with a clustered gateway (--cluster-node, --data-node, --peer-data-node): its bulk data channels and data nodes' datagrams are not authenticated.");
-                    return Cli.BadOptions;
-                }
+                await Console.Error.WriteLineAsync("--peering-secret-file: not built with a clustered gateway (--cluster-node, --data-node, --peer-data-node): its bulk data channels and data nodes' datagrams are not authenticated.");
+                return Cli.BadOptions;
             }
 
             var cluster = new ClusterOptions
@@ -333,6 +313,25 @@ internal static class GatewayVerbs
             return 0;
         });
         return command;
+    }
+
+    /// <summary>A secret file's bytes (base64, as <c>--secret-file</c>), none without a path, or the message that names
+    /// <paramref name="option"/> when the file cannot be read or is not base64.</summary>
+    private static async Task<(byte[]? Secret, string? Error)> ReadSecretFileAsync(string? path, string option, CancellationToken cancellationToken)
+    {
+        if (path is null)
+        {
+            return (null, null);
+        }
+
+        try
+        {
+            return (DatagramSecurityOptions.DecodeSecret(await File.ReadAllTextAsync(path, cancellationToken), option), null);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException or ArgumentException)
+        {
+            return (null, e is ArgumentException ? e.Message.Split(" (Parameter")[0] : $"{option}: cannot read '{path}': {e.Message}");
+        }
     }
 
     private static Option<DataNodeAddress[]> AddressList(string name, string description, Func<string, DataNodeAddress> parse)
