@@ -71,7 +71,9 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     private long _datagramsDroppedForTest;
     private readonly byte[]? _peeringSecret;
     private readonly Dictionary<GatewayId, PeeringDatagrams> _datagramKeys = []; // authenticated links; loop thread only
-    private readonly byte[]? _sealed; // a real-time datagram being sealed or opened (loop thread)
+    private readonly byte[]? _sealed; // a real-time datagram being sealed (loop thread)
+    private readonly byte[]? _opened; // a real-time datagram opened, while the gateway handles it (loop thread; apart
+                                      // from _sealed, since handling it may forward it: seal while it is read)
     private long _datagramsUnauthenticated;
     private long _peeringUnauthenticated;
     private long _peeringHandshakesFailed;
@@ -142,6 +144,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         _native = native;
         _peeringSecret = options.PeeringSecret;
         _sealed = _peeringSecret is null ? null : new byte[PeerCodec.MaxFrameBytes + 64];
+        _opened = _peeringSecret is null ? null : new byte[PeerCodec.MaxFrameBytes + 64];
         _peerQueueBytes = options.PeerQueueBytes;
         Gateway = clusterOptions is null ? new BroadcastGateway(options, this, native) : new BroadcastGateway(options, this, native, clusterOptions, this, ClusterAuthenticator.WallClockCounter());
         // Real-time DATA travels as UDP datagrams to and from the same address and port as the TCP listener.
@@ -431,13 +434,13 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         }
         else if (_datagramSources.TryGetValue(from, out var peer) && _links.ContainsKey(peer))
         {
-            if (_sealed is null)
+            if (_opened is null)
             {
                 Gateway.OnFrame(peer, frame, Now);
             }
-            else if (_datagramKeys.TryGetValue(peer, out var keys) && keys.Open(frame, _sealed, out int length))
+            else if (_datagramKeys.TryGetValue(peer, out var keys) && keys.Open(frame, _opened, out int length))
             {
-                Gateway.OnFrame(peer, _sealed.AsSpan(0, length), Now);
+                Gateway.OnFrame(peer, _opened.AsSpan(0, length), Now);
             }
             else
             {
