@@ -250,8 +250,25 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         return done.Task;
     }
 
-    /// <summary>A snapshot of the gateway for <c>qs sessions</c>.</summary>
-    public Task<GatewaySnapshot> SnapshotAsync() => InvokeAsync(g => GatewaySnapshot.Of(g, Now));
+    /// <summary>A snapshot of the gateway for <c>qs sessions</c>, with this runtime's own counters (refused
+    /// connections and datagrams, peering authentication) among the gateway's.</summary>
+    public Task<GatewaySnapshot> SnapshotAsync() => InvokeAsync(g =>
+    {
+        var snapshot = GatewaySnapshot.Of(g, Now);
+        var counters = new Dictionary<string, long>(snapshot.Counters, StringComparer.Ordinal);
+        foreach (var (name, value) in new (string, long)[]
+        {
+            (nameof(HelloRefused), HelloRefused), (nameof(DatagramsRefused), DatagramsRefused), (nameof(DatagramSourcesUnknown), DatagramSourcesUnknown),
+            (nameof(DatagramSendsFailed), DatagramSendsFailed), (nameof(EventsDropped), EventsDropped),
+            (nameof(PeeringUnauthenticated), PeeringUnauthenticated), (nameof(PeeringHandshakesFailed), PeeringHandshakesFailed),
+            (nameof(PeeringFramesRejected), PeeringFramesRejected), (nameof(DatagramsUnauthenticated), DatagramsUnauthenticated),
+        })
+        {
+            counters.TryAdd(name, value);
+        }
+
+        return snapshot with { Counters = counters };
+    });
 
     bool IGatewayHost.Send(GatewayId peer, ReadOnlySpan<byte> frame)
         => _links.TryGetValue(peer, out var link) && link.TrySend(frame, dropWhenFull: frame.Length > 1 && frame[1] == (byte)FrameType.Data);

@@ -59,6 +59,7 @@ public class PeeringAuthenticationTests
         Assert.True(g1.PeeringHandshakesFailed >= 2, $"g1 counted {g1.PeeringHandshakesFailed} failed handshakes");
         Assert.Empty((await g1.SnapshotAsync()).Peers);
         Assert.Empty((await g2.SnapshotAsync()).Peers);
+        Assert.True((await g2.SnapshotAsync()).Counters["PeeringHandshakesFailed"] >= 2); // what qs sessions shows
         Assert.DoesNotContain((await g2.SnapshotAsync()).Routes, r => r.Destination == 1);
     }
 
