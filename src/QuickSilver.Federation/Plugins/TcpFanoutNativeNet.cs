@@ -126,6 +126,7 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IReceiverNativeNet, I
             return false;
         }
 
+        member.Sent++;
         return true;
     }
 
@@ -184,11 +185,35 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IReceiverNativeNet, I
         var head = PubHead(address);
         foreach (var m in members)
         {
-            if (m != except && !m.Connection.TrySend(head, data, dropWhenFull: true))
+            if (m == except)
+            {
+                continue;
+            }
+
+            if (m.Connection.TrySend(head, data, dropWhenFull: true))
+            {
+                m.Sent++;
+            }
+            else
             {
                 m.Dropped++;
             }
         }
+    }
+
+    /// <summary>Packets queued to the connected members, dropped at their full queues, and the socket writes their
+    /// connections made: packets / writes is the batching. The gateway's thread.</summary>
+    public (long Sent, long Dropped, long Writes) MemberSends()
+    {
+        long sent = 0, dropped = 0, writes = 0;
+        foreach (var member in _byReceiver.Values)
+        {
+            sent += member.Sent;
+            dropped += member.Dropped;
+            writes += member.Connection.Writes;
+        }
+
+        return (sent, dropped, writes);
     }
 
     /// <summary>Addresses whose PUB header is kept: the pool's Down channels and the Up channels in use fit many
@@ -329,5 +354,7 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IReceiverNativeNet, I
         public HashSet<string> Subscriptions { get; } = new(StringComparer.Ordinal);
 
         public long Dropped { get; set; }
+
+        public long Sent { get; set; }
     }
 }

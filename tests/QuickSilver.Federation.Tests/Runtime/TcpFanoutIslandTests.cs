@@ -155,6 +155,11 @@ public class TcpFanoutIslandTests(Xunit.Abstractions.ITestOutputHelper output)
         const long SegmentMiss = 65_536 + 24;
         output.WriteLine($"{allocated} bytes allocated fanning out {Count - 1_000} packets of 100 B to {Members} members: {allocated / SegmentMiss} pool misses and {allocated % SegmentMiss} B");
         Assert.True(allocated / SegmentMiss <= 8 && allocated % SegmentMiss < Count - 1_000, $"{allocated} bytes allocated fanning out {Count - 1_000} packets to {Members} members");
+        var (sent, dropped, writes) = hub.MemberSends();
+        output.WriteLine($"{sent:N0} packets queued to members in {writes:N0} socket writes, {dropped} dropped");
+        Assert.Equal((long)Count * Members, sent);
+        Assert.Equal(0, dropped);
+        Assert.True(writes < sent / 4, $"{writes} socket writes for {sent} packets");
         foreach (var (connection, run) in members)
         {
             connection.Close();
