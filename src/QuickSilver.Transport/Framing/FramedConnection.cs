@@ -230,6 +230,8 @@ public sealed class FramedConnection : IAsyncDisposable
         finally
         {
             Close();
+            // Completing the reader disposes the stream (PipeReader.Create does not leave it open), which a write still
+            // in flight then reports as ObjectDisposedException: the connection is over either way.
             await _reader.CompleteAsync().ConfigureAwait(false);
             try
             {
@@ -242,6 +244,9 @@ public sealed class FramedConnection : IAsyncDisposable
             {
             }
             catch (SocketException)
+            {
+            }
+            catch (ObjectDisposedException)
             {
             }
         }
