@@ -28,6 +28,8 @@ public sealed class BadOptionTests
         { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--cluster-node", "201@nowhere"], "--cluster-node" },
         { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--cluster-node", "201@127.0.0.1:47393", "--heartbeat-ms", "500", "--heartbeat-timeout-ms", "400"], "--heartbeat-timeout-ms" },
         { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--cluster-node", "201@127.0.0.1:47393", "--cluster-secret-file", "/nonexistent/cluster-secret"], "--cluster-secret-file" },
+        { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--peering-secret-file", "/nonexistent/peering-secret"], "--peering-secret-file" },
+        { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--peering-secret-file", "/dev/null"], "--peering-secret-file" },
         { "qs", ["sessions", "--admin", "10.1.2.3:47000"], "--admin" },
         { "qs", ["island-recv", "--mediator", "239.255.0.1:40000", "--session", "bfed://x/y/z"], "--session" },
         { "QuickStart", ["--receivers", "0"], "--receivers" },

@@ -33,7 +33,8 @@ internal static class GatewayBench
         var rate = Cli.Int("--rate", "Messages per second offered by the source (0: as fast as it can)", 0, 0, 10_000_000);
         var basePort = Cli.Int("--port-base", "First UDP port used (20 ports)", 45_500, 1024, 65_000);
         var realTime = new Option<bool>("--real-time") { Description = "Make the session content=real-time: data crosses between the gateways as UDP datagrams instead of inside the TCP link" };
-        var command = new Command("gateway-bench", "Measure cross-island msgs/s through two gateways on loopback against the island-local rate.") { count, sizes, rate, basePort, realTime };
+        var sealedLink = new Option<bool>("--sealed") { Description = "Give both gateways one random peering secret: the link is authenticated and every frame and real-time datagram sealed (AEGIS-128L)" };
+        var command = new Command("gateway-bench", "Measure cross-island msgs/s through two gateways on loopback against the island-local rate.") { count, sizes, rate, basePort, realTime, sealedLink };
         command.SetAction(async (parse, cancellationToken) =>
         {
             if (parse.GetValue(sizes)!.Any(s => s < 4 || s > 60_000))
@@ -45,7 +46,8 @@ internal static class GatewayBench
             int ports = parse.GetValue(basePort);
             using var n1 = new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse("239.255.81.0"), PortBase = ports, PoolSize = 4 });
             using var n2 = new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse("239.255.82.0"), PortBase = ports + 4, PoolSize = 4 });
-            var (g1, g2) = await LoopbackGatewayPair.StartAsync(n1, n2, TimeSpan.FromSeconds(10), cancellationToken);
+            var secret = parse.GetValue(sealedLink) ? System.Security.Cryptography.RandomNumberGenerator.GetBytes(32) : null;
+            var (g1, g2) = await LoopbackGatewayPair.StartAsync(n1, n2, TimeSpan.FromSeconds(10), secret, cancellationToken);
             await using (g1)
             await using (g2)
             {
@@ -88,7 +90,8 @@ internal static class GatewayBench
                 }
                 else
                 {
-                    Console.WriteLine($"g1: from island {s1.Counters["DataFromIsland"]:N0} ({n1.Receives.Datagrams:N0} datagrams in {n1.Receives.Calls:N0} receive calls), forwarded {s1.Counters["DataForwarded"]:N0}, PeerSendFailed {s1.Counters["PeerSendFailed"]:N0}, dropped at its inbox {n1.Dropped:N0}; g2: received {s2.Counters["DataReceived"]:N0}, delivered {s2.Counters["DataDelivered"]:N0} ({n2.Sends.Sent:N0} datagrams in {n2.Sends.Calls:N0} send calls, {n2.Sends.Failed:N0} refused)");
+                    Console.WriteLine($"g1: from island {s1.Counters["DataFromIsland"]:N0} ({n1.Receives.Datagrams:N0} datagrams in {n1.Receives.Calls:N0} receive calls), forwarded {s1.Counters["DataForwarded"]:N0}, PeerSendFailed {s1.Counters["PeerSendFailed"]:N0}, dropped at its inbox {n1.Dropped:N0}; g2: received {s2.Counters["DataReceived"]:N0}, delivered {s2.Counters["DataDelivered"]:N0} ({n2.Sends.Sent:N0} datagrams in {n2.Sends.Calls:N0} send calls, {n2.Sends.Failed:N0} refused)"
+                        + (secret is null ? "" : $"; sealed link: g2 rejected {g2.PeeringFramesRejected:N0} frames and {g2.DatagramsUnauthenticated:N0} datagrams"));
                 }
             }
 
@@ -105,7 +108,7 @@ internal static class GatewayBench
     {
         using var n1 = new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse("239.255.84.0"), PortBase = ports, PoolSize = 4 });
         using var n2 = new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse("239.255.85.0"), PortBase = ports + 4, PoolSize = 4 });
-        var (g1, g2) = await LoopbackGatewayPair.StartAsync(n1, n2, TimeSpan.FromSeconds(10), cancellationToken);
+        var (g1, g2) = await LoopbackGatewayPair.StartAsync(n1, n2, TimeSpan.FromSeconds(10), cancellationToken: cancellationToken);
         await using (g1)
         await using (g2)
         {

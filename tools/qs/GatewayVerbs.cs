@@ -5,6 +5,7 @@ using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
 using System.Text.Json;
+using Microsoft.Extensions.Logging;
 using QuickSilver.Core.Security;
 using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Gateway;
@@ -137,10 +138,16 @@ internal static class GatewayVerbs
             Description = "Clustered gateway (control node and every data node): a file holding the secret they share, base64 of at least 32 random bytes "
                           + "(e.g. 'head -c 32 /dev/urandom | base64 > cluster-secret'); control↔data frames then carry an HMAC-SHA256 tag, and forged or replayed ones are dropped",
         };
+        var peeringSecretFile = new Option<string?>("--peering-secret-file")
+        {
+            Description = "A file holding the secret every gateway of the federation shares, base64 of at least 32 random bytes "
+                          + "(e.g. 'head -c 32 /dev/urandom | base64 > peering-secret'); peering links then authenticate both ends and seal every frame (AEGIS-128L), "
+                          + "and a peer without the secret never peers. Not with --cluster-node, --data-node or --peer-data-node",
+        };
         var command = new Command("gateway", "Run a federation gateway (an IP-multicast island on loopback, TCP peering links, an admin endpoint), a clustered gateway's control node (--cluster-node) or one of its data nodes (--data-node).")
         {
             id, island, listen, peers, admin, mediator, poolBase, poolSize, portBase, keepAlive, hold, refresh, joinHold, noTransit, seconds, fanout, qsmGms, qsmEmbedded,
-            clusterNodes, peerDataNodes, dataNode, control, clusterGateway, heartbeatMs, heartbeatTimeoutMs, clusterSecretFile,
+            clusterNodes, peerDataNodes, dataNode, control, clusterGateway, heartbeatMs, heartbeatTimeoutMs, clusterSecretFile, peeringSecretFile,
         };
         command.SetAction(async (parse, cancellationToken) =>
         {
@@ -162,18 +169,18 @@ internal static class GatewayVerbs
                 Policy = parse.GetValue(noTransit) ? new NoTransitPolicy(islandId) : OpenPolicy.Instance,
             };
             var nativeOptions = new MulticastNativeNetOptions { PoolBase = pool, PoolSize = parse.GetValue(poolSize), PortBase = parse.GetValue(portBase), Mediator = parse.GetValue(mediator) };
-            byte[]? clusterSecret = null;
-            if (parse.GetValue(clusterSecretFile) is { } secretPath)
+            var (clusterSecret, clusterSecretError) = await ReadSecretFileAsync(parse.GetValue(clusterSecretFile), "--cluster-secret-file", cancellationToken);
+            var (peeringSecret, peeringSecretError) = await ReadSecretFileAsync(parse.GetValue(peeringSecretFile), "--peering-secret-file", cancellationToken);
+            if ((clusterSecretError ?? peeringSecretError) is { } secretError)
             {
-                try
-                {
-                    clusterSecret = DatagramSecurityOptions.DecodeSecret(await File.ReadAllTextAsync(secretPath, cancellationToken), "--cluster-secret-file");
-                }
-                catch (Exception e) when (e is IOException or UnauthorizedAccessException or ArgumentException)
-                {
-                    await Console.Error.WriteLineAsync(e is ArgumentException ? e.Message.Split(" (Parameter")[0] : $"--cluster-secret-file: cannot read '{secretPath}': {e.Message}");
-                    return Cli.BadOptions;
-                }
+                await Console.Error.WriteLineAsync(secretError);
+                return Cli.BadOptions;
+            }
+
+            if (peeringSecret is not null && (parse.GetValue(dataNode) || parse.GetValue(clusterNodes)!.Length > 0 || parse.GetValue(peerDataNodes)!.Length > 0))
+            {
+                await Console.Error.WriteLineAsync("--peering-secret-file: not built with a clustered gateway (--cluster-node, --data-node, --peer-data-node): its bulk data channels and data nodes' datagrams are not authenticated.");
+                return Cli.BadOptions;
             }
 
             var cluster = new ClusterOptions
@@ -210,8 +217,9 @@ internal static class GatewayVerbs
             {
                 [nameof(GatewayOptions.HoldTime)] = "--hold-seconds", [nameof(GatewayOptions.JoinHoldTime)] = "--join-hold-seconds",
                 [nameof(MulticastNativeNetOptions.PoolBase)] = "--pool-base", [nameof(MulticastNativeNetOptions.PortBase)] = "--port-base",
-                [nameof(MulticastNativeNetOptions.PoolSize)] = "--pool-size",
+                [nameof(MulticastNativeNetOptions.PoolSize)] = "--pool-size", [nameof(GatewayOptions.PeeringSecret)] = "--peering-secret-file",
             };
+            options = options with { PeeringSecret = peeringSecret };
             try
             {
                 options.Validate();
@@ -260,9 +268,9 @@ internal static class GatewayVerbs
             {
                 var own = parse.GetValue(clusterNodes)!;
                 runtime = own.Length == 0 && parse.GetValue(peerDataNodes)!.Length == 0
-                    ? new GatewayRuntime(options, native, parse.GetValue(listen)!, parse.GetValue(peers)!)
+                    ? new GatewayRuntime(options, native, parse.GetValue(listen)!, parse.GetValue(peers)!) { Logger = QsLogging.Factory.CreateLogger("gateway") }
                     : new GatewayRuntime(options, native, parse.GetValue(listen)!, parse.GetValue(peers)!,
-                        own.Length == 0 ? null : (cluster, own.ToDictionary(n => n.Node, n => n.Address)), parse.GetValue(peerDataNodes));
+                        own.Length == 0 ? null : (cluster, own.ToDictionary(n => n.Node, n => n.Address)), parse.GetValue(peerDataNodes)) { Logger = QsLogging.Factory.CreateLogger("gateway") };
             }
             catch (ArgumentException e)
             {
@@ -305,6 +313,25 @@ internal static class GatewayVerbs
             return 0;
         });
         return command;
+    }
+
+    /// <summary>A secret file's bytes (base64, as <c>--secret-file</c>), none without a path, or the message that names
+    /// <paramref name="option"/> when the file cannot be read or is not base64.</summary>
+    private static async Task<(byte[]? Secret, string? Error)> ReadSecretFileAsync(string? path, string option, CancellationToken cancellationToken)
+    {
+        if (path is null)
+        {
+            return (null, null);
+        }
+
+        try
+        {
+            return (DatagramSecurityOptions.DecodeSecret(await File.ReadAllTextAsync(path, cancellationToken), option), null);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException or ArgumentException)
+        {
+            return (null, e is ArgumentException ? e.Message.Split(" (Parameter")[0] : $"{option}: cannot read '{path}': {e.Message}");
+        }
     }
 
     private static Option<DataNodeAddress[]> AddressList(string name, string description, Func<string, DataNodeAddress> parse)

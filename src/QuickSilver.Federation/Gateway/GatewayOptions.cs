@@ -54,6 +54,13 @@ public sealed record GatewayOptions
 
     public RouterOptions Router { get; init; } = new();
 
+    /// <summary>The secret every gateway of the federation shares (at least
+    /// <see cref="Peering.PeeringHandshake.MinSecretBytes"/> bytes, random), or null (the default): peering links in the
+    /// clear, as the seed has them. With one, a link starts with PEER_AUTH both ways and every later frame is sealed
+    /// under keys derived from the secret and both sides' nonces (<see cref="Peering.PeeringHandshake"/>); a peer
+    /// without it, or with another, never peers. It is never sent.</summary>
+    public byte[]? PeeringSecret { get; init; }
+
     public void Validate()
     {
         if (Gateway.Value == 0)
@@ -86,6 +93,10 @@ public sealed record GatewayOptions
         Range(MaxReceivers, 1, Peering.PeerCodec.MaxReceivers, nameof(MaxReceivers));
         Range(MaxPayloadBytes, 1, Peering.PeerCodec.MaxFrameBytes - Forwarding.DataHeader.Size, nameof(MaxPayloadBytes));
         Range(PeerQueueBytes, Peering.PeerCodec.MaxFrameBytes + 4, 1 << 30, nameof(PeerQueueBytes));
+        if (PeeringSecret is { Length: < Peering.PeeringHandshake.MinSecretBytes })
+        {
+            throw new ArgumentOutOfRangeException(nameof(PeeringSecret), $"{nameof(PeeringSecret)} must be at least {Peering.PeeringHandshake.MinSecretBytes} bytes (e.g. 'head -c 32 /dev/urandom | base64'); got {PeeringSecret.Length}");
+        }
     }
 
     private static void Positive(TimeSpan value, string name)

@@ -20,6 +20,7 @@ public enum FrameType : byte
     CoreCastHeader = 15,
     ReceiverData = 16,
     DataChannel = 17,
+    PeerAuth = 18,
 }
 
 /// <summary>Why a frame was refused (one counter each).</summary>

@@ -110,6 +110,19 @@ public static class PeerCodec
     /// itself.</summary>
     public static byte[] DataChannel(GatewayId gateway, uint node) => Start(FrameType.DataChannel).U32(gateway.Value).U32(node).Written.ToArray();
 
+    /// <summary>PEER_AUTH: the first frame both ways on a peering link between gateways that share a peering secret
+    /// (<see cref="PeeringHandshake"/>): the cipher suite (0: AEGIS-128L), the sender's number and a fresh random
+    /// nonce.</summary>
+    public static byte[] PeerAuth(GatewayId gateway, ReadOnlySpan<byte> nonce)
+    {
+        if (nonce.Length != PeeringHandshake.NonceBytes)
+        {
+            throw new ArgumentException($"a PEER_AUTH nonce is {PeeringHandshake.NonceBytes} bytes, got {nonce.Length}", nameof(nonce));
+        }
+
+        return Start(FrameType.PeerAuth).U8(PeeringHandshake.Suite).U32(gateway.Value).Bytes(nonce).Written.ToArray();
+    }
+
     /// <summary>Reads the type of a frame without decoding it (data frames take the fast path).</summary>
     public static FrameError PeekType(ReadOnlySpan<byte> frame, out FrameType type)
     {
@@ -130,7 +143,7 @@ public static class PeerCodec
         }
 
         type = (FrameType)frame[1];
-        return type is >= FrameType.Hello and <= FrameType.DataChannel ? FrameError.None : FrameError.UnknownType;
+        return type is >= FrameType.Hello and <= FrameType.PeerAuth ? FrameError.None : FrameError.UnknownType;
     }
 
     /// <summary>Decodes a control frame. Returns <see cref="FrameError.None"/> and the message, or the reason it was refused.</summary>
@@ -159,6 +172,7 @@ public static class PeerCodec
             FrameType.Capabilities => r.U32(out uint flags) ? Ok(new CapabilitiesMessage(flags), out message) : FrameError.Truncated,
             FrameType.Receivers => DecodeReceivers(ref r, out message),
             FrameType.DataChannel => DecodeDataChannel(ref r, out message),
+            FrameType.PeerAuth => DecodePeerAuth(ref r, out message),
             _ => FrameError.UnknownType, // Data is not a control frame
         };
         if (error == FrameError.None && r.Remaining != 0)
@@ -488,6 +502,23 @@ public static class PeerCodec
         }
 
         message = new DataChannelMessage(new GatewayId(gateway), node);
+        return FrameError.None;
+    }
+
+    private static FrameError DecodePeerAuth(ref SpanReader r, out PeerMessage? message)
+    {
+        message = null;
+        if (!r.U8(out byte suite) || !r.U32(out uint gateway) || !r.Bytes(PeeringHandshake.NonceBytes, out var nonce))
+        {
+            return FrameError.Truncated;
+        }
+
+        if (suite != PeeringHandshake.Suite || gateway == 0)
+        {
+            return FrameError.BadValue;
+        }
+
+        message = new PeerAuthMessage(new GatewayId(gateway), nonce.ToArray());
         return FrameError.None;
     }
 

@@ -66,3 +66,7 @@ public sealed record ReceiversMessage(SessionName Session, ReceiverId[] Receiver
 /// <summary>DATA_CHANNEL: the first frame of a bulk data channel, naming its sender: a gateway (<see cref="Node"/> 0)
 /// or one of its data nodes. Every later frame on the channel must be DATA.</summary>
 public sealed record DataChannelMessage(GatewayId Gateway, uint Node) : PeerMessage;
+
+/// <summary>PEER_AUTH: the first frame both ways between gateways that share a peering secret: who sends, and its fresh
+/// nonce for this connection (<see cref="PeeringHandshake"/>).</summary>
+public sealed record PeerAuthMessage(GatewayId Gateway, byte[] Nonce) : PeerMessage;

@@ -19,7 +19,11 @@ namespace QuickSilver.Federation.Plugins;
 /// name), 6 REPLY (hub → member; address = the mediator's text answer: TRANSLATION addr…, NO_ROUTE …, REDIRECT …).
 /// Addresses: Up channels are <c>native-name/flow</c>; Down channels <c>fanout/k</c> from a pool. A member sending a
 /// malformed body, too many subscriptions or too many frames for its queue is disconnected and counted.
-/// All hub state lives on the gateway's thread: the connection readers post every frame there.
+/// All hub state lives on the gateway's thread: the connection readers post every frame there. Sending allocates
+/// nothing per packet: a PUB's header (<c>op | length | address</c>) is encoded once per address and each member's
+/// connection gathers it and the payload straight into its send queue, whose write loop then hands everything queued
+/// since its last write to the socket in one write per 64 KiB (<see cref="FramedConnection"/>): the packets of a loop
+/// turn leave in a few system calls per member, not one each.
 /// </summary>
 public sealed class TcpFanoutNativeNet : IHostedNativeNet, IReceiverNativeNet, IAsyncDisposable
 {
@@ -33,6 +37,7 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IReceiverNativeNet, I
     private readonly CancellationTokenSource _stop = new();
     private readonly bool[] _pool;
     private readonly Dictionary<string, HashSet<Member>> _subscribers = new(StringComparer.Ordinal); // gateway thread
+    private readonly Dictionary<string, byte[]> _pubHeads = new(StringComparer.Ordinal); // gateway thread; bounded below
     private readonly Dictionary<string, NativeChannel> _gatewaySubscriptions = new(StringComparer.Ordinal); // gateway thread
     private INativeNetUpcalls? _upcalls;
     private INativeNetLoop? _loop;
@@ -115,12 +120,13 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IReceiverNativeNet, I
             return false;
         }
 
-        if (!member.Connection.TrySend(Encode(Pub, channel.Address, data), dropWhenFull: true))
+        if (!member.Connection.TrySend(PubHead(channel.Address), data, dropWhenFull: true))
         {
             member.Dropped++;
             return false;
         }
 
+        member.Sent++;
         return true;
     }
 
@@ -176,14 +182,58 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IReceiverNativeNet, I
             return;
         }
 
-        var frame = Encode(Pub, address, data);
+        var head = PubHead(address);
         foreach (var m in members)
         {
-            if (m != except && !m.Connection.TrySend(frame, dropWhenFull: true))
+            if (m == except)
+            {
+                continue;
+            }
+
+            if (m.Connection.TrySend(head, data, dropWhenFull: true))
+            {
+                m.Sent++;
+            }
+            else
             {
                 m.Dropped++;
             }
         }
+    }
+
+    /// <summary>Packets queued to the connected members, dropped at their full queues, and the socket writes their
+    /// connections made: packets / writes is the batching. The gateway's thread.</summary>
+    public (long Sent, long Dropped, long Writes) MemberSends()
+    {
+        long sent = 0, dropped = 0, writes = 0;
+        foreach (var member in _byReceiver.Values)
+        {
+            sent += member.Sent;
+            dropped += member.Dropped;
+            writes += member.Connection.Writes;
+        }
+
+        return (sent, dropped, writes);
+    }
+
+    /// <summary>Addresses whose PUB header is kept: the pool's Down channels and the Up channels in use fit many
+    /// times; past it the cache starts again (a header is 3 bytes and the address).</summary>
+    public const int MaxPubHeads = 4096;
+
+    // The header of a PUB on address (everything but the payload), encoded once. Gateway thread.
+    private byte[] PubHead(string address)
+    {
+        if (!_pubHeads.TryGetValue(address, out var head))
+        {
+            if (_pubHeads.Count >= MaxPubHeads)
+            {
+                _pubHeads.Clear();
+            }
+
+            _pubHeads[address] = head = Encode(Pub, address);
+        }
+
+        return head;
     }
 
     private Task AcceptLoopAsync() => TcpAcceptor.RunAsync(_listener, socket =>
@@ -304,5 +354,7 @@ public sealed class TcpFanoutNativeNet : IHostedNativeNet, IReceiverNativeNet, I
         public HashSet<string> Subscriptions { get; } = new(StringComparer.Ordinal);
 
         public long Dropped { get; set; }
+
+        public long Sent { get; set; }
     }
 }

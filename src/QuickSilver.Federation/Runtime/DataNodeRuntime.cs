@@ -79,6 +79,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
     private long _datagramsSent;
     private long _datagramsDroppedForTest;
     private readonly ConcurrentDictionary<IPEndPoint, GatewayId> _sources = []; // read by the receive loop
+    private readonly DatagramAddressBook _addresses; // the control node and every address in _sources, converted once
     private readonly IHostedNativeNet _native;
     private readonly CancellationTokenSource _stop = new();
     private readonly Stopwatch _clock = Stopwatch.StartNew();
@@ -117,6 +118,8 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         _udp.ReceiveBufferSize = 4 << 20;
         _udp.SendBufferSize = 4 << 20;
         ListenEndpoint = (IPEndPoint)_udp.LocalEndPoint!;
+        _addresses = new DatagramAddressBook(_udp.AddressFamily);
+        RefreshAddresses();
         _tcp.Listen(64);
         _loop = new RuntimeLoop($"data node {node}", () => Now, now => Node.Tick(now), OnRecord, tickAtStart: true);
         _loop.Bind(Node, native);
@@ -226,7 +229,11 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         _peerNodes[node] = address;
         _peerNodeConfig[node] = new DataNodeAddress(gateway, node, address);
         _sources[address] = gateway;
+        RefreshAddresses();
     }
+
+    // After any change to the addresses this node exchanges datagrams with (the loop thread, or the constructor).
+    private void RefreshAddresses() => _addresses.Replace(_sources.Keys.Append(_control).Concat(_peers.Values).Concat(_peerNodes.Values));
 
     // Who may open a bulk data channel to this node: a configured peer gateway, or a configured data node of one, from
     // its configured IP address.
@@ -293,7 +300,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
     {
         try
         {
-            return _udp.SendTo(frame, SocketFlags.None, target) == frame.Length;
+            return _addresses.SendTo(_udp, frame, target) == frame.Length;
         }
         catch (Exception e) when (e is SocketException or ObjectDisposedException)
         {
@@ -301,7 +308,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         }
     }
 
-    private Task ReceiveLoopAsync() => DatagramReceiveLoop.RunAsync(_udp, (from, frame) =>
+    private Task ReceiveLoopAsync() => DatagramReceiveLoop.RunAsync(_udp, _addresses, (from, frame) =>
     {
         if (from.Equals(_control))
         {

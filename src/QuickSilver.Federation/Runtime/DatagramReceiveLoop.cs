@@ -9,14 +9,15 @@ internal delegate void DatagramHandler(IPEndPoint from, ReadOnlySpan<byte> datag
 
 /// <summary>The receive loop of a gateway's or a data node's UDP socket: every datagram ready per wake-up
 /// (<see cref="DatagramReceiveBatch"/>: recvmmsg on Linux) goes to <c>onDatagram</c> with its source, as a span over the
-/// batch's slot (the handler copies what it keeps); a socket error skips a batch; cancellation or disposal ends the
-/// loop.</summary>
+/// batch's slot (the handler copies what it keeps), and its source as the runtime's own endpoint object for that address
+/// (<see cref="DatagramAddressBook"/>: nothing allocated for a known source); a socket error skips a batch; cancellation
+/// or disposal ends the loop.</summary>
 internal static class DatagramReceiveLoop
 {
-    public static async Task RunAsync(Socket udp, DatagramHandler onDatagram, CancellationToken stop)
+    public static async Task RunAsync(Socket udp, DatagramAddressBook addresses, DatagramHandler onDatagram, CancellationToken stop)
     {
         using var batch = new DatagramReceiveBatch();
-        DatagramReceiveBatch.Handler handler = (from, datagram) => onDatagram(from.ToEndPoint(), datagram);
+        var handler = Handler(addresses, onDatagram);
         while (!stop.IsCancellationRequested)
         {
             try
@@ -31,5 +32,12 @@ internal static class DatagramReceiveLoop
             {
             }
         }
+    }
+
+    /// <summary>What the batch hands each datagram to: its source resolved in <paramref name="addresses"/>.</summary>
+    internal static DatagramReceiveBatch.Handler Handler(DatagramAddressBook addresses, DatagramHandler onDatagram)
+    {
+        ArgumentNullException.ThrowIfNull(addresses);
+        return (from, datagram) => onDatagram(addresses.Resolve(from), datagram);
     }
 }

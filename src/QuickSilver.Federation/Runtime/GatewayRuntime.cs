@@ -2,6 +2,10 @@ using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Net;
 using System.Net.Sockets;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
+using QuickSilver.Core.Diagnostics;
+using QuickSilver.Core.Time;
 using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Gateway;
 using QuickSilver.Federation.Io;
@@ -21,8 +25,11 @@ namespace QuickSilver.Federation.Runtime;
 /// Data frames are dropped (counted) when a link's send queue is full; control frames close the link instead. The same
 /// listener takes bulk data channels (<see cref="BulkDataChannels"/>: first frame DATA_CHANNEL) from the configured data
 /// nodes of peer gateways, and this gateway dials such channels to carry bulk DATA to a peer's data node.
+/// With a peering secret (<see cref="GatewayOptions.PeeringSecret"/>) a link starts with PEER_AUTH both ways instead
+/// (<see cref="PeeringHandshake"/>) and every later frame, the HELLO first, is sealed; a peer that cannot open or seal,
+/// or sends in the clear, is refused, counted and logged.
 /// </summary>
-public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposable
+public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposable, IClock
 {
     /// <summary>Events the loop's inbox holds (both halves).</summary>
     public const int QueueCapacity = 2 * LoopInbox.DefaultRecords;
@@ -42,6 +49,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     private readonly DatagramSendBatch _datagramBatch; // real-time DATA to peers, flushed after every loop turn
     private readonly Dictionary<IPEndPoint, GatewayId> _datagramSources = []; // loop thread only
     private readonly Socket _udp;
+    private readonly DatagramAddressBook _addresses; // every address in the tables below, converted once
     private long _datagramsRefused;
     private readonly Dictionary<GatewayId, PeerConfig> _peers;
     private readonly CancellationTokenSource _stop = new();
@@ -61,6 +69,16 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     private readonly BulkDataChannels _bulk;
     private long _datagramsToNodes;
     private long _datagramsDroppedForTest;
+    private readonly byte[]? _peeringSecret;
+    private readonly Dictionary<GatewayId, PeeringDatagrams> _datagramKeys = []; // authenticated links; loop thread only
+    private readonly byte[]? _sealed; // a real-time datagram being sealed (loop thread)
+    private readonly byte[]? _opened; // a real-time datagram opened, while the gateway handles it (loop thread; apart
+                                      // from _sealed, since handling it may forward it: seal while it is read)
+    private long _datagramsUnauthenticated;
+    private long _peeringUnauthenticated;
+    private long _peeringHandshakesFailed;
+    private long _peeringFramesRejected;
+    private RateLimitedLog? _log; // loop thread only
 
     /// <param name="cluster">Makes this gateway a clustered gateway's control node: its data nodes' numbers and UDP
     /// addresses (the ASSIGN and HEARTBEAT frames travel as datagrams on the peering port).</param>
@@ -81,6 +99,11 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
             _ownNodeSources[address] = node;
         }
 
+        if (options.PeeringSecret is not null && peerDataNodes is { Count: > 0 })
+        {
+            throw new ArgumentException($"{nameof(GatewayOptions.PeeringSecret)} with peers' data nodes is not built: bulk data channels and data nodes' datagrams are not authenticated", nameof(peerDataNodes));
+        }
+
         foreach (var d in peerDataNodes ?? [])
         {
             if (!_peers.ContainsKey(d.Gateway))
@@ -93,6 +116,8 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
             _peerNodeConfig[d.Node] = d;
             _configuredPeerNodes.Add(d.Node);
         }
+
+        RefreshAddresses();
     }
 
     public GatewayRuntime(GatewayOptions options, INativeNet native, IPEndPoint listen, IReadOnlyList<PeerConfig> peers)
@@ -111,7 +136,15 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
             throw new ArgumentException($"gateway {options.Gateway} lists itself as a peer", nameof(peers));
         }
 
+        if (options.PeeringSecret is not null && (clusterOptions is not null))
+        {
+            throw new ArgumentException($"{nameof(GatewayOptions.PeeringSecret)} with a clustered gateway is not built: bulk data channels and data nodes' datagrams are not authenticated", nameof(options));
+        }
+
         _native = native;
+        _peeringSecret = options.PeeringSecret;
+        _sealed = _peeringSecret is null ? null : new byte[PeerCodec.MaxFrameBytes + 64];
+        _opened = _peeringSecret is null ? null : new byte[PeerCodec.MaxFrameBytes + 64];
         _peerQueueBytes = options.PeerQueueBytes;
         Gateway = clusterOptions is null ? new BroadcastGateway(options, this, native) : new BroadcastGateway(options, this, native, clusterOptions, this, ClusterAuthenticator.WallClockCounter());
         // Real-time DATA travels as UDP datagrams to and from the same address and port as the TCP listener.
@@ -121,6 +154,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         _udp.ReceiveBufferSize = 4 << 20;
         _udp.SendBufferSize = 4 << 20;
         _datagramBatch = new DatagramSendBatch(_udp);
+        _addresses = new DatagramAddressBook(_udp.AddressFamily);
         _loop = new RuntimeLoop($"gateway {options.Gateway}", () => Now, now => Gateway.Tick(now), OnRecord, afterTurn: _datagramBatch.Flush);
         _loop.Bind(Gateway, native);
         _bulk = new BulkDataChannels(options.Gateway, 0, Post, () => Now);
@@ -134,6 +168,25 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     public TimeSpan Now => _clock.Elapsed;
 
     public long HelloRefused => Interlocked.Read(ref _helloRefused);
+
+    /// <summary>Where refused peers are logged (rate-limited, a line per reason per 10 s at most). Set before <see cref="Start"/>.</summary>
+    public ILogger Logger { get; init; } = NullLogger.Instance;
+
+    /// <summary>Connections refused because one side has a peering secret and the other none: a HELLO in the clear
+    /// reaching a gateway with a secret, or a PEER_AUTH reaching one without.</summary>
+    public long PeeringUnauthenticated => Interlocked.Read(ref _peeringUnauthenticated);
+
+    /// <summary>Handshakes that failed: the peer's first sealed frame (its HELLO) did not open (another secret, or a
+    /// recorded handshake replayed), or its PEER_AUTH was a reflection of ours.</summary>
+    public long PeeringHandshakesFailed => Interlocked.Read(ref _peeringHandshakesFailed);
+
+    /// <summary>Real-time datagrams from a peer's address that did not open under its link's datagram key, or were
+    /// replayed (dropped; the link stays up, since anyone can forge a UDP source).</summary>
+    public long DatagramsUnauthenticated => Interlocked.Read(ref _datagramsUnauthenticated);
+
+    /// <summary>Sealed frames that did not open on an authenticated link (altered, forged, replayed or reordered); each
+    /// closed its link.</summary>
+    public long PeeringFramesRejected => Interlocked.Read(ref _peeringFramesRejected);
 
     /// <summary>Events dropped because the loop's inbox was full (native packets, datagrams).</summary>
     public long EventsDropped => _loop.Dropped;
@@ -197,14 +250,43 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         return done.Task;
     }
 
-    /// <summary>A snapshot of the gateway for <c>qs sessions</c>.</summary>
-    public Task<GatewaySnapshot> SnapshotAsync() => InvokeAsync(g => GatewaySnapshot.Of(g, Now));
+    /// <summary>A snapshot of the gateway for <c>qs sessions</c>, with this runtime's own counters (refused
+    /// connections and datagrams, peering authentication) among the gateway's.</summary>
+    public Task<GatewaySnapshot> SnapshotAsync() => InvokeAsync(g =>
+    {
+        var snapshot = GatewaySnapshot.Of(g, Now);
+        var counters = new Dictionary<string, long>(snapshot.Counters, StringComparer.Ordinal);
+        foreach (var (name, value) in new (string, long)[]
+        {
+            (nameof(HelloRefused), HelloRefused), (nameof(DatagramsRefused), DatagramsRefused), (nameof(DatagramSourcesUnknown), DatagramSourcesUnknown),
+            (nameof(DatagramSendsFailed), DatagramSendsFailed), (nameof(EventsDropped), EventsDropped),
+            (nameof(PeeringUnauthenticated), PeeringUnauthenticated), (nameof(PeeringHandshakesFailed), PeeringHandshakesFailed),
+            (nameof(PeeringFramesRejected), PeeringFramesRejected), (nameof(DatagramsUnauthenticated), DatagramsUnauthenticated),
+        })
+        {
+            counters.TryAdd(name, value);
+        }
+
+        return snapshot with { Counters = counters };
+    });
 
     bool IGatewayHost.Send(GatewayId peer, ReadOnlySpan<byte> frame)
         => _links.TryGetValue(peer, out var link) && link.TrySend(frame, dropWhenFull: frame.Length > 1 && frame[1] == (byte)FrameType.Data);
 
     bool IGatewayHost.SendDatagram(GatewayId peer, ReadOnlySpan<byte> frame)
     {
+        if (_sealed is not null)
+        {
+            // An authenticated link's datagrams are sealed under its datagram key (PeeringDatagrams).
+            if (!_datagramKeys.TryGetValue(peer, out var keys) || frame.Length + keys.Overhead > _sealed.Length)
+            {
+                return ((IGatewayHost)this).Send(peer, frame);
+            }
+
+            frame.CopyTo(_sealed);
+            frame = _sealed.AsSpan(0, keys.Seal(_sealed, frame.Length));
+        }
+
         if (_batchedDatagramPeers.TryGetValue(peer, out var destination))
         {
             return _datagramBatch.Add(frame, destination); // sent with the loop turn's other datagrams (sendmmsg)
@@ -217,7 +299,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
         try
         {
-            return _udp.SendTo(frame, SocketFlags.None, endpoint) == frame.Length;
+            return _addresses.SendTo(_udp, frame, endpoint) == frame.Length;
         }
         catch (SocketException)
         {
@@ -273,7 +355,16 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         _peerNodes[node] = address;
         _peerNodeSources[address] = peer;
         _peerNodeConfig[node] = new DataNodeAddress(peer, node, address);
+        RefreshAddresses();
     }
+
+    /// <summary>Datagrams received from a source in none of the runtime's tables (each cost an endpoint object; they are
+    /// refused, <see cref="DatagramsRefused"/>).</summary>
+    public long DatagramSourcesUnknown => _addresses.Misses;
+
+    // After any change to the tables of addresses (loop thread, or the constructor).
+    private void RefreshAddresses()
+        => _addresses.Replace(_datagramSources.Keys.Concat(_ownNodeSources.Keys).Concat(_peerNodeSources.Keys).Concat(_peerNodes.Values));
 
     bool IControlHost.SendToDataNode(uint node, ReadOnlySpan<byte> frame) => _ownNodes.TryGetValue(node, out var address) && SendUdp(frame, address);
 
@@ -281,7 +372,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     {
         try
         {
-            return _udp.SendTo(frame, SocketFlags.None, address) == frame.Length;
+            return _addresses.SendTo(_udp, frame, address) == frame.Length;
         }
         catch (Exception e) when (e is SocketException or ObjectDisposedException)
         {
@@ -304,12 +395,14 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         if (_datagramPeers.Remove(peer, out var endpoint))
         {
             _datagramSources.Remove(endpoint);
+            RefreshAddresses();
         }
 
         _batchedDatagramPeers.Remove(peer);
+        _datagramKeys.Remove(peer); // disposed when its connection ends
     }
 
-    private Task DatagramLoopAsync() => DatagramReceiveLoop.RunAsync(_udp, (from, frame) =>
+    private Task DatagramLoopAsync() => DatagramReceiveLoop.RunAsync(_udp, _addresses, (from, frame) =>
     {
         if (!_loop.TryWrite(DatagramKind, 0, from, frame))
         {
@@ -358,7 +451,18 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         }
         else if (_datagramSources.TryGetValue(from, out var peer) && _links.ContainsKey(peer))
         {
-            Gateway.OnFrame(peer, frame, Now);
+            if (_opened is null)
+            {
+                Gateway.OnFrame(peer, frame, Now);
+            }
+            else if (_datagramKeys.TryGetValue(peer, out var keys) && keys.Open(frame, _opened, out int length))
+            {
+                Gateway.OnFrame(peer, _opened.AsSpan(0, length), Now);
+            }
+            else
+            {
+                Interlocked.Increment(ref _datagramsUnauthenticated);
+            }
         }
         else
         {
@@ -419,7 +523,10 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
             var channel = new BulkDataChannels.Inbound(hello =>
                 hello.Node != 0 && _peerNodeConfig.TryGetValue(hello.Node, out var d) && d.Gateway == hello.Gateway
                 && remote is not null && d.Address.Address.Equals(remote) ? hello.Gateway : null);
-            link.TrySend(PeerCodec.Hello(Gateway.Id, Gateway.Island, (ushort)ListenEndpoint.Port));
+            var handshake = _peeringSecret is null ? null : new PeeringHandshake(_peeringSecret, Gateway.Id);
+            PeeringLinkKeys? keys = null; // the keys of this link once the peer's PEER_AUTH arrived
+            GatewayId? authenticated = null; // that peer
+            link.TrySend(handshake?.AuthFrame ?? PeerCodec.Hello(Gateway.Id, Gateway.Island, (ushort)ListenEndpoint.Port));
             using var helloTimer = new CancellationTokenSource(HelloTimeout);
             using var registration = helloTimer.Token.Register(() =>
             {
@@ -442,7 +549,14 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                     return;
                 }
 
-                if (channel.From is not null || (PeerCodec.PeekType(frame, out var first) == FrameError.None && first == FrameType.DataChannel))
+                if (handshake is not null && authenticated is null)
+                {
+                    (authenticated, keys) = OnPeerAuth(handshake, link, frame, expected, remote);
+                    refused = authenticated is null;
+                    return;
+                }
+
+                if (channel.From is not null || (PeerCodec.PeekType(frame, out var first) == FrameError.None && first == FrameType.DataChannel && handshake is null))
                 {
                     if (channel.OnFrame(frame, out refused))
                     {
@@ -458,10 +572,17 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                 }
 
                 if (PeerCodec.Decode(frame, out var message) != FrameError.None || message is not HelloMessage hello
-                    || !_peers.TryGetValue(hello.Gateway, out var config) || (expected is { } e && e != hello.Gateway))
+                    || !_peers.TryGetValue(hello.Gateway, out var config) || (expected is { } e && e != hello.Gateway)
+                    || (authenticated is { } a && a != hello.Gateway))
                 {
                     refused = true;
                     Interlocked.Increment(ref _helloRefused);
+                    if (handshake is null && message is PeerAuthMessage asks)
+                    {
+                        Interlocked.Increment(ref _peeringUnauthenticated);
+                        Warn(1, "Peering: gateway {Peer} at {Address} asks for peering authentication (PEER_AUTH) and this gateway has no peering secret (GatewayOptions.PeeringSecret, qs gateway --peering-secret-file): refused", asks.Gateway.Value, remote);
+                    }
+
                     link.Close();
                     return;
                 }
@@ -487,6 +608,12 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                         var endpoint = new IPEndPoint(remote, hello.UdpPort);
                         _datagramPeers[hello.Gateway] = endpoint;
                         _datagramSources[endpoint] = hello.Gateway;
+                        if (keys is not null)
+                        {
+                            _datagramKeys[hello.Gateway] = keys.Datagrams;
+                        }
+
+                        RefreshAddresses();
                         if (endpoint.AddressFamily == AddressFamily.InterNetwork)
                         {
                             _batchedDatagramPeers[hello.Gateway] = DatagramSendBatch.To(endpoint);
@@ -494,6 +621,20 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                     }
                 });
             }), _stop.Token).ConfigureAwait(false);
+
+            if (link.RejectedFrames > 0)
+            {
+                if (peer is null)
+                {
+                    Interlocked.Increment(ref _peeringHandshakesFailed);
+                    Warn(2, "Peering: the HELLO of gateway {Peer} at {Address} did not open under this connection's keys (another peering secret, or a recorded handshake replayed): refused", authenticated?.Value, remote);
+                }
+                else
+                {
+                    Interlocked.Increment(ref _peeringFramesRejected);
+                    Warn(3, "Peering: a frame from gateway {Peer} at {Address} failed authentication (altered, forged or replayed): link closed", peer.Value.Value, remote);
+                }
+            }
 
             if (peer is { } gone)
             {
@@ -507,6 +648,59 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                     }
                 });
             }
+
+            if (keys is not null)
+            {
+                Post(() =>
+                {
+                    if (authenticated is { } a && _datagramKeys.TryGetValue(a, out var current) && current == keys.Datagrams)
+                    {
+                        _datagramKeys.Remove(a);
+                    }
+
+                    keys.Datagrams.Dispose(); // the loop thread was its only user
+                });
+            }
+        }
+    }
+
+    // The first frame on a link when this gateway has a peering secret: the peer's PEER_AUTH. Seals the link and sends
+    // the HELLO (sealed); returns the peer, or null when refused (counted, logged, link closed). The connection's reader.
+    private (GatewayId?, PeeringLinkKeys?) OnPeerAuth(PeeringHandshake handshake, FramedConnection link, ReadOnlySpan<byte> frame, GatewayId? expected, IPAddress? remote)
+    {
+        var error = PeerCodec.Decode(frame, out var message);
+        if (message is PeerAuthMessage auth && _peers.ContainsKey(auth.Gateway) && (expected is not { } e || e == auth.Gateway))
+        {
+            if (handshake.Complete(auth) is { } keys)
+            {
+                link.Seal(keys.Frames);
+                link.TrySend(PeerCodec.Hello(Gateway.Id, Gateway.Island, (ushort)ListenEndpoint.Port));
+                return (auth.Gateway, keys);
+            }
+
+            Interlocked.Increment(ref _peeringHandshakesFailed);
+            Warn(6, "Peering: gateway {Peer} at {Address} sent a PEER_AUTH that reflects ours: refused", auth.Gateway.Value, remote);
+        }
+        else if (message is HelloMessage hello)
+        {
+            Interlocked.Increment(ref _peeringUnauthenticated);
+            Warn(4, "Peering: gateway {Peer} at {Address} sent its HELLO in the clear, but this gateway requires peering authentication (GatewayOptions.PeeringSecret, qs gateway --peering-secret-file) and the peer has none: refused", hello.Gateway.Value, remote);
+        }
+        else
+        {
+            Warn(5, "Peering: a connection from {Address} did not start with a PEER_AUTH of a configured peer ({Error}): refused", remote, error);
+        }
+
+        Interlocked.Increment(ref _helloRefused);
+        link.Close();
+        return (null, null);
+    }
+
+    private void Warn<T0, T1>(int key, string template, T0 arg0, T1 arg1)
+    {
+        if (Logger.IsEnabled(LogLevel.Warning))
+        {
+            _loop.TryPost(() => (_log ??= new RateLimitedLog(Logger, this)).Warn(key, template, arg0, arg1));
         }
     }
 

@@ -12,14 +12,15 @@ namespace QuickSilver.Federation.Runtime;
 public static class LoopbackGatewayPair
 {
     /// <summary>Starts the pair and waits (at most <paramref name="routeWait"/>) until gateway 2 has a route to island 1;
-    /// the caller owns and disposes both runtimes (and the plug-ins).</summary>
+    /// the caller owns and disposes both runtimes (and the plug-ins). With <paramref name="peeringSecret"/> both gateways
+    /// authenticate and seal their peering link (<see cref="GatewayOptions.PeeringSecret"/>).</summary>
     public static async Task<(GatewayRuntime G1, GatewayRuntime G2)> StartAsync(IHostedNativeNet island1, IHostedNativeNet island2,
-        TimeSpan routeWait, CancellationToken cancellationToken = default)
+        TimeSpan routeWait, byte[]? peeringSecret = null, CancellationToken cancellationToken = default)
     {
         // Gateway 2 listens first, so gateway 1 (the lower number, which dials) knows its port.
-        var g2 = new GatewayRuntime(new GatewayOptions { Gateway = new GatewayId(2), Island = new IslandId(2) }, island2,
+        var g2 = new GatewayRuntime(new GatewayOptions { Gateway = new GatewayId(2), Island = new IslandId(2), PeeringSecret = peeringSecret }, island2,
             new IPEndPoint(IPAddress.Loopback, 0), [new PeerConfig(new GatewayId(1), new IPEndPoint(IPAddress.Loopback, 1), LinkCosts.Default)]);
-        var g1 = new GatewayRuntime(new GatewayOptions { Gateway = new GatewayId(1), Island = new IslandId(1) }, island1,
+        var g1 = new GatewayRuntime(new GatewayOptions { Gateway = new GatewayId(1), Island = new IslandId(1), PeeringSecret = peeringSecret }, island1,
             new IPEndPoint(IPAddress.Loopback, 0), [new PeerConfig(new GatewayId(2), g2.ListenEndpoint, LinkCosts.Default)]);
         g1.Start();
         g2.Start();

@@ -12,7 +12,7 @@ public delegate void FrameSpanHandler(ReadOnlySpan<byte> frame);
 /// <summary>
 /// A framed TCP connection: each frame is a u32 little-endian length then the frame, read and written with
 /// System.IO.Pipelines. A length of 0 or above the connection's maximum frame size ends the connection.
-/// <para>Sending: <see cref="TrySend"/> copies the length prefix and the frame straight into an outgoing
+/// <para>Sending: <see cref="TrySend(ReadOnlySpan{byte}, bool)"/> copies the length prefix and the frame straight into an outgoing
 /// <see cref="Pipe"/> (pooled 64 KiB segments, no allocation per frame); one write loop takes everything queued since its
 /// last write and hands it to the socket in one write per segment, so a burst of small frames costs a few system calls,
 /// not one each. The queue is bounded in bytes (<see cref="OutgoingByteLimit"/>, prefixes included): when a frame does not
@@ -21,6 +21,9 @@ public delegate void FrameSpanHandler(ReadOnlySpan<byte> frame);
 /// <para>Receiving: <see cref="RunAsync(FrameSpanHandler, CancellationToken)"/> hands each frame to the reader as a span
 /// into the receive pipe (a frame split across two pipe segments is first assembled in one reusable buffer), so a
 /// reader that copies the frame where it needs it costs no copy or allocation here.</para>
+/// <para>Sealing: after <see cref="Seal"/> (a peering link once its handshake has derived keys) every frame sent is
+/// encrypted and tagged (<see cref="FrameSealer"/>, the length prefix then counting the tag) and every frame received
+/// must open, or it is counted (<see cref="RejectedFrames"/>) and the connection ends.</para>
 /// Shared by the dissemination request channel and the federation's peering links and bulk data channels.
 /// </summary>
 public sealed class FramedConnection : IAsyncDisposable
@@ -35,6 +38,8 @@ public sealed class FramedConnection : IAsyncDisposable
 
     private const int SegmentBytes = 64 << 10;
 
+    private const int FrameSealerMaxOverhead = 32; // the longest tag of a DatagramCipherSuite
+
     private readonly Socket _socket;
     private readonly NetworkStream _stream;
     private readonly PipeReader _reader;
@@ -47,6 +52,10 @@ public sealed class FramedConnection : IAsyncDisposable
     private long _dropped;
     private long _writes;
     private byte[]? _assembly; // a frame split across receive segments, put together
+    private FrameSealer? _sendSealer; // under _sendLock
+    private FrameSealer? _receiveSealer; // the reader's
+    private byte[]? _plaintext; // an opened frame
+    private long _rejected;
     private Task? _writeLoop;
 
     public FramedConnection(Socket socket, int maxFrameBytes, int outgoingByteLimit = DefaultOutgoingByteLimit)
@@ -77,18 +86,50 @@ public sealed class FramedConnection : IAsyncDisposable
     /// 64 KiB segment): frames sent / writes is the batching.</summary>
     public long Writes => Interlocked.Read(ref _writes);
 
+    /// <summary>Sealed frames that did not open (forged, altered, replayed, another key); the first one ends the
+    /// connection.</summary>
+    public long RejectedFrames => Interlocked.Read(ref _rejected);
+
+    /// <summary>Whether <see cref="Seal"/> was called.</summary>
+    public bool IsSealed => Volatile.Read(ref _receiveSealer) is not null;
+
+    /// <summary>Seals the connection from now on: every frame queued after this call is sealed with
+    /// <paramref name="sealer"/>, and every frame received after the one being handled must open under it. Call it from
+    /// the frame handler of <see cref="RunAsync(FrameSpanHandler, CancellationToken)"/> (the reader), so the switch
+    /// falls exactly after the frame that completed the handshake. Once only; the connection disposes the sealer.</summary>
+    public void Seal(FrameSealer sealer)
+    {
+        ArgumentNullException.ThrowIfNull(sealer);
+        lock (_sendLock)
+        {
+            if (_sendSealer is not null)
+            {
+                throw new InvalidOperationException("the connection is sealed already");
+            }
+
+            _sendSealer = sealer;
+        }
+
+        Volatile.Write(ref _receiveSealer, sealer);
+    }
+
     /// <summary>Queues a frame (copied); false when the queue is full or closed. A full queue closes the connection
     /// unless <paramref name="dropWhenFull"/>, which drops the frame instead (best-effort data). A frame above the maximum
     /// frame size is dropped and counted. Any thread.</summary>
-    public bool TrySend(ReadOnlySpan<byte> frame, bool dropWhenFull = false)
+    public bool TrySend(ReadOnlySpan<byte> frame, bool dropWhenFull = false) => TrySend(frame, default, dropWhenFull);
+
+    /// <summary>As <see cref="TrySend(ReadOnlySpan{byte}, bool)"/>, the frame being <paramref name="head"/> then
+    /// <paramref name="body"/>, gathered straight into the queue: a sender that adds a fixed header to a payload (the
+    /// TCP fan-out hub's PUB) needs no array per frame.</summary>
+    public bool TrySend(ReadOnlySpan<byte> head, ReadOnlySpan<byte> body, bool dropWhenFull = false)
     {
-        if (frame.Length > _maxFrameBytes)
+        int frameLength = head.Length + body.Length;
+        if (frameLength > _maxFrameBytes)
         {
             Interlocked.Increment(ref _dropped); // the peer would close the connection on it
             return false;
         }
 
-        int bytes = 4 + frame.Length;
         lock (_sendLock)
         {
             if (_sendClosed)
@@ -96,12 +137,16 @@ public sealed class FramedConnection : IAsyncDisposable
                 return false;
             }
 
+            int sealedLength = frameLength + (_sendSealer?.Overhead ?? 0);
+            int bytes = 4 + sealedLength;
             if (Interlocked.Read(ref _queuedBytes) + bytes <= OutgoingByteLimit)
             {
                 var writer = _outgoing.Writer;
                 var span = writer.GetSpan(bytes);
-                BinaryPrimitives.WriteUInt32LittleEndian(span, (uint)frame.Length);
-                frame.CopyTo(span[4..]);
+                BinaryPrimitives.WriteUInt32LittleEndian(span, (uint)sealedLength);
+                head.CopyTo(span[4..]);
+                body.CopyTo(span[(4 + head.Length)..]);
+                _sendSealer?.Seal(span.Slice(4, sealedLength), frameLength);
                 writer.Advance(bytes);
                 Interlocked.Add(ref _queuedBytes, bytes);
                 // Never pauses (pauseWriterThreshold 0): completes at once and wakes the write loop if it waits.
@@ -185,6 +230,8 @@ public sealed class FramedConnection : IAsyncDisposable
         finally
         {
             Close();
+            // Completing the reader disposes the stream (PipeReader.Create does not leave it open), which a write still
+            // in flight then reports as ObjectDisposedException: the connection is over either way.
             await _reader.CompleteAsync().ConfigureAwait(false);
             try
             {
@@ -197,6 +244,9 @@ public sealed class FramedConnection : IAsyncDisposable
             {
             }
             catch (SocketException)
+            {
+            }
+            catch (ObjectDisposedException)
             {
             }
         }
@@ -212,7 +262,8 @@ public sealed class FramedConnection : IAsyncDisposable
         {
             buffer.Slice(0, 4).CopyTo(prefix);
             uint length = BinaryPrimitives.ReadUInt32LittleEndian(prefix);
-            if (length == 0 || length > _maxFrameBytes)
+            var sealer = _receiveSealer;
+            if (length == 0 || length > _maxFrameBytes + (sealer?.Overhead ?? 0))
             {
                 OversizedFrames++;
                 BadFrame = true;
@@ -225,15 +276,31 @@ public sealed class FramedConnection : IAsyncDisposable
             }
 
             var frame = buffer.Slice(4, length);
+            ReadOnlySpan<byte> whole;
             if (frame.IsSingleSegment)
             {
-                onFrame(frame.FirstSpan);
+                whole = frame.FirstSpan;
             }
             else
             {
-                _assembly ??= new byte[_maxFrameBytes];
+                _assembly ??= new byte[_maxFrameBytes + FrameSealerMaxOverhead];
                 frame.CopyTo(_assembly);
-                onFrame(_assembly.AsSpan(0, (int)length));
+                whole = _assembly.AsSpan(0, (int)length);
+            }
+
+            if (sealer is null)
+            {
+                onFrame(whole);
+            }
+            else if (sealer.Open(whole, _plaintext ??= new byte[_maxFrameBytes], out int opened))
+            {
+                onFrame(_plaintext.AsSpan(0, opened));
+            }
+            else
+            {
+                Interlocked.Increment(ref _rejected);
+                BadFrame = true;
+                return;
             }
 
             buffer = buffer.Slice(4 + length);
@@ -284,5 +351,9 @@ public sealed class FramedConnection : IAsyncDisposable
         Close();
         await _stream.DisposeAsync().ConfigureAwait(false);
         _closed.Dispose();
+        lock (_sendLock)
+        {
+            _sendSealer?.Dispose();
+        }
     }
 }

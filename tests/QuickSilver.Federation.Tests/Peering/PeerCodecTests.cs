@@ -25,6 +25,7 @@ public class PeerCodecTests
         yield return PeerCodec.NoRoute(Session);
         yield return PeerCodec.DataChannel(new GatewayId(2), 201);
         yield return PeerCodec.DataChannel(new GatewayId(2), 0);
+        yield return PeerCodec.PeerAuth(new GatewayId(3), Enumerable.Range(0, PeeringHandshake.NonceBytes).Select(i => (byte)(i * 7)).ToArray());
     }
 
     [Fact]
@@ -46,6 +47,7 @@ public class PeerCodecTests
                 LeaveMessage m => PeerCodec.Leave(m.Session),
                 NoRouteMessage m => PeerCodec.NoRoute(m.Session),
                 DataChannelMessage m => PeerCodec.DataChannel(m.Gateway, m.Node),
+                PeerAuthMessage m => PeerCodec.PeerAuth(m.Gateway, m.Nonce),
                 _ => throw new InvalidOperationException(),
             };
             Assert.Equal(frame, again);

@@ -16,21 +16,25 @@ public class LoopbackGatewayTests
 {
     private static readonly int Ports = 46_000 + (Environment.ProcessId % 200) * 20;
 
-    private static async Task<(GatewayRuntime G1, GatewayRuntime G2, MulticastNativeNet N1, MulticastNativeNet N2)> StartPairAsync(int offset)
+    private static async Task<(GatewayRuntime G1, GatewayRuntime G2, MulticastNativeNet N1, MulticastNativeNet N2)> StartPairAsync(int offset, byte[]? peeringSecret = null)
     {
         var n1 = new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse("239.255.71.0"), PortBase = Ports + offset, PoolSize = 4, Mediator = IPEndPoint.Parse($"239.255.70.1:{Ports + offset + 8}") });
         var n2 = new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse("239.255.72.0"), PortBase = Ports + offset + 4, PoolSize = 4, Mediator = IPEndPoint.Parse($"239.255.70.2:{Ports + offset + 9}") });
-        var (g1, g2) = await LoopbackGatewayPair.StartAsync(n1, n2, TimeSpan.FromSeconds(5));
+        var (g1, g2) = await LoopbackGatewayPair.StartAsync(n1, n2, TimeSpan.FromSeconds(5), peeringSecret: peeringSecret);
         return (g1, g2, n1, n2);
     }
 
+    /// <summary>With <paramref name="sealedLink"/> both gateways share a peering secret: the link is authenticated and
+    /// every frame sealed (docs/federation.md, "Peering authentication"); data crosses as without.</summary>
     [Theory]
-    [InlineData(false)]
-    [InlineData(true)]
-    public async Task PublishInOneIslandReceiveInTheOtherThroughTwoGateways(bool realTime)
+    [InlineData(false, false)]
+    [InlineData(true, false)]
+    [InlineData(false, true)]
+    [InlineData(true, true)]
+    public async Task PublishInOneIslandReceiveInTheOtherThroughTwoGateways(bool realTime, bool sealedLink)
     {
-        int o = realTime ? 0 : 24;
-        var (g1, g2, n1, n2) = await StartPairAsync(o);
+        int o = (realTime ? 0 : 24) + (sealedLink ? 36 : 0);
+        var (g1, g2, n1, n2) = await StartPairAsync(o, sealedLink ? PeeringSecrets.A : null);
         await using (g1)
         await using (g2)
         using (n1)
@@ -125,6 +129,10 @@ public class LoopbackGatewayTests
 
             Assert.Equal(1, g2.DatagramsRefused);
             Assert.Equal(delivered, (await g2.SnapshotAsync()).Counters["DataDelivered"]);
+            foreach (var g in new[] { g1, g2 })
+            {
+                Assert.Equal(0, g.PeeringUnauthenticated + g.PeeringHandshakesFailed + g.PeeringFramesRejected + g.DatagramsUnauthenticated);
+            }
         }
     }
 

@@ -161,4 +161,72 @@ public class FramedConnectionTests
             await Task.WhenAll(run, sending);
         }
     }
+
+    [Fact]
+    public async Task SealedFramesArriveWholeAndInOrderAndATamperedOneIsCountedAndEndsTheConnection()
+    {
+        var keyAb = Enumerable.Range(0, 32).Select(i => (byte)i).ToArray();
+        var keyBa = Enumerable.Range(100, 32).Select(i => (byte)i).ToArray();
+        var (a, b) = await PairAsync();
+        var sender = new FramedConnection(a, 65_536);
+        var receiver = new FramedConnection(b, 65_536);
+        await using (sender)
+        await using (receiver)
+        {
+            sender.Seal(new FrameSealer(Core.Security.DatagramCipherSuite.Aegis128L, keyAb, keyBa));
+            receiver.Seal(new FrameSealer(Core.Security.DatagramCipherSuite.Aegis128L, keyBa, keyAb));
+            Assert.Throws<InvalidOperationException>(() => sender.Seal(new FrameSealer(Core.Security.DatagramCipherSuite.Aegis128L, keyAb, keyBa)));
+            using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(60));
+            var inbox = Channel.CreateUnbounded<byte[]>();
+            var run = receiver.RunAsync(f => inbox.Writer.TryWrite(f), cts.Token);
+            var sending = sender.RunAsync(new FrameSpanHandler(static _ => { }), cts.Token);
+            var random = new Random(16);
+            var sizes = Enumerable.Range(0, 2_000).Select(_ => random.Next(4, 3000)).Append(65_536).ToArray(); // the largest frame too
+            for (int i = 0; i < sizes.Length; i++)
+            {
+                Assert.True(sender.TrySend(Frame(i, sizes[i])));
+            }
+
+            for (int i = 0; i < sizes.Length; i++)
+            {
+                Assert.Equal(Frame(i, sizes[i]), await inbox.Reader.ReadAsync(cts.Token));
+            }
+
+            Assert.Equal(0, receiver.RejectedFrames);
+            sender.Close();
+            await Task.WhenAll(run, sending);
+        }
+
+        // A raw peer that seals as the sender would, and alters one byte of its third frame.
+        (a, b) = await PairAsync();
+        using (a)
+        {
+            var receiving = new FramedConnection(b, 65_536);
+            await using (receiving)
+            {
+                receiving.Seal(new FrameSealer(Core.Security.DatagramCipherSuite.Aegis128L, keyBa, keyAb));
+                using var raw = new FrameSealer(Core.Security.DatagramCipherSuite.Aegis128L, keyAb, keyBa);
+                using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(60));
+                int got = 0;
+                var run = receiving.RunAsync(new FrameSpanHandler(_ => got++), cts.Token);
+                for (int i = 0; i < 5; i++)
+                {
+                    var wire = new byte[4 + 100 + raw.Overhead];
+                    BinaryPrimitives.WriteUInt32LittleEndian(wire, (uint)(100 + raw.Overhead));
+                    Frame(i, 100).CopyTo(wire, 4);
+                    raw.Seal(wire.AsSpan(4), 100);
+                    if (i == 2)
+                    {
+                        wire[50] ^= 1;
+                    }
+
+                    await a.SendAsync(wire);
+                }
+
+                await run; // ends at the altered frame
+                Assert.Equal(2, got);
+                Assert.Equal(1, receiving.RejectedFrames);
+            }
+        }
+    }
 }
