@@ -566,10 +566,23 @@ internal sealed class RegionMember
                     _retirement.Retire(stream);
                 }
             }
+
+            Swept?.Invoke();
         }
 
         _scheduler.ScheduleAfter(_retireAlarm, RetirePeriod);
     }
+
+    /// <summary>Raised after each look for departed streams to retire (every quarter of
+    /// <see cref="RegionOptions.RetireDepartedStreamsAfter"/>, at least every token interval): the layer above forgets
+    /// its own per-sender state for senders this member no longer <see cref="Knows"/>.</summary>
+    public event Action? Swept;
+
+    /// <summary>Whether a packet of <paramref name="sender"/> could still be delivered here: it is this node, in the view,
+    /// admitted to send into the region, or has a stream at this member. A packet of any other sender is dropped before
+    /// it starts a stream (<see cref="Admits"/>), so per-sender state above this layer may be forgotten for it.</summary>
+    public bool Knows(uint sender)
+        => sender == _node || _streams.ContainsKey(sender) || _viewMembers.ContainsKey(sender) || _admitted.ContainsKey(sender);
 
     private void SampleRates()
     {
