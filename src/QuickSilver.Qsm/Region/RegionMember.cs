@@ -112,8 +112,15 @@ internal sealed class RegionMember
     /// <summary>Sections this member, as region leader, retired (their senders idle, acknowledged and purged everywhere).</summary>
     public long SectionsRetired => _ring.SectionsRetired;
 
-    /// <summary>Streams of departed senders this member retired (<see cref="StreamRetirement"/>).</summary>
+    /// <summary>Streams of departed senders this member retired (<see cref="StreamRetirement"/>), given-up ones included.</summary>
     public long StreamsRetired => _retirement.Retired;
+
+    /// <summary>Streams of departed senders this member gave up while they still lacked or held packets
+    /// (<see cref="StreamRetirement.Stuck"/>), and the packets they held then.</summary>
+    public long StreamsGivenUp => _retirement.GivenUp;
+
+    /// <inheritdoc cref="StreamsGivenUp"/>
+    public long PacketsGivenUp => _retirement.PacketsGivenUp;
 
     /// <summary>Streams this member holds now, its own and departed senders' included.</summary>
     public int StreamCount => _streamList.Count;
@@ -212,7 +219,7 @@ internal sealed class RegionMember
     /// delivered, seen and holds.</summary>
     public string Describe() =>
         $"region {View?.Region.Value} view {View?.ViewNumber} ({View?.Count} members), index {Index}, partition {Partition}/{Partitions}, " +
-        $"rounds {RoundsCompleted}, repairs {RepairsSent}, pulls {PullsSent}, NAKs {NaksSent}, drops {Drops.Total}, streams retired {StreamsRetired}; " +
+        $"rounds {RoundsCompleted}, repairs {RepairsSent}, pulls {PullsSent}, NAKs {NaksSent}, drops {Drops.Total}, streams retired {StreamsRetired} (given up {StreamsGivenUp}); " +
         string.Join("; ", _streams.Values.Select(s => $"sender {s.Sender}: delivered {s.Delivered}, seen {s.MaxSeen}, held {s.HeldCount}, " +
             $"overflows {s.Overflows}, anchored {s.Anchored}{(s.Paused ? ", paused" : "")}{(s.Skipped > 0 ? $", skipped {s.Skipped}" : "")}"));
 
@@ -537,6 +544,7 @@ internal sealed class RegionMember
             stream = new SenderStream(sender, _deliverOne, _options.FifoDelivery, _options.MaxHeldPackets, _options.SenderWindow, _pool, Drops, _skipOne)
             {
                 LastHeard = _scheduler.Now,
+                LastProgress = _scheduler.Now,
             };
             _streams.Add(sender, stream);
             _streamList.Add(stream);
@@ -559,11 +567,25 @@ internal sealed class RegionMember
                 var stream = _streamList[i];
                 uint sender = stream.Sender;
                 bool departed = sender != _node && !_viewMembers.ContainsKey(sender) && !_admitted.ContainsKey(sender);
+                if (stream.WhenSwept != (stream.Delivered, stream.HeldCount))
+                {
+                    stream.WhenSwept = (stream.Delivered, stream.HeldCount);
+                    stream.LastProgress = now;
+                }
+
+                stream.DepartedSince = departed ? stream.DepartedSince ?? now : null;
+
                 if (StreamRetirement.Due(stream, departed, now, _options.RetireDepartedStreamsAfter))
                 {
                     _streams.Remove(sender);
                     _streamList.RemoveAt(i);
                     _retirement.Retire(stream);
+                }
+                else if (StreamRetirement.Stuck(stream, now, _options.RetireDepartedStreamsAfter))
+                {
+                    _streams.Remove(sender);
+                    _streamList.RemoveAt(i);
+                    _retirement.GiveUp(stream, stream.ReleaseAll());
                 }
             }
 

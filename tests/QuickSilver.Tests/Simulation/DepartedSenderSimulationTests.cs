@@ -57,6 +57,41 @@ public sealed class DepartedSenderSimulationTests(ITestOutputHelper output)
         Assert.All(stayers, n => Assert.Equal(50, n.GroupLayer!.SendersForgotten));
     }
 
+    /// <summary>A sender crashes after its stream reached everyone; the GMS removes it, and a node joins afterwards that
+    /// never heard it. The members retire its stream as complete (nothing given up): the joiner holds nothing of a
+    /// departed sender it never heard, so it no longer holds the region's purge of that stream at 0. Before, no member
+    /// could purge the stream's last packets, and it was given up with them after the delay.</summary>
+    [Fact]
+    public void A_crashed_senders_stream_is_retired_although_a_later_joiner_never_heard_it()
+    {
+        var cluster = new NodeCluster(1206, new LinkOptions(),
+            new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(100), RetireDepartedStreamsAfter = TimeSpan.FromSeconds(1) });
+        var stayers = cluster.AddNodes(3);
+        cluster.Join(stayers, "prices");
+        var sender = cluster.AddNodes(1)[0];
+        cluster.Join([sender], "prices");
+        cluster.SettleViews("prices", [.. stayers, sender]);
+        uint id = sender.Id;
+        sender.PublishNumbered("prices", 200, perSecond: 2_000);
+        cluster.Require(() => stayers.All(n => n.Groups["prices"].CountFrom(id) >= 200), TimeSpan.FromMinutes(1), "the stream");
+        sender.Sim.Crash();
+        cluster.SettleViews("prices", stayers);
+        var joiner = cluster.AddNodes(1)[0];
+        cluster.Join([joiner], "prices");
+        cluster.SettleViews("prices", [.. stayers, joiner]);
+        cluster.Network.RunFor(TimeSpan.FromSeconds(5));
+        foreach (var member in stayers.Select(n => n.Region!.Member!))
+        {
+            output.WriteLine(member.Describe());
+            Assert.Equal(0, member.StreamCount);
+            Assert.Equal(1, member.StreamsRetired);
+            Assert.Equal(0, member.StreamsGivenUp);
+        }
+
+        Assert.All(stayers, n => Assert.Equal(Enumerable.Range(1, 200), n.Groups["prices"].Received[id]));
+        Assert.All(stayers, n => Assert.Equal(0, n.GroupLayer!.SendersTracked));
+    }
+
     /// <summary>A sender leaves the group and joins it again under the same id before members retire its stream
     /// (retirement put off for an hour), then publishes again: every member delivers its second run too. Its group
     /// numbering goes on above the first run's, so a member that still remembers the first run's progress does not take
