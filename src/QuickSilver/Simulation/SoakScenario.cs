@@ -40,9 +40,12 @@ internal sealed record SoakResult(int Seed, SoakFaults Faults, string? Failure, 
 /// on the simulated network, one of them publishing numbered messages, under faults drawn from the seed: loss up to
 /// 20 %, bursts, reordering, duplication, crashes of up to R−1 members that cache packets (never the sender, and at
 /// least one receiver stays), nodes joining and leaving mid-stream, and in a quarter of the seeds a partition that cuts
-/// some receivers off for 0.2–3 s. It asserts that every member alive and in the group at the end got every message
-/// once, in order (a joiner, or a node the GMS dropped that registered again: every message from where it started to
-/// the last), and reports whether once the stream is over every live member's receive buffers are purged.
+/// some receivers off for 0.2–3 s; in a third of the seeds with 4+ members a second publisher that crashes mid-stream,
+/// and in a quarter three GMS replicas whose leader crashes under load. It asserts that every member alive and in the
+/// group at the end got every message once, in order (a joiner, or a node the GMS dropped that registered again: every
+/// message from where it started to the last), that the survivors of the crashed publisher agree on a prefix of its
+/// stream and retire it (<see cref="CheckCrashedPublisher"/>), and reports whether once the stream is over every live
+/// member's receive buffers are purged.
 /// The same seed replays the same run.
 /// </summary>
 internal static class SoakScenario

@@ -64,16 +64,8 @@ public sealed class DepartedSenderSimulationTests(ITestOutputHelper output)
     [Fact]
     public void A_crashed_senders_stream_is_retired_although_a_later_joiner_never_heard_it()
     {
-        var cluster = new NodeCluster(1206, new LinkOptions(),
-            new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(100), RetireDepartedStreamsAfter = TimeSpan.FromSeconds(1) });
-        var stayers = cluster.AddNodes(3);
-        cluster.Join(stayers, "prices");
-        var sender = cluster.AddNodes(1)[0];
-        cluster.Join([sender], "prices");
-        cluster.SettleViews("prices", [.. stayers, sender]);
+        var (cluster, stayers, sender) = ThreeStayAndOneSends(1206, TimeSpan.FromSeconds(1), 200);
         uint id = sender.Id;
-        sender.PublishNumbered("prices", 200, perSecond: 2_000);
-        cluster.Require(() => stayers.All(n => n.Groups["prices"].CountFrom(id) >= 200), TimeSpan.FromMinutes(1), "the stream");
         sender.Sim.Crash();
         cluster.SettleViews("prices", stayers);
         var joiner = cluster.AddNodes(1)[0];
@@ -99,15 +91,7 @@ public sealed class DepartedSenderSimulationTests(ITestOutputHelper output)
     [Fact]
     public void A_sender_that_leaves_and_joins_again_under_the_same_id_is_delivered_again()
     {
-        var cluster = new NodeCluster(1205, new LinkOptions(),
-            new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(100), RetireDepartedStreamsAfter = TimeSpan.FromHours(1) });
-        var stayers = cluster.AddNodes(3);
-        cluster.Join(stayers, "prices");
-        var sender = cluster.AddNodes(1)[0];
-        cluster.Join([sender], "prices");
-        cluster.SettleViews("prices", [.. stayers, sender]);
-        sender.PublishNumbered("prices", 100, perSecond: 2_000);
-        cluster.Require(() => stayers.All(n => n.Groups["prices"].CountFrom(sender.Id) >= 100), TimeSpan.FromMinutes(1), "the first run");
+        var (cluster, stayers, sender) = ThreeStayAndOneSends(1205, TimeSpan.FromHours(1), 100);
         sender.Leave("prices");
         cluster.SettleViews("prices", stayers);
         uint id = sender.Id;
@@ -118,6 +102,22 @@ public sealed class DepartedSenderSimulationTests(ITestOutputHelper output)
         bool again = cluster.Network.RunUntil(() => stayers.All(n => n.Groups["prices"].CountFrom(id) >= 200), TimeSpan.FromMinutes(1));
         Assert.True(again, $"second run: {string.Join(", ", stayers.Select(n => n.Groups["prices"].CountFrom(id)))} of 200; duplicates dropped {string.Join(", ", stayers.Select(n => n.GroupLayer!.Duplicates))}");
         Assert.All(stayers, n => Assert.Equal(Enumerable.Range(1, 100).Concat(Enumerable.Range(1, 100)), n.Groups["prices"].Received[id]));
+    }
+
+    /// <summary>Three members and a sender in group "prices", without loss; the sender's first <paramref name="messages"/>
+    /// are delivered to all three when this returns.</summary>
+    private static (NodeCluster Cluster, List<NodeCluster.Node> Stayers, NodeCluster.Node Sender) ThreeStayAndOneSends(int seed, TimeSpan retireAfter, int messages)
+    {
+        var cluster = new NodeCluster(seed, new LinkOptions(),
+            new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(100), RetireDepartedStreamsAfter = retireAfter });
+        var stayers = cluster.AddNodes(3);
+        cluster.Join(stayers, "prices");
+        var sender = cluster.AddNodes(1)[0];
+        cluster.Join([sender], "prices");
+        cluster.SettleViews("prices", [.. stayers, sender]);
+        sender.PublishNumbered("prices", messages, perSecond: 2_000);
+        cluster.Require(() => stayers.All(n => n.Groups["prices"].CountFrom(sender.Id) >= messages), TimeSpan.FromMinutes(1), "the first stream");
+        return (cluster, stayers, sender);
     }
 
     private (List<NodeCluster.Node> Stayers, List<NodeCluster.Node> Senders) Run(int seed, double loss, TimeSpan retireAfter,
