@@ -68,12 +68,12 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
     private ResultTable Throughput()
     {
         var table = new ResultTable("(a) Throughput against receivers (Fig. 9)",
-            "nodes", "msgs/s", "MB/s", "paper pkt/s", "sender target/s", "recv-queue drops", "NAK resends", "window s", "wall s");
+            "nodes", "msgs/s", "MB/s", "paper pkt/s", "sender target/s", "recv-queue drops", "NAK resends", "held peak/member", "held peak KB/member", "window s", "wall s");
         foreach (int n in mode.NodeCounts)
         {
             var r = Run(new RunSpec(n));
             table.Add(n, R0(r.MessagesPerSecond), R2(r.MegabytesPerSecond), n switch { 1 => "9850", 71 => "6500", _ => "" },
-                R0(r.SenderTargetRate), r.ReceiveQueueDrops, r.RetransmittedOnNak, Window(r), R1(r.WallSeconds));
+                R0(r.SenderTargetRate), r.ReceiveQueueDrops, r.RetransmittedOnNak, R0(r.HeldPeakPackets), R1(r.HeldPeakBytes / 1000), Window(r), R1(r.WallSeconds));
         }
 
         return table;

@@ -23,11 +23,17 @@ var congestion = new Option<string>("--congestion-control")
     DefaultValueFactory = _ => "on",
 };
 congestion.AcceptOnlyFromAmong("on", "off");
+var share = new Option<string>("--partition-share")
+{
+    Description = "on (the library's default) or off: after delivery members keep only their partition's share (RegionOptions.PartitionShare); the throughput table reports each member's peak of held packets.",
+    DefaultValueFactory = _ => "on",
+};
+share.AcceptOnlyFromAmong("on", "off");
 var wallBudget = new Option<int?>("--wall-budget") { Description = "Seconds of wall time after which one run is cut (default 60 quick, 240 full)." };
 
 var root = new RootCommand("QuickSilver QSM figures: throughput, partitioning, token rate, senders, recovery and ACK latency in simulation.")
 {
-    quick, output, maxNodes, only, plotOnly, wallBudget, flow, receiveWindow, congestion,
+    quick, output, maxNodes, only, plotOnly, wallBudget, flow, receiveWindow, congestion, share,
 };
 
 root.SetAction(parse =>
@@ -45,6 +51,7 @@ root.SetAction(parse =>
     }
 
     Testbed.CongestionControl = parse.GetValue(congestion) == "on";
+    Testbed.PartitionShare = parse.GetValue(share) == "on";
     var mode = parse.GetValue(quick) ? FigureMode.Quick(parse.GetValue(maxNodes)) : FigureMode.Full(parse.GetValue(maxNodes));
     if (parse.GetValue(wallBudget) is { } budget)
     {

@@ -27,6 +27,7 @@ internal static class RegionRun
                 ReplicationFactor = spec.ReplicationFactor,
                 FlowControl = Testbed.FlowControl,
                 ReceiveWindowBytes = Testbed.ReceiveWindowBytes, CongestionControl = Testbed.CongestionControl,
+                PartitionShare = Testbed.PartitionShare,
                 TokenInterval = tokenInterval,
                 SenderWindow = spec.SenderWindow,
                 MaxHeldPackets = Math.Max(new RegionOptions().MaxHeldPackets, 4 * spec.SenderWindow), // the window plus the purge lag
@@ -46,6 +47,11 @@ internal static class RegionRun
         cluster.Timeline.MeasureFrom = start;
         cluster.Timeline.MeasureUntil = start + length.Window - tail;
         var drops = Snapshot(cluster);
+        foreach (var node in cluster.LiveMembers)
+        {
+            node.Member!.ResetHeldPeaks(); // the window's peak, not the warm-up's
+        }
+
         long nakAtStart = cluster.Senders.Sum(s => s.Sender!.RetransmittedOnNak);
         long timeoutAtStart = cluster.Senders.Sum(s => s.Sender!.RetransmittedOnTimeout);
 
@@ -69,6 +75,8 @@ internal static class RegionRun
             after.Link - drops.Link,
             wall.Elapsed.TotalSeconds,
             early,
+            cluster.LiveMembers.Average(n => (double)n.Member!.PeakHeldPackets),
+            cluster.LiveMembers.Average(n => (double)n.Member!.PeakHeldBytes),
             trace.Samples);
     }
 

@@ -17,6 +17,8 @@ internal sealed record RunResult(
     long LinkLosses,
     double WallSeconds,
     bool StoppedEarly,
+    double HeldPeakPackets,
+    double HeldPeakBytes,
     IReadOnlyList<RateSample> Trace)
 {
     /// <summary>Payload megabytes per second delivered to every member.</summary>

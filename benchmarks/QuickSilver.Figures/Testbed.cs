@@ -33,6 +33,10 @@ internal static class Testbed
     /// what a window larger than the queue does). Set once, at start.</summary>
     public static int ReceiveWindowBytes { get; set; } = ReceiveQueueLimit * 144;
 
+    /// <summary><c>RegionOptions.PartitionShare</c> (<c>--partition-share</c>): members keep only their partition's share
+    /// after delivery. Set once, at start.</summary>
+    public static bool PartitionShare { get; set; } = true;
+
     /// <summary>With <c>--flow receivers</c>: <c>RegionOptions.CongestionControl</c> (<c>--congestion-control</c>). Set once, at start.</summary>
     public static bool CongestionControl { get; set; } = true;
 
@@ -59,5 +63,6 @@ internal static class Testbed
         yield return FlowControl == QuickSilver.Qsm.Region.RegionFlowControl.ReceiverWindow
             ? string.Create(c, $"flow control: {FlowControl}, receive window {ReceiveWindowBytes:N0} bytes, congestion control {(CongestionControl ? "on" : "off")}")
             : $"flow control: {FlowControl}";
+        yield return $"partition share: {(PartitionShare ? "on" : "off")}";
     }
 }

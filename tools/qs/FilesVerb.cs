@@ -133,7 +133,7 @@ internal static class FilesVerb
                     var (c, clients, drops) = await host.SnapshotAsync();
                     if (asJson)
                     {
-                        Console.WriteLine(JsonSerializer.Serialize(new { @event = "status", clients, transmissions = c.Transmissions, repairOnly = c.RepairOnlyTransmissions, dataBytes = c.DataBytesSent, sourcePackets = c.SourcePacketsSent, repairPackets = c.RepairPacketsSent, proactiveRepair = c.ProactiveRepairPackets, announceBytes = c.AnnounceBytes, replyBytes = c.ReplyBytesSent, requestBytes = c.RequestBytesReceived, naks = c.NaksAccepted, sendFailures = c.SendFailures, drops }));
+                        Console.WriteLine(JsonSerializer.Serialize(new { @event = "status", clients, transmissions = c.Transmissions, repairOnly = c.RepairOnlyTransmissions, dataBytes = c.DataBytesSent, sourcePackets = c.SourcePacketsSent, repairPackets = c.RepairPacketsSent, proactiveRepair = c.ProactiveRepairPackets, announceBytes = c.AnnounceBytes, replyBytes = c.ReplyBytesSent, requestBytes = c.RequestBytesReceived, naks = c.NaksAccepted, earlyNaks = c.EarlyNaks, pacingSlips = c.PacingSlips, untaken = c.Untaken, pacingForgivenMs = c.PacingForgiven.TotalMilliseconds, intervalUs = c.ChannelIntervalMicros, sendFailures = c.SendFailures, drops }));
                     }
                     else
                     {
@@ -193,7 +193,7 @@ internal static class FilesVerb
             double seconds = clock.Elapsed.TotalSeconds;
             if (parse.GetValue(json))
             {
-                Console.WriteLine(JsonSerializer.Serialize(new { @event = "summary", complete = progress.Complete, files = progress.Files.Count(f => f.Verified), bytes, seconds, notFound = progress.NotFound, pagesReceived = progress.PagesDecoded, repairs = progress.PagesRebuilt, naks = progress.NaksSent, dataPackets = progress.DataPackets }));
+                Console.WriteLine(JsonSerializer.Serialize(new { @event = "summary", complete = progress.Complete, files = progress.Files.Count(f => f.Verified), bytes, seconds, notFound = progress.NotFound, pagesReceived = progress.PagesDecoded, repairs = progress.PagesRebuilt, naks = progress.NaksSent, dataPackets = progress.DataPackets, counters = progress.Counters }));
             }
             else
             {

@@ -8,7 +8,7 @@ using QuickSilver.Transport.Framing;
 namespace QuickSilver.Dissemination.Hosting;
 
 /// <summary>Progress of one client, read on its core.</summary>
-public sealed record ClientProgress(bool Complete, IReadOnlyList<FileProgress> Files, IReadOnlyList<string> NotFound, long PagesDecoded, long PagesRebuilt, long NaksSent, long DataPackets);
+public sealed record ClientProgress(bool Complete, IReadOnlyList<FileProgress> Files, IReadOnlyList<string> NotFound, long PagesDecoded, long PagesRebuilt, long NaksSent, long DataPackets, ClientCounters Counters);
 
 /// <summary>
 /// The real client: a <see cref="DisseminationClient"/> on its own <see cref="QuickSilverCore"/>, its request channel
@@ -87,7 +87,7 @@ public sealed class FileClientHost : IAsyncDisposable
     public bool Disconnected => _run.IsCompleted;
 
     public Task<ClientProgress> ProgressAsync() => _core.InvokeAsync(() =>
-        new ClientProgress(_client.IsComplete, _client.Files.ToArray(), _client.NotFound, _client.Counters.PagesDecoded, _client.Counters.PagesRebuilt, _client.Counters.NaksSent, _client.Counters.DataPackets));
+        new ClientProgress(_client.IsComplete, _client.Files.ToArray(), _client.NotFound, _client.Counters.PagesDecoded, _client.Counters.PagesRebuilt, _client.Counters.NaksSent, _client.Counters.DataPackets, _client.Counters.Snapshot()));
 
     public async ValueTask DisposeAsync()
     {

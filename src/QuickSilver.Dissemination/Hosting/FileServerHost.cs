@@ -64,22 +64,7 @@ public sealed class FileServerHost : IAsyncDisposable
     /// <summary>A snapshot of the server's counters and client count, read on the core.</summary>
     public Task<(ServerCounters Counters, int Clients, IReadOnlyDictionary<string, long> Drops)> SnapshotAsync() => _core.InvokeAsync(() =>
     {
-        var c = _server.Counters;
-        var copy = new ServerCounters
-        {
-            Transmissions = c.Transmissions,
-            RepairOnlyTransmissions = c.RepairOnlyTransmissions,
-            SourcePacketsSent = c.SourcePacketsSent,
-            RepairPacketsSent = c.RepairPacketsSent,
-            ProactiveRepairPackets = c.ProactiveRepairPackets,
-            ReplyBytesSent = c.ReplyBytesSent,
-            RequestBytesReceived = c.RequestBytesReceived,
-            DataBytesSent = c.DataBytesSent,
-            AnnounceDatagrams = c.AnnounceDatagrams,
-            AnnounceBytes = c.AnnounceBytes,
-            NaksAccepted = c.NaksAccepted,
-            SendFailures = c.SendFailures,
-        };
+        var copy = _server.Counters.Snapshot().WithInterval(_server.ChannelInterval);
         var drops = Enum.GetValues<DisseminationDrop>().Where(r => _server.Drops[r] > 0).ToDictionary(r => r.ToString(), r => _server.Drops[r]);
         return (copy, _server.ClientCount, (IReadOnlyDictionary<string, long>)drops);
     });

@@ -32,6 +32,16 @@ public sealed class ClientCounters
     public long AnnounceDatagrams { get; internal set; }
     public long AnnounceGaps { get; internal set; }
     public long RequestBytesSent { get; internal set; }
+
+    /// <summary>Followed transmissions the server withdrew (announced with 0 packets: given back unsent).</summary>
+    public long Withdrawn { get; internal set; }
+
+    /// <summary>Announcements that moved a followed page later by more than <see cref="ClientOptions.EndGrace"/> (the
+    /// server re-timed its queue).</summary>
+    public long Retimed { get; internal set; }
+
+    /// <summary>A copy (read on the client's thread, handed to another).</summary>
+    public ClientCounters Snapshot() => (ClientCounters)MemberwiseClone();
 }
 
 /// <summary>
@@ -77,6 +87,9 @@ public sealed class DisseminationClient : IDatagramHandler
     private uint _lastAnnounceSeq;
     private bool _announceSeen;
     private int _filesLeft = -1;
+
+    /// <summary>The last alarm fired late and was put off (the next one runs whatever its lateness).</summary>
+    private bool _putOff;
 
     public DisseminationClient(ClientOptions options, IReadOnlyList<string> names, IAlarmScheduler clock, IDatagramTransport transport, IRequestLink link, IPageStore store, Random random)
     {
@@ -335,9 +348,22 @@ public sealed class DisseminationClient : IDatagramHandler
         for (int i = 0; i < count; i++)
         {
             var e = Wire.ReadAnnounceEntry(datagram, i);
-            if (e.Channel >= _channelUse.Length || !Locate(e.FileId, e.Offset, out var file, out int page, out int k) || e.K != k || e.Count < 1)
+            if (e.Channel >= _channelUse.Length || !Locate(e.FileId, e.Offset, out var file, out int page, out int k) || e.K != k)
             {
                 Drops.Increment(DisseminationDrop.OutOfRange);
+                continue;
+            }
+
+            if (e.Count == 0)
+            {
+                // Withdrawn: the server gave the page back unsent (its pacer re-timed the queue); it will be announced
+                // again under a new transmission. Nothing to NAK.
+                if (_tracked.Remove(e.Transmission, out var withdrawn))
+                {
+                    Release(withdrawn);
+                    Counters.Withdrawn++;
+                }
+
                 continue;
             }
 
@@ -348,10 +374,41 @@ public sealed class DisseminationClient : IDatagramHandler
 
             var start = now + TimeSpan.FromTicks((long)e.StartDelayMicros * 10);
             var end = start + TimeSpan.FromTicks((long)e.DurationMicros * 10);
-            if (Track(e.Transmission, e.Channel, file, page, k, end) is { } t && !t.HasStart)
+            if (Track(e.Transmission, e.Channel, file, page, k, end) is not { } t)
+            {
+                continue;
+            }
+
+            if (!t.HasStart)
             {
                 t.Start = start;
                 t.HasStart = true;
+            }
+            else if (end > t.End)
+            {
+                // Announced again, later: the server's core could not keep the schedule and re-timed its queue. The
+                // page, its NAK and the schedule its packets are measured against move later, by at most
+                // MaxScheduleLag in all (as a data packet's own lag is bounded), so forged announcements cannot put
+                // a NAK off for long.
+                var left = _options.MaxScheduleLag - t.Retimed;
+                var by = end - t.End < left ? end - t.End : left;
+                if (by <= TimeSpan.Zero)
+                {
+                    continue;
+                }
+
+                t.Retimed += by;
+                t.End += by;
+                t.NakAt += by;
+                if (start > t.Start)
+                {
+                    t.Start = start < t.Start + by ? start : t.Start + by;
+                }
+
+                if (by > _options.EndGrace)
+                {
+                    Counters.Retimed++; // not the copies' own jitter (each copy's times are relative to when it left)
+                }
             }
         }
 
@@ -463,8 +520,12 @@ public sealed class DisseminationClient : IDatagramHandler
         if (!known)
         {
             // Missed every announcement copy: follow it from here (the end is as far as the packets left).
-            Track(h.Transmission, h.Channel, file, page, k, packetsEnd);
-            Rearm();
+            tracked = Track(h.Transmission, h.Channel, file, page, k, packetsEnd);
+            known = tracked is not null;
+            if (known)
+            {
+                Rearm();
+            }
         }
         else if (packetsEnd > tracked!.End)
         {
@@ -477,6 +538,14 @@ public sealed class DisseminationClient : IDatagramHandler
 
         if (_partials!.Receive(file.Entry, page, k, h.Index, datagram[Wire.DataHeaderBytes..]))
         {
+            if (known)
+            {
+                // Held: nothing to NAK, so stop following this transmission now rather than at its NAK time (a
+                // table full of finished pages would turn new ones away, TrackedOverflow).
+                Release(tracked!);
+                _tracked.Remove(h.Transmission);
+            }
+
             file.Held[page] = true;
             file.Missing--;
             Counters.PagesDecoded++;
@@ -598,15 +667,19 @@ public sealed class DisseminationClient : IDatagramHandler
         }
 
         var now = _clock.Now;
-        if (now - _alarm.Deadline > _options.LateAlarm)
+        if (now - _alarm.Deadline > _options.LateAlarm && !_putOff)
         {
             // The alarm fired late: this core was held up, and the datagrams that came meanwhile are probably still
             // waiting to be read. NAKing now would ask for packets already here; look again once they are read.
+            // Once: a core late at every alarm would otherwise never NAK at all.
             Counters.LateAlarms++;
+            _putOff = true;
             _clock.Cancel(_alarm);
             _clock.Schedule(_alarm, now + _options.LateAlarm);
             return;
         }
+
+        _putOff = false;
 
         _due.Clear();
         foreach (var (id, t) in _tracked)
@@ -704,6 +777,9 @@ public sealed class DisseminationClient : IDatagramHandler
         /// <summary>The announced start of its first packet (known when an announcement was seen).</summary>
         public TimeSpan Start { get; set; }
         public bool HasStart { get; set; }
+
+        /// <summary>How much later re-announcements have moved it (at most <see cref="ClientOptions.MaxScheduleLag"/>).</summary>
+        public TimeSpan Retimed { get; set; }
         public bool Skipped { get; set; }
         public bool Released { get; set; }
     }

@@ -24,10 +24,26 @@ public sealed class ServerCounters
     public long RequestBytesReceived { get; internal set; }
     public long ReplyBytesSent { get; internal set; }
     public long NaksAccepted { get; internal set; }
+
+    /// <summary>Accepted NAKs for a transmission the server had not finished sending (the client NAKed packets still
+    /// queued here: a schedule the server did not keep).</summary>
+    public long EarlyNaks { get; internal set; }
     public long ClientsRefused { get; internal set; }
 
     /// <summary>Datagrams the transport refused (its send ring full); the clients NAK what they miss.</summary>
     public long SendFailures { get; internal set; }
+
+    /// <summary>Times a data channel fell more than <see cref="ServerOptions.MaxSendLag"/> behind its schedule and slowed
+    /// to the rate its core achieved (<see cref="SendPacer"/>), and the schedule time those slips forgave.</summary>
+    public long PacingSlips { get; internal set; }
+
+    /// <summary>A data channel's pacing interval, µs, when the counters were read (the cap's, or longer).</summary>
+    public double ChannelIntervalMicros { get; internal set; }
+
+    /// <summary>Pages taken ahead and given back to the book unsent when the pacer re-timed their channel's queue and
+    /// found them too far off.</summary>
+    public long Untaken { get; internal set; }
+    public TimeSpan PacingForgiven { get; internal set; }
 
     /// <summary>Scheduler decisions, and (client, item) pairs the decisions read: the scheduler's work.</summary>
     public long Decisions { get; internal set; }
@@ -35,6 +51,15 @@ public sealed class ServerCounters
     /// <summary>Ticks of <see cref="DisseminationServer.WorkTimer"/> spent inside the server's handlers (0 without a timer).</summary>
     public long BusyTicks { get; internal set; }
     public long PairsExamined { get; internal set; }
+
+    /// <summary>A copy (read on the server's thread, handed to another).</summary>
+    public ServerCounters Snapshot() => (ServerCounters)MemberwiseClone();
+
+    internal ServerCounters WithInterval(TimeSpan interval)
+    {
+        ChannelIntervalMicros = interval.TotalMicroseconds;
+        return this;
+    }
 }
 
 /// <summary>
@@ -62,19 +87,25 @@ public sealed class DisseminationServer
     private readonly IClientLinks _links;
     private readonly RequestBook _book;
     private readonly Channel[] _channels;
+    private readonly SendPacer _pacer;
     private readonly Dictionary<int, ClientState> _clients = new();
     private readonly Dictionary<int, ReedSolomon> _codes = new();
+
+    /// <summary>Transmissions taken and not yet wholly sent (being sent, or queued ahead on their channel).</summary>
+    private readonly Dictionary<uint, Transmission> _inFlight = new();
     private readonly byte[] _repairCursor;
     private readonly FrameWriter _writer = new();
     private readonly List<int> _taken = new();
     private readonly List<PageRun> _runs = new();
-    private readonly List<(AnnounceEntry Entry, TimeSpan Start, TimeSpan End, int CopiesLeft)> _announcements = new();
+    private readonly List<(AnnounceEntry Entry, TimeSpan Start, TimeSpan End, int CopiesLeft, TimeSpan Due)> _announcements = new();
+
+    /// <summary>Entries in one announcement datagram, at most.</summary>
+    private const int MaxAnnounceEntries = 16;
     private readonly byte[] _announceBuffer;
     private readonly Alarm _announceAlarm;
     private readonly Alarm _startAlarm;
     private bool _holding;
     private int _clientsAsking;
-    private readonly TimeSpan _interval;
     private uint _transmissionId;
     private uint _announceSeq;
     private TimeSpan _lastAnnounce;
@@ -108,12 +139,12 @@ public sealed class DisseminationServer
             throw new ArgumentException($"The transport's MaxDatagramSize ({transport.MaxDatagramSize}) is below a data datagram ({options.DatagramBytes} bytes).", nameof(transport));
         }
 
-        _interval = options.PacketInterval;
         if (options.RedundancyMode == RedundancyMode.Adaptive)
         {
             _adaptive = new AdaptiveRedundancy(options.Adaptive, options.Redundancy);
         }
         _book = new RequestBook(catalog.ItemCount);
+        _pacer = new SendPacer(options.PacketInterval, options.MaxSendLag, BusyChannels);
         _repairCursor = new byte[catalog.ItemCount];
         _channels = new Channel[options.DataChannels];
         for (int c = 0; c < _channels.Length; c++)
@@ -124,7 +155,7 @@ public sealed class DisseminationServer
         }
 
         _book.ItemRequested += item => _channels[item % _channels.Length].Wake();
-        _announceBuffer = new byte[Wire.AnnounceHeaderBytes + (16 * Wire.AnnounceEntryBytes)];
+        _announceBuffer = new byte[Wire.AnnounceHeaderBytes + (MaxAnnounceEntries * Wire.AnnounceEntryBytes)];
         _announceAlarm = new Alarm(_ =>
         {
             long start = Enter();
@@ -182,6 +213,20 @@ public sealed class DisseminationServer
 
     public int ClientCount => _clients.Count;
 
+    private int BusyChannels()
+    {
+        int busy = 0;
+        foreach (var channel in _channels)
+        {
+            busy += channel.IsBusy ? 1 : 0;
+        }
+
+        return busy;
+    }
+
+    /// <summary>A data channel's pacing interval now: the cap's, or longer while the core cannot keep it.</summary>
+    public TimeSpan ChannelInterval => _pacer.Interval;
+
     /// <summary>The adaptive rule's estimate of the clients' packet loss (0 in <see cref="RedundancyMode.Paper"/> mode).</summary>
     public double LossEstimate => _adaptive?.LossEstimate ?? 0;
 
@@ -196,10 +241,61 @@ public sealed class DisseminationServer
         while (_observing.Count > 0 && (_observing.Peek().End + _options.Adaptive.ResolveAfter <= now || _observing.Count > MaxObserving))
         {
             var o = _observing.Dequeue();
-            _observations.Remove(o.Id);
-            _adaptive!.ObserveSilent(o.Packets, o.Repair, o.Requesters - o.Naks);
+            if (!o.Cancelled)
+            {
+                _observations.Remove(o.Id);
+                _adaptive!.ObserveSilent(o.Packets, o.Repair, o.Requesters - o.Naks);
+            }
+
+            o.Cancelled = false;
             _observationPool.Push(o);
         }
+    }
+
+    /// <summary>A transmission re-timed by the pacer: its observation waits for its new end.</summary>
+    private void Retimed(Transmission t)
+    {
+        if (_observations.TryGetValue(t.Id, out var o))
+        {
+            o.End = t.End;
+        }
+    }
+
+    /// <summary>Gives back a page taken ahead that the pacer found too far off (never sent): its requests go back to the
+    /// book as they were, it is announced as withdrawn (0 packets; clients stop following it, so they do not NAK it),
+    /// and it is not observed. The scheduler picks it again in its turn, under a new transmission.</summary>
+    private void Untake(Transmission t)
+    {
+        foreach (var (client, need) in t.Takers)
+        {
+            if (!_clients.TryGetValue(client, out var state))
+            {
+                continue;
+            }
+
+            if (state.Sent.TryGetValue(t.Item, out var sent) && sent.Transmission == t.Id)
+            {
+                state.Sent.Remove(t.Item);
+            }
+
+            if (need < t.K)
+            {
+                state.Need[t.Item] = need;
+            }
+
+            _book.Add(client, t.Item);
+        }
+
+        // Withdrawn: announced with 0 packets (replacing its copies not yet sent), so clients stop following it.
+        Announce(new AnnounceEntry((byte)(t.Item % _channels.Length), t.FileId, t.Offset, t.Id, (byte)t.K, 0, 0, 0), _clock.Now, _clock.Now);
+        if (_observations.Remove(t.Id, out var o))
+        {
+            o.Cancelled = true;
+        }
+
+        _inFlight.Remove(t.Id);
+        Counters.Transmissions--;
+        Counters.Untaken++;
     }
 
     private void Observe(Transmission t, int requesters)
@@ -441,6 +537,11 @@ public sealed class DisseminationServer
 
         state.Sent.Remove(item);
         Counters.NaksAccepted++;
+        if (_inFlight.ContainsKey(nak.Transmission))
+        {
+            Counters.EarlyNaks++;
+        }
+
         if (_observations.TryGetValue(nak.Transmission, out var observed) && observed.Naks < observed.Requesters)
         {
             observed.Naks++;
@@ -462,28 +563,41 @@ public sealed class DisseminationServer
 
     private void Announce(in AnnounceEntry entry, TimeSpan start, TimeSpan end)
     {
-        _announcements.Add((entry, start, end, _options.AnnounceCopies));
-        if (!_announceAlarm.IsScheduled || _announceAlarm.Deadline > _clock.Now)
+        for (int i = 0; i < _announcements.Count; i++)
         {
-            _clock.Cancel(_announceAlarm);
-            _clock.Schedule(_announceAlarm, _clock.Now);
+            if (_announcements[i].Entry.Transmission == entry.Transmission)
+            {
+                _announcements.RemoveAt(i); // announced again with new times: the old copies would contradict it
+                break;
+            }
+        }
+
+        var now = _clock.Now;
+        _announcements.Add((entry, start, end, _options.AnnounceCopies, now));
+        if (!_announceAlarm.IsScheduled || _announceAlarm.Deadline > now)
+        {
+            _clock.Schedule(_announceAlarm, now);
         }
     }
 
-    /// <summary>Sends one announcement datagram with every entry that has copies left (at most 16), or a heartbeat.</summary>
+    /// <summary>Sends every announcement copy that is due, 16 entries a datagram (as many datagrams as that takes, so
+    /// announcements keep up with any page rate; each entry's copies are <see cref="ServerOptions.AnnounceSpacing"/>
+    /// apart), or a heartbeat when nothing was announced for <see cref="ServerOptions.HeartbeatInterval"/>.</summary>
     private void SendAnnouncement()
     {
         var now = _clock.Now;
-        if (_announcements.Count == 0 && _announceSeq > 0 && now - _lastAnnounce < _options.HeartbeatInterval)
-        {
-            _clock.Schedule(_announceAlarm, _lastAnnounce + _options.HeartbeatInterval);
-            return;
-        }
-
+        var next = _announceSeq == 0 ? now : _lastAnnounce + _options.HeartbeatInterval;
         int count = 0;
-        for (int i = 0; i < _announcements.Count && count < 16; i++)
+        bool any = false;
+        for (int i = 0; i < _announcements.Count; i++)
         {
-            var (entry, start, end, left) = _announcements[i];
+            var (entry, start, end, left, due) = _announcements[i];
+            if (due > now)
+            {
+                next = due < next ? due : next;
+                continue;
+            }
+
             var from = start > now ? start : now;
             var e = entry with
             {
@@ -492,17 +606,43 @@ public sealed class DisseminationServer
             };
             Wire.WriteAnnounceEntry(_announceBuffer.AsSpan(Wire.AnnounceHeaderBytes + (count * Wire.AnnounceEntryBytes)), e);
             count++;
-            _announcements[i] = (entry, start, end, left - 1);
+            var again = now + _options.AnnounceSpacing;
+            _announcements[i] = (entry, start, end, left - 1, again);
+            if (left > 1)
+            {
+                next = again < next ? again : next;
+            }
+
+            if (count == MaxAnnounceEntries)
+            {
+                FlushAnnouncement(count, now);
+                count = 0;
+                any = true;
+            }
+        }
+
+        if (count > 0 || (!any && now >= _lastAnnounce + _options.HeartbeatInterval) || _announceSeq == 0)
+        {
+            FlushAnnouncement(count, now); // the last entries, or a heartbeat
         }
 
         _announcements.RemoveAll(a => a.CopiesLeft <= 0);
+        if (next <= now)
+        {
+            next = _lastAnnounce + _options.HeartbeatInterval;
+        }
+
+        _clock.Schedule(_announceAlarm, next);
+    }
+
+    private void FlushAnnouncement(int count, TimeSpan now)
+    {
         Wire.WriteAnnounceHeader(_announceBuffer, (byte)count, _announceSeq++);
         int length = Wire.AnnounceHeaderBytes + (count * Wire.AnnounceEntryBytes);
         _transport.TrySend(_options.AnnounceGroup, _announceBuffer.AsSpan(0, length));
         Counters.AnnounceDatagrams++;
         Counters.AnnounceBytes += length;
         _lastAnnounce = now;
-        _clock.Schedule(_announceAlarm, now + (_announcements.Count > 0 ? _options.AnnounceSpacing : _options.HeartbeatInterval));
     }
 
     /// <summary>A full transmission whose requesters' NAKs are awaited (the adaptive estimate's observations).</summary>
@@ -514,6 +654,7 @@ public sealed class DisseminationServer
         public int Repair;
         public int Requesters;
         public int Naks;
+        public bool Cancelled;
     }
 
     private sealed class ClientState
@@ -548,6 +689,9 @@ public sealed class DisseminationServer
         public int RepairStart;   // the first repair number; then consecutive modulo 255 − k
         public TimeSpan Start;
         public TimeSpan End;
+
+        /// <summary>The clients whose requests it took, and the packets each lacked (k: the whole page).</summary>
+        public readonly List<(int Client, int Need)> Takers = new();
         public byte[] Page = Array.Empty<byte>();
         public readonly ReadOnlyMemory<byte>[] Sources = new ReadOnlyMemory<byte>[ReedSolomon.MaxPackets];
     }
@@ -562,11 +706,16 @@ public sealed class DisseminationServer
         /// <summary>Pages announced and taken ahead of the one being sent, at most.</summary>
         private const int MaxAhead = 256;
 
+        /// <summary>Pages taken ahead per packet sent, at most: the queue grows a few pages a packet, so a core that
+        /// cannot keep the rate shows it (the pacer) before a whole lead of pages is promised at a rate never met.</summary>
+        private const int MaxTakenPerCall = 2;
+
         private readonly DisseminationServer _server;
         private readonly int _index;
         private readonly IChannelScheduler _scheduler;
         private readonly NetAddress _group;
         private readonly Alarm _alarm;
+        private readonly SendPacer _pacer;
         private readonly byte[] _datagram;
         private Transmission? _current;
         private readonly Queue<Transmission> _ahead = new();
@@ -600,7 +749,11 @@ public sealed class DisseminationServer
                 server.Leave(start);
             });
             _datagram = new byte[options.DatagramBytes];
+            _pacer = server._pacer;
         }
+
+        /// <summary>The channel has pages to send (it shares the core with the other busy ones).</summary>
+        public bool IsBusy => _current is not null || _ahead.Count > 0;
 
         private void ScheduleAt(TimeSpan deadline)
         {
@@ -633,6 +786,8 @@ public sealed class DisseminationServer
                     return; // idle until Wake
                 }
 
+                _pacer.Resume(first.Start);
+
                 _ahead.Enqueue(first);
             }
 
@@ -656,15 +811,25 @@ public sealed class DisseminationServer
             {
                 // Waiting for the announcement delay to pass: keep announcing ahead meanwhile, once a packet time.
                 FillAhead(now);
-                var wake = now + _server._interval;
+                var wake = now + _pacer.Interval;
                 ScheduleAt(_current.Start < wake ? _current.Start : wake);
                 return;
             }
 
             SendOne(_current, now);
+            var forgiven = _pacer.OnSent(_due, now);
+            if (forgiven > TimeSpan.Zero)
+            {
+                // The core cannot keep this channel's schedule: start again from now, at the rate it achieved.
+                _due += forgiven;
+                Retime(now);
+                _server.Counters.PacingSlips = _pacer.Slips;
+                _server.Counters.PacingForgiven = _pacer.Forgiven;
+            }
+
             FillAhead(now);
 
-            _nextSend = _due + _server._interval; // from when this datagram was due, so late alarms catch up
+            _nextSend = _due + _pacer.Interval; // from when this datagram was due, so late alarms catch up
             if (_current.Sent < _current.Count || _ahead.Count > 0)
             {
                 ScheduleAt(_nextSend);
@@ -692,8 +857,8 @@ public sealed class DisseminationServer
                 lastEnd = t.End;
             }
 
-            var lead = _server._options.AnnounceDelay + _server._options.AnnounceDelay + _server._interval;
-            while (_ahead.Count < MaxAhead && lastEnd - now <= lead)
+            var lead = _server._options.AnnounceDelay + _server._options.AnnounceDelay + _pacer.Interval;
+            for (int taken = 0; taken < MaxTakenPerCall && _ahead.Count < MaxAhead && lastEnd - now <= lead; taken++)
             {
                 var next = Prepare(now, lastEnd);
                 if (next is null)
@@ -706,7 +871,73 @@ public sealed class DisseminationServer
             }
         }
 
-        private void Recycle(Transmission t) => _pool.Push(t);
+        private void AnnounceAgain(Transmission t) =>
+            _server.Announce(new AnnounceEntry((byte)_index, t.FileId, t.Offset, t.Id, (byte)t.K, (byte)t.Count, 0, 0), t.Start, t.End);
+
+        /// <summary>The core could not keep this channel's schedule: the page being sent ends, and those taken ahead
+        /// start and end, where the pacer's new interval puts them from <paramref name="now"/>, and each is announced
+        /// again with its new times (clients move a page's end later when its announcement says so), so the schedule
+        /// the clients hold stays what the core really does.</summary>
+        private void Retime(TimeSpan now)
+        {
+            var interval = _pacer.Interval;
+            var end = now;
+            if (_current is { } current && current.Sent < current.Count)
+            {
+                current.End = now + (interval * (current.Count - current.Sent));
+                end = current.End;
+                _server.Retimed(current);
+                AnnounceAgain(current);
+            }
+
+            // What is queued past the lead at the new interval is given back: a page promised seconds ahead would be
+            // re-timed again and again, and NAKed by clients whose patience (MaxScheduleLag) it outlasts.
+            var lead = _server._options.AnnounceDelay + _server._options.AnnounceDelay + interval;
+            int keep = 0;
+            foreach (var t in _ahead)
+            {
+                if (t.Start < end)
+                {
+                    t.Start = end;
+                }
+
+                if (keep > 0 && t.Start - now > lead)
+                {
+                    break;
+                }
+
+                t.End = t.Start + (interval * t.Count);
+                end = t.End;
+                keep++;
+                _server.Retimed(t);
+                AnnounceAgain(t);
+            }
+
+            if (keep < _ahead.Count)
+            {
+                // The queue's tail: the kept ones go round to the back in order, the rest go back to the book.
+                int total = _ahead.Count;
+                for (int i = 0; i < total; i++)
+                {
+                    var t = _ahead.Dequeue();
+                    if (i < keep)
+                    {
+                        _ahead.Enqueue(t);
+                    }
+                    else
+                    {
+                        _server.Untake(t);
+                        _pool.Push(t);
+                    }
+                }
+            }
+        }
+
+        private void Recycle(Transmission t)
+        {
+            _server._inFlight.Remove(t.Id);
+            _pool.Push(t);
+        }
 
         private Transmission Rent() => _pool.Count > 0 ? _pool.Pop() : new Transmission();
 
@@ -737,18 +968,22 @@ public sealed class DisseminationServer
             int pageLength = pages.PageLength(entry.Size, page);
             int k = pages.PacketsIn(pageLength);
             int need = 0;
+            var t = Rent();
+            t.Takers.Clear();
             foreach (int c in taken)
             {
                 var state = s._clients[c];
-                need = Math.Max(need, state.Need.Remove(item, out int n) ? n : k);
+                int lacks = state.Need.Remove(item, out int n) ? n : k;
+                t.Takers.Add((c, lacks));
+                need = Math.Max(need, lacks);
             }
 
             int repair = s.RepairCount(need >= k ? k : Math.Max(need, 1), taken.Count);
-            var t = Rent();
             t.Item = item;
             t.File = (ushort)file;
             t.PageNumber = (uint)page;
             t.Id = ++s._transmissionId;
+            s._inFlight[t.Id] = t;
             t.FileId = entry.FileId;
             t.Offset = (ulong)page * (ulong)pages.PageSize;
             t.PageLength = pageLength;
@@ -791,7 +1026,7 @@ public sealed class DisseminationServer
 
             var start = now + s._options.AnnounceDelay;
             t.Start = start > notBefore ? start : notBefore;
-            t.End = t.Start + (s._interval * t.Count);
+            t.End = t.Start + (_pacer.Interval * t.Count);
             foreach (int c in taken)
             {
                 s._clients[c].Sent[item] = (t.Id, t.End);
@@ -802,7 +1037,7 @@ public sealed class DisseminationServer
             {
                 s.Observe(t, taken.Count);
             }
-            s.Announce(new AnnounceEntry((byte)_index, t.FileId, t.Offset, t.Id, (byte)k, (byte)t.Count, 0, 0), t.Start, t.End);
+            AnnounceAgain(t);
             return t;
         }
 

@@ -45,6 +45,11 @@ public sealed record ServerOptions
     /// <summary>An empty announcement goes out when the channel has been quiet this long (seed: "heartbeat").</summary>
     public TimeSpan HeartbeatInterval { get; init; } = TimeSpan.FromSeconds(1);
 
+    /// <summary>How far a data channel may fall behind its pacing schedule (its core busy) and still catch up in a
+    /// burst; past it the channel slows to the rate its core achieves and announces pages at that rate
+    /// (docs/dissemination.md, "Pacing to the achieved rate").</summary>
+    public TimeSpan MaxSendLag { get; init; } = TimeSpan.FromMilliseconds(20);
+
     /// <summary>How long after a transmission ends a NAK for it is accepted.</summary>
     public TimeSpan NakWindow { get; init; } = TimeSpan.FromSeconds(10);
 
@@ -90,6 +95,7 @@ public sealed record ServerOptions
         Check(AnnounceSpacing > TimeSpan.Zero, nameof(AnnounceSpacing), AnnounceSpacing, "positive");
         Check(HeartbeatInterval > TimeSpan.Zero, nameof(HeartbeatInterval), HeartbeatInterval, "positive");
         Check(NakWindow > TimeSpan.Zero, nameof(NakWindow), NakWindow, "positive");
+        Check(MaxSendLag > TimeSpan.Zero && MaxSendLag <= TimeSpan.FromMinutes(1), nameof(MaxSendLag), MaxSendLag, "positive and at most 1 minute");
         Check(MaxClients >= 1, nameof(MaxClients), MaxClients, "at least 1");
         Check(StartWhenClients >= 0 && StartWhenClients <= MaxClients, nameof(StartWhenClients), StartWhenClients, "between 0 and MaxClients");
         Check(StartWaitMax >= TimeSpan.Zero && StartWaitMax <= TimeSpan.FromHours(1), nameof(StartWaitMax), StartWaitMax, "between 0 and 1 hour");

@@ -19,7 +19,9 @@ public sealed class DisseminationSim
     private readonly ServerLinks _links;
     private int _nextConnection = 1;
 
-    public DisseminationSim(int seed, ServerOptions serverOptions, MemoryPageSource files, LinkOptions? serverLink = null, TimeSpan? requestLatency = null)
+    /// <param name="serverCostPerDatagram">When set, the server runs on a <see cref="BusyCore"/>: each datagram it sends
+    /// costs that much virtual time, so a rate above what that core can send is not kept (a CPU-bound server).</param>
+    public DisseminationSim(int seed, ServerOptions serverOptions, MemoryPageSource files, LinkOptions? serverLink = null, TimeSpan? requestLatency = null, TimeSpan? serverCostPerDatagram = null)
     {
         ArgumentNullException.ThrowIfNull(files);
         Network = new SimNetwork(seed);
@@ -33,12 +35,23 @@ public sealed class DisseminationSim
         Files = files;
         _links = new ServerLinks(this);
         var transport = ServerNode.Open(7000);
-        Server = new DisseminationServer(serverOptions, files.Catalog, files, ServerNode, transport, _links);
+        IAlarmScheduler clock = ServerNode;
+        if (serverCostPerDatagram is { } cost)
+        {
+            ServerCore = new BusyCore(ServerNode, cost);
+            clock = ServerCore;
+            transport = ServerCore.Wrap(transport);
+        }
+
+        Server = new DisseminationServer(serverOptions, files.Catalog, files, clock, transport, _links);
     }
 
     public SimNetwork Network { get; }
 
     public SimNode ServerNode { get; }
+
+    /// <summary>The server's costed core, when the run gave one.</summary>
+    public BusyCore? ServerCore { get; }
 
     public DisseminationServer Server { get; }
 

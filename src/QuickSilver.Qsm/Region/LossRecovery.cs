@@ -22,6 +22,8 @@ internal sealed class LossRecovery
     private readonly byte[] _message = new byte[64 * 1024];
     private readonly byte[] _datagram;
     private NakSet[] _others = [];
+    private NakSet[] _fromOld = [];
+    private int _oldRotation;
 
     public LossRecovery(RegionMember member, int maxDatagramSize)
     {
@@ -40,6 +42,10 @@ internal sealed class LossRecovery
     public long PullsSent { get; private set; }
 
     public long NaksSent { get; private set; }
+
+    /// <summary>Pulls sent to an old layout's partition for packets a view change made this member's share
+    /// (<see cref="PartitionShare"/>).</summary>
+    public long OldSharePullsSent { get; private set; }
 
     /// <summary>A new view: one pull set per partition.</summary>
     public void OnViewInstalled()
@@ -136,6 +142,8 @@ internal sealed class LossRecovery
             section.PredecessorNaks.CopyFrom(_mine);
             section.Holder = (ushort)step;
 
+            PullFromOldShares(stream);
+
             // First visit this round: pull packets cached elsewhere, once they are stable on their replicas.
             ulong limit = Math.Min(section.Cutoff, section.StableBefore);
             if (limit > stream.Delivered && _member.Partitions > 1)
@@ -160,9 +168,95 @@ internal sealed class LossRecovery
         }
     }
 
-    private void SendRanges(NetAddress to, RegionControl kind, uint sender, int partition, NakSet ranges)
+    /// <summary>
+    /// With the partition share, after a view change that gave this member a new class: the packets of its class it
+    /// lacks that the sender numbered before that change may have been released by the sender on the old partitions'
+    /// word, so it asks the old layout for them too, not only its ring predecessor and the sender (docs/qsm.md,
+    /// "Partition share"). Each lacking seq goes to its old partition (seq mod the old p), to one of that partition's
+    /// members still in the view, a different one each round (any replica of the old partition may be the one left).
+    /// Bounded by the window: the scan runs over [purge point, highest seen], and each pull by the NAK range bound.
+    /// </summary>
+    private void PullFromOldShares(SenderStream stream)
     {
-        int length = RegionWire.WriteRanges(_message, kind, _member.View!.Region.Value, sender, partition, _member.Partitions, ranges);
+        var share = _member.Share;
+        if (share.OldShares.Count == 0 || _mine.IsEmpty)
+        {
+            return;
+        }
+
+        ulong p = (ulong)_member.Partitions;
+        ulong mine = (ulong)_member.Partition;
+        ulong low = stream.PurgedThrough + 1;
+        _oldRotation++;
+        foreach (var old in share.OldShares)
+        {
+            ulong high = Math.Min(stream.MaxSeen, stream.NumberedBefore(old.View));
+            if (high < low)
+            {
+                continue;
+            }
+
+            if (_fromOld.Length < old.Partitions)
+            {
+                _fromOld = new NakSet[old.Partitions];
+                for (int i = 0; i < _fromOld.Length; i++)
+                {
+                    _fromOld[i] = new NakSet(_member.Options.MaxNakRanges);
+                }
+            }
+
+            for (int j = 0; j < old.Partitions; j++)
+            {
+                _fromOld[j].Clear();
+            }
+
+            ulong q = (ulong)old.Partitions;
+            if (high < mine)
+            {
+                continue;
+            }
+
+            // Indices k of this member's class (seq = k·p + partition) between low and high, clamped before the loop.
+            ulong kHigh = (high - mine) / p;
+            ulong kLow = low <= mine ? 0 : (low - mine + p - 1) / p;
+            foreach (var range in _mine.Ranges)
+            {
+                ulong last = Math.Min(range.Last, kHigh);
+                for (ulong k = Math.Max(range.First, kLow); k <= last; k++)
+                {
+                    ulong seq = (k * p) + mine;
+                    _fromOld[(int)(seq % q)].AppendCoarsening(seq / q, seq / q);
+                }
+            }
+
+            for (int j = 0; j < old.Partitions; j++)
+            {
+                if (_fromOld[j].IsEmpty)
+                {
+                    continue;
+                }
+
+                var replicas = old.Members[j];
+                for (int t = 0; t < replicas.Length; t++)
+                {
+                    var target = replicas[(t + _oldRotation) % replicas.Length];
+                    if (_member.IsViewMember(target) && target != _member.View!.Members[_member.Index].Address)
+                    {
+                        SendRanges(target, RegionControl.Pull, stream.Sender, j, old.Partitions, _fromOld[j]);
+                        OldSharePullsSent++;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    private void SendRanges(NetAddress to, RegionControl kind, uint sender, int partition, NakSet ranges)
+        => SendRanges(to, kind, sender, partition, _member.Partitions, ranges);
+
+    private void SendRanges(NetAddress to, RegionControl kind, uint sender, int partition, int partitions, NakSet ranges)
+    {
+        int length = RegionWire.WriteRanges(_message, kind, _member.View!.Region.Value, sender, partition, partitions, ranges);
         _member.Control.Send(to, _message.AsSpan(0, length));
     }
 

@@ -35,13 +35,43 @@ internal sealed class PacketPool
     /// <summary>Buffers allocated because the free list of their size was empty (the warm-up, or a burst).</summary>
     public long Allocated { get; private set; }
 
+    /// <summary>Packets held in this pool's buffers now (rented with <c>counted</c>, not yet returned).</summary>
+    public long HeldPackets { get; private set; }
+
+    /// <summary>Payload bytes of the packets held now.</summary>
+    public long HeldBytes { get; private set; }
+
+    /// <summary>The most packets held at once since <see cref="ResetPeaks"/> (the member's memory high-water mark, in
+    /// packets; what <see cref="RegionOptions.PartitionShare"/> cuts).</summary>
+    public long PeakHeldPackets { get; private set; }
+
+    /// <summary>The most payload bytes held at once since <see cref="ResetPeaks"/>.</summary>
+    public long PeakHeldBytes { get; private set; }
+
+    /// <summary>Starts the peaks again from what is held now.</summary>
+    public void ResetPeaks()
+    {
+        PeakHeldPackets = HeldPackets;
+        PeakHeldBytes = HeldBytes;
+    }
+
     /// <summary>Buffers waiting in the free lists.</summary>
     public int Free => _free.Sum(stack => stack.Count);
 
-    /// <summary>A buffer of at least <paramref name="length"/> bytes (at most <see cref="MaxLength"/>).</summary>
-    public byte[] Rent(int length)
+    /// <summary>A buffer of at least <paramref name="length"/> bytes (at most <see cref="MaxLength"/>); a
+    /// <paramref name="counted"/> one holds a packet of that length until it is returned with the same length (the
+    /// held counts and their peaks).</summary>
+    public byte[] Rent(int length, bool counted = false)
     {
         ArgumentOutOfRangeException.ThrowIfGreaterThan(length, MaxLength);
+        if (counted)
+        {
+            HeldPackets++;
+            HeldBytes += length;
+            PeakHeldPackets = Math.Max(PeakHeldPackets, HeldPackets);
+            PeakHeldBytes = Math.Max(PeakHeldBytes, HeldBytes);
+        }
+
         int index = ClassOf(length);
         if (_free[index].TryPop(out var buffer))
         {
@@ -52,9 +82,16 @@ internal sealed class PacketPool
         return new byte[1 << (index + MinShift)];
     }
 
-    /// <summary>Gives back a buffer <see cref="Rent"/> returned; the caller must not touch it afterwards.</summary>
-    public void Return(byte[] buffer)
+    /// <summary>Gives back a buffer <see cref="Rent"/> returned; the caller must not touch it afterwards. A
+    /// <paramref name="heldLength"/> of 0 or more ends a counted rental of that length.</summary>
+    public void Return(byte[] buffer, int heldLength = -1)
     {
+        if (heldLength >= 0)
+        {
+            HeldPackets--;
+            HeldBytes -= heldLength;
+        }
+
         int index = ClassOf(buffer.Length);
         if (buffer.Length == 1 << (index + MinShift) && _free[index].Count < _retain)
         {

@@ -370,7 +370,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     {
         var member = Member!;
         var address = _transport.LocalAddress;
-        sender.Sent += (seq, payload) => member.OnLocalSend(sender.Node, address, seq, payload);
+        sender.Sent += (seq, payload) => member.OnLocalSend(sender.Node, address, seq, payload, sender.View.ViewNumber, Math.Min(sender.ViewStart, seq));
         sender.LocalPosition = () => ReferenceEquals(Member, member) && member.Streams.TryGetValue(sender.Node, out var own) && own.Anchored ? own.FlowPosition : null;
         sender.SettledAdvanced += settled =>
         {

@@ -54,6 +54,8 @@ internal sealed class RegionMember
     private readonly Dictionary<uint, NetAddress> _admitted = new();
     private readonly Dictionary<uint, NetAddress> _viewMembers = new();
     private readonly HashSet<NetAddress> _viewAddresses = new();
+    private long _retiredReleased;
+    private long _retiredRestored;
 
     /// <param name="rateOptions">k and Δ of the receive-rate and loss estimates this member reports (§2.4).</param>
     public RegionMember(uint node, IDatagramTransport data, IControlChannel control, IAlarmScheduler scheduler, RegionOptions? options = null,
@@ -70,6 +72,7 @@ internal sealed class RegionMember
         _receiveRate = new RateEstimator(_rateOptions.Samples, _rateOptions.SampleInterval);
         _lossRate = new RateEstimator(_rateOptions.Samples, _rateOptions.SampleInterval);
         _pool = new PacketPool(_options.MaxHeldPackets);
+        Share = new PartitionShare(_options.PartitionShare);
         _deliverOne = DeliverOne;
         _skipOne = (stream, seq, payload) => Skipped?.Invoke(stream.Sender, seq, payload);
         _lossyAlarm = new Alarm(_ => CheckLossyStreams());
@@ -171,6 +174,27 @@ internal sealed class RegionMember
     /// <summary>Receive-buffer buffers allocated because none was free (the warm-up or a burst; flat when steady).</summary>
     public long BuffersAllocated => _pool.Allocated;
 
+    /// <summary>Payload bytes of the packets this member's streams hold.</summary>
+    public long HeldBytes => _pool.HeldBytes;
+
+    /// <summary>The most packets this member held at once (all streams) since <see cref="ResetHeldPeaks"/>.</summary>
+    public long PeakHeldPackets => _pool.PeakHeldPackets;
+
+    /// <summary>The most payload bytes this member held at once since <see cref="ResetHeldPeaks"/>.</summary>
+    public long PeakHeldBytes => _pool.PeakHeldBytes;
+
+    /// <summary>Starts <see cref="PeakHeldPackets"/> and <see cref="PeakHeldBytes"/> again from what is held now.</summary>
+    public void ResetHeldPeaks() => _pool.ResetPeaks();
+
+    /// <summary>Delivered packets released at once as not this member's share (<see cref="RegionOptions.PartitionShare"/>).</summary>
+    public long ReleasedAtDelivery => _streamList.Sum(stream => stream.ReleasedAtDelivery) + _retiredReleased;
+
+    /// <summary>Packets taken back after a view change made them this member's share (<see cref="PartitionShare"/>).</summary>
+    public long Restored => _streamList.Sum(stream => stream.Restored) + _retiredRestored;
+
+    /// <summary>What this member keeps after delivery (<see cref="RegionOptions.PartitionShare"/>).</summary>
+    internal PartitionShare Share { get; }
+
     /// <summary>Installs a new region view (from the GMS). Partitions and the ring follow from it alone (§2.3.1).</summary>
     public void InstallView(RegionView view)
     {
@@ -181,6 +205,9 @@ internal sealed class RegionMember
         }
 
         bool changed = View is not null && View.ViewNumber != view.ViewNumber;
+        NetAddress[][]? oldLayout = View is { } old && Index >= 0
+            ? [.. _partitions.Select(partition => partition.Members.Select(i => old.Members[i].Address).ToArray())]
+            : null;
         View = view;
         _viewMembers.Clear();
         _viewAddresses.Clear();
@@ -194,6 +221,7 @@ internal sealed class RegionMember
         Partitions = view.PartitionCount(_options.ReplicationFactor);
         Partition = Index >= 0 ? view.PartitionOf(Index, _options.ReplicationFactor) : 0;
         _partitions = RegionLayout.Build(view, Partitions);
+        Share.OnViewInstalled(view.ViewNumber, Partitions, Index >= 0 ? Partition : -1, oldLayout);
         Recovery.OnViewInstalled();
         if (changed)
         {
@@ -219,7 +247,8 @@ internal sealed class RegionMember
     /// delivered, seen and holds.</summary>
     public string Describe() =>
         $"region {View?.Region.Value} view {View?.ViewNumber} ({View?.Count} members), index {Index}, partition {Partition}/{Partitions}, " +
-        $"rounds {RoundsCompleted}, repairs {RepairsSent}, pulls {PullsSent}, NAKs {NaksSent}, drops {Drops.Total}, streams retired {StreamsRetired} (given up {StreamsGivenUp}); " +
+        $"rounds {RoundsCompleted}, repairs {RepairsSent}, pulls {PullsSent}, NAKs {NaksSent}, drops {Drops.Total}, streams retired {StreamsRetired} (given up {StreamsGivenUp}), " +
+        $"held {_pool.HeldPackets} packets / {_pool.HeldBytes} B{(Share.Enabled ? $" (partition share, old classes {Share.OldShares.Count})" : "")}; " +
         string.Join("; ", _streams.Values.Select(s => $"sender {s.Sender}: delivered {s.Delivered}, seen {s.MaxSeen}, held {s.HeldCount}, " +
             $"overflows {s.Overflows}, anchored {s.Anchored}{(s.Paused ? ", paused" : "")}{(s.Skipped > 0 ? $", skipped {s.Skipped}" : "")}"));
 
@@ -265,6 +294,7 @@ internal sealed class RegionMember
         if (!repair)
         {
             stream.Address = from; // an original or a sender's retransmission: from the sender itself
+            stream.OnNumbered(header.View, header.ViewStart); // which packets were numbered before a view change (PartitionShare)
             if (!stream.Anchored && stream.Candidate is null)
             {
                 // Joining mid-stream (docs/qsm.md): start where the sender's view that includes this node started; a packet
@@ -464,10 +494,15 @@ internal sealed class RegionMember
     }
 
     /// <summary>Records a packet this node sent itself (a sender that is also a member has it without receiving it).</summary>
-    public void OnLocalSend(uint sender, NetAddress senderAddress, ulong seq, ReadOnlySpan<byte> payload)
+    public void OnLocalSend(uint sender, NetAddress senderAddress, ulong seq, ReadOnlySpan<byte> payload, uint view = 0, ulong viewStart = 0)
     {
         var stream = Stream(sender);
         stream.Address = senderAddress;
+        if (viewStart > 0)
+        {
+            stream.OnNumbered(view, viewStart);
+        }
+
         if (!stream.Anchored)
         {
             stream.Anchor(seq - 1);
@@ -541,7 +576,7 @@ internal sealed class RegionMember
     {
         if (!_streams.TryGetValue(sender, out var stream))
         {
-            stream = new SenderStream(sender, _deliverOne, _options.FifoDelivery, _options.MaxHeldPackets, _options.SenderWindow, _pool, Drops, _skipOne)
+            stream = new SenderStream(sender, _deliverOne, _options.FifoDelivery, _options.MaxHeldPackets, _options.SenderWindow, _pool, Drops, _skipOne, Share)
             {
                 LastHeard = _scheduler.Now,
                 LastProgress = _scheduler.Now,
@@ -579,12 +614,16 @@ internal sealed class RegionMember
                 {
                     _streams.Remove(sender);
                     _streamList.RemoveAt(i);
+                    _retiredReleased += stream.ReleasedAtDelivery;
+                    _retiredRestored += stream.Restored;
                     _retirement.Retire(stream);
                 }
                 else if (StreamRetirement.Stuck(stream, now, _options.RetireDepartedStreamsAfter))
                 {
                     _streams.Remove(sender);
                     _streamList.RemoveAt(i);
+                    _retiredReleased += stream.ReleasedAtDelivery;
+                    _retiredRestored += stream.Restored;
                     _retirement.GiveUp(stream, stream.ReleaseAll());
                 }
             }

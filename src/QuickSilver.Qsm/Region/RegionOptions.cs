@@ -82,6 +82,14 @@ public sealed record RegionOptions
     /// room for the purge lag, about two token rounds of traffic); at most 4,194,304.</summary>
     public int MaxHeldPackets { get; init; } = 16_384;
 
+    /// <summary>Keep only this member's partition's share after delivery (QSM §2.3: packet i is cached by partition
+    /// i mod p): a delivered packet of another partition's class is released at once instead of waiting for the region's
+    /// purge, so a member of a region of p partitions holds about 1/p of the purge lag's traffic. A view change that
+    /// redraws the partitions keeps the old share too until the region has purged every packet numbered before it
+    /// (<see cref="Region.PartitionShare"/>, docs/qsm.md, "Partition share"). On by default; off keeps every packet until
+    /// the purge, as before (more memory, no re-caching after a view change).</summary>
+    public bool PartitionShare { get; init; } = true;
+
     /// <summary>What paces the senders (see <see cref="RegionFlowControl"/>).</summary>
     public RegionFlowControl FlowControl { get; init; } = RegionFlowControl.ReceiverWindow;
 

@@ -17,9 +17,10 @@ internal delegate void PacketSkip(SenderStream stream, ulong seq, ReadOnlySpan<b
 /// <summary>
 /// One sender's packets as seen by one region member: delivered in order up to <see cref="Delivered"/>, held beyond
 /// it until the gap closes (or, without FIFO, delivered on arrival and still held), and kept after delivery until the
-/// region-wide purge point (every member has them) to serve pushes and pulls. Keeping every packet, not only the
-/// partition's share (seq mod p), means a view change that redraws the partitions never strands a packet; the memory
-/// it costs is the purge lag, about two token rounds of traffic (docs/qsm.md, "Receive buffering").
+/// region-wide purge point (every member has them) to serve pushes and pulls. By default it keeps every packet; with
+/// <see cref="RegionOptions.PartitionShare"/> it keeps after delivery only what its <see cref="Region.PartitionShare"/>
+/// says (its partition's class, seq mod p, and old classes while a view change settles), so it holds about 1/p of the
+/// purge lag's traffic (docs/qsm.md, "Receive buffering" and "Partition share").
 /// <para>
 /// Storage is a ring of slots indexed by <c>seq mod capacity</c> (a power of two, doubled on demand), each holding a
 /// pooled buffer (<see cref="PacketPool"/>) and a flag for a packet delivered early. Every packet held lies in a
@@ -57,6 +58,11 @@ internal sealed class SenderStream
     private bool _blocked;    // the layer above refused a packet: nothing more until ResumeDelivery
     private readonly PacketSkip? _skip;
     private ulong _skipThrough; // packets up to here are passed over, not delivered (SkipAhead)
+    private readonly PartitionShare? _share; // null: keep every packet until the purge
+    private readonly uint[] _views = new uint[MaxViewStarts]; // views the sender numbered packets in, ascending
+    private readonly ulong[] _viewStarts = new ulong[MaxViewStarts]; // the first seq of each
+    private int _viewCount;
+    private const int MaxViewStarts = 8;
 
     /// <param name="deliver">Called for each packet that becomes deliverable; false pauses the stream (see
     /// <see cref="PacketDelivery"/>).</param>
@@ -66,9 +72,12 @@ internal sealed class SenderStream
     /// <param name="pool">Where packet buffers come from and go back to (shared by a member's streams).</param>
     /// <param name="drops">Where overflows are counted (the member's drop counters).</param>
     /// <param name="skip">Shown each packet passed over after <see cref="SkipAhead"/>.</param>
+    /// <param name="share">What this member keeps after delivery (<see cref="RegionOptions.PartitionShare"/>); null keeps
+    /// every packet until the purge.</param>
     public SenderStream(uint sender, PacketDelivery deliver, bool fifo = true, int maxHeld = 16_384, int reserve = 0, PacketPool? pool = null,
-        DropCounters? drops = null, PacketSkip? skip = null)
+        DropCounters? drops = null, PacketSkip? skip = null, PartitionShare? share = null)
     {
+        _share = share is { Enabled: true } ? share : null;
         ArgumentNullException.ThrowIfNull(deliver);
         ArgumentOutOfRangeException.ThrowIfLessThan(maxHeld, 1);
         ArgumentOutOfRangeException.ThrowIfNegative(reserve);
@@ -135,6 +144,79 @@ internal sealed class SenderStream
 
     /// <summary>Packets held: delivered ones awaiting the purge, and those waiting for a gap or for the layer above.</summary>
     public int HeldCount => _count;
+
+    /// <summary>Payload bytes of the packets held.</summary>
+    public long HeldBytes { get; private set; }
+
+    /// <summary>Delivered packets this member released at once, not being its partition's share
+    /// (<see cref="RegionOptions.PartitionShare"/>).</summary>
+    public long ReleasedAtDelivery { get; private set; }
+
+    /// <summary>Delivered packets of this member's share it had released before a view change made them its share, and
+    /// took back from a peer's repair (<see cref="PartitionShare"/>).</summary>
+    public long Restored { get; private set; }
+
+    /// <summary>Every packet up to here has been purged (delivered everywhere); 0 before the anchor.</summary>
+    public ulong PurgedThrough => Anchored ? _low - 1 : 0;
+
+    /// <summary>The sender numbered a packet in region view <paramref name="view"/>, whose first seq is
+    /// <paramref name="viewStart"/> (from the data header): remembered for the last few views, so
+    /// <see cref="NumberedBefore"/> can tell which packets were numbered before a view change.</summary>
+    public void OnNumbered(uint view, ulong viewStart)
+    {
+        if (_viewCount > 0 && _views[_viewCount - 1] == view)
+        {
+            return; // the common case: the same view as the last packet
+        }
+
+        int at = _viewCount;
+        while (at > 0 && _views[at - 1] > view)
+        {
+            at--;
+        }
+
+        if (at > 0 && _views[at - 1] == view)
+        {
+            return;
+        }
+
+        if (_viewCount == MaxViewStarts)
+        {
+            if (at == 0)
+            {
+                return; // older than every view remembered: forgetting it only makes NumberedBefore larger (safe)
+            }
+
+            Array.Copy(_views, 1, _views, 0, at - 1); // forget the oldest view
+            Array.Copy(_viewStarts, 1, _viewStarts, 0, at - 1);
+            at--;
+        }
+        else
+        {
+            Array.Copy(_views, at, _views, at + 1, _viewCount - at);
+            Array.Copy(_viewStarts, at, _viewStarts, at + 1, _viewCount - at);
+            _viewCount++;
+        }
+
+        _views[at] = view;
+        _viewStarts[at] = viewStart;
+    }
+
+    /// <summary>The last seq the sender may have numbered before region view <paramref name="view"/>: one below the
+    /// first seq of the earliest view at or after it that this member has heard of; <see cref="ulong.MaxValue"/> while it
+    /// has heard of none (every packet may be older). Never below the true point (a view forgotten makes it larger).</summary>
+    public ulong NumberedBefore(uint view)
+    {
+        for (int i = 0; i < _viewCount; i++)
+        {
+            if (_views[i] >= view)
+            {
+                return _viewStarts[i] - 1;
+            }
+        }
+
+        return ulong.MaxValue;
+    }
 
     /// <summary>When a packet of this sender or a token section for it last reached this member (for
     /// <see cref="StreamRetirement"/>).</summary>
@@ -295,6 +377,14 @@ internal sealed class SenderStream
     {
         if (seq == 0 || Received(seq))
         {
+            if (_share is not null && seq != 0 && Anchored && seq >= _low && seq <= Delivered && !Has(seq) && _share.Keeps(this, seq))
+            {
+                // Delivered and released before a view change made it this member's share: take it back (docs/qsm.md,
+                // "Partition share"). Not new: nothing is delivered.
+                Store(seq, payload);
+                Restored++;
+            }
+
             return false;
         }
 
@@ -342,7 +432,7 @@ internal sealed class SenderStream
         into.Clear();
         cutoff = Math.Min(cutoff, WindowEnd);
         ulong p = (ulong)partitions;
-        ulong seq = FirstOfClass(Delivered + 1, p, (ulong)myPartition);
+        ulong seq = FirstOfClass(ShareScanFrom, p, (ulong)myPartition);
         ulong scanTo = Math.Min(cutoff, HighestPossiblyHeld);
         for (; seq <= scanTo; seq += p)
         {
@@ -376,7 +466,7 @@ internal sealed class SenderStream
             limit = Math.Min(limit, WindowEnd - _reserve);
         }
 
-        for (ulong seq = FirstOfClass(Delivered + 1, p, (ulong)myPartition); seq <= limit; seq += p)
+        for (ulong seq = FirstOfClass(ShareScanFrom, p, (ulong)myPartition); seq <= limit; seq += p)
         {
             if (!Has(seq))
             {
@@ -425,13 +515,14 @@ internal sealed class SenderStream
     public void Purge(ulong upTo)
     {
         ulong end = Math.Min(upTo, Delivered);
-        if (end < _low || _count == 0)
+        if (end < _low)
         {
             return;
         }
 
-        // Every seq in [_low, Delivered] is held (delivered in order and not yet purged), so this touches only held slots.
-        for (ulong seq = _low; seq <= end; seq++)
+        // Every seq in [_low, Delivered] is held, or (with the partition share) was released at delivery; at most the
+        // window's span is visited. With nothing held the window only moves (a share may have released everything).
+        for (ulong seq = _low; seq <= end && _count > 0; seq++)
         {
             ref var slot = ref _slots[seq & _mask];
             if (slot.Buffer is not null && slot.Seq == seq)
@@ -474,6 +565,13 @@ internal sealed class SenderStream
     /// it is not.</summary>
     internal TimeSpan? DepartedSince { get; set; }
 
+    /// <summary>Where this member's own class is looked for, lacking or stable. Without the partition share every packet
+    /// up to <see cref="Delivered"/> is held until the purge, so from just above it. With the share, from the purge
+    /// point: a view change may have made this member responsible for delivered packets it released, and it must neither
+    /// vouch for them (the sender would release them on the word of a partition that does not hold them) nor fail to
+    /// ask for them back (docs/qsm.md, "Partition share"). At most the window is scanned either way.</summary>
+    private ulong ShareScanFrom => _share is not null && Anchored ? Math.Min(_low, Delivered + 1) : Delivered + 1;
+
     /// <summary>The highest seq the window can take now (anchored streams; before the anchor nothing is asked for).</summary>
     private ulong WindowEnd => Anchored ? _low + _maxHeld - 1 : ulong.MaxValue;
 
@@ -512,16 +610,18 @@ internal sealed class SenderStream
         EnsureCapacity(_top - _low + 1);
         ref var slot = ref _slots[seq & _mask];
         Debug.Assert(slot.Buffer is null, "two held packets in one slot");
-        var buffer = _pool.Rent(payload.Length);
+        var buffer = _pool.Rent(payload.Length, counted: true);
         payload.CopyTo(buffer);
         slot = new Slot { Buffer = buffer, Seq = seq, Length = payload.Length };
         _count++;
+        HeldBytes += payload.Length;
         return true;
     }
 
     private void Release(ref Slot slot)
     {
-        _pool.Return(slot.Buffer!);
+        _pool.Return(slot.Buffer!, slot.Length);
+        HeldBytes -= slot.Length;
         slot = default;
         _count--;
     }
@@ -589,6 +689,7 @@ internal sealed class SenderStream
                 {
                     Skipped++;
                     _skip?.Invoke(this, next, slot.Buffer.AsSpan(0, slot.Length));
+                    ReleaseUnlessShared(next);
                     continue;
                 }
 
@@ -598,6 +699,7 @@ internal sealed class SenderStream
                     {
                         Skipped++;
                         _skip?.Invoke(this, next, _slots[next & _mask].Buffer.AsSpan(0, _slots[next & _mask].Length));
+                        ReleaseUnlessShared(next);
                         continue;
                     }
 
@@ -608,11 +710,29 @@ internal sealed class SenderStream
                 }
 
                 _slots[next & _mask].Early = false; // re-read: a callback may have grown the ring
+                ReleaseUnlessShared(next);
             }
         }
         finally
         {
             _delivering = false;
+        }
+    }
+
+    /// <summary>With the partition share: releases a packet just taken in order unless this member keeps it for the
+    /// others (its partition's class, or an old class while a view change settles).</summary>
+    private void ReleaseUnlessShared(ulong seq)
+    {
+        if (_share is null || _share.Keeps(this, seq))
+        {
+            return;
+        }
+
+        ref var slot = ref _slots[seq & _mask];
+        if (slot.Buffer is not null && slot.Seq == seq)
+        {
+            Release(ref slot);
+            ReleasedAtDelivery++;
         }
     }
 

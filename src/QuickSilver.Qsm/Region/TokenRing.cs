@@ -217,6 +217,8 @@ internal sealed class TokenRing
             ProcessAll(token, closingStep, members);
         }
 
+        _member.Share.Settle(_member.Streams.Values); // old partition classes the region has purged past (PartitionShare)
+
         Forward(token, members, closingStep);
     }
 

@@ -125,6 +125,37 @@ internal sealed class RegionCluster
         }
     }
 
+    /// <summary>Adds a member mid-run (the GMS admitting a joiner): a new node and a view with it, which every live node
+    /// installs (members, and senders outside the region). The joiner gets each sender's stream from where the view that
+    /// added it starts.</summary>
+    public RegionClusterNode Admit()
+    {
+        uint id = Nodes.Where(n => n.Id < 1000).Max(n => n.Id) + 1;
+        var node = new RegionClusterNode(this, Nodes.Count, id, member: true, joiner: true);
+        Nodes.Add(node);
+        node.Region.AdmitSenders(Senders.Select(s => new ViewMember(new NodeId(s.Id), s.Address)).ToArray());
+        View = View with
+        {
+            ViewNumber = View.ViewNumber + 1,
+            Members = [.. View.Members.Append(new ViewMember(new NodeId(id), node.Address)).OrderBy(m => m.Address.Port).ThenBy(m => m.Address.Ip)],
+        };
+        foreach (var n in Nodes.Where(n => n.Sim.IsUp && (n.IsMember || n.Sender is not null)))
+        {
+            n.Region.InstallView(View);
+        }
+
+        return node;
+    }
+
+    /// <summary>A member leaves the region: a view without it, which every live node installs; then it goes away (its node
+    /// stops, as a node that moved to another region no longer serves this one).</summary>
+    public void Leave(RegionClusterNode member)
+    {
+        Exclude(member);
+        member.Left = true;
+        member.Sim.Crash();
+    }
+
     /// <summary>Null if every live member got 1..count from every sender exactly once, in order; else what is wrong.</summary>
     public string? CheckDelivery(long count)
     {

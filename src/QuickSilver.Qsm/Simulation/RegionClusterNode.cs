@@ -18,8 +18,9 @@ internal sealed class RegionClusterNode
     private readonly RegionCluster _cluster;
     private readonly bool _isMember;
 
-    internal RegionClusterNode(RegionCluster cluster, int slot, uint id, bool member)
+    internal RegionClusterNode(RegionCluster cluster, int slot, uint id, bool member, bool joiner = false)
     {
+        Joiner = joiner;
         _cluster = cluster;
         Slot = slot;
         Id = id;
@@ -66,13 +67,21 @@ internal sealed class RegionClusterNode
     /// <summary>The node's region member (once the cluster installed the view), or null for a sender outside the region.</summary>
     public RegionMember? Member => _isMember ? Region.Member : null;
 
-    /// <summary>Whether this node is in the region (a sender may be outside it).</summary>
-    public bool IsMember => _isMember;
+    /// <summary>Whether this node is in the region (a sender may be outside it) and has not left it.</summary>
+    public bool IsMember => _isMember && !Left;
+
+    /// <summary>Joined mid-stream (<see cref="RegionCluster.Admit"/>): its first message from a sender may be any number;
+    /// from there they must run on without a gap.</summary>
+    public bool Joiner { get; }
+
+    /// <summary>Left the region (<see cref="RegionCluster.Leave"/>).</summary>
+    public bool Left { get; internal set; }
 
     public RegionSender? Sender { get; internal set; }
 
-    /// <summary>Messages delivered from <paramref name="sender"/>.</summary>
-    public long DeliveredFrom(uint sender) => _delivered.TryGetValue(sender, out var log) ? log.Count : 0;
+    /// <summary>The number of the last message delivered in order from <paramref name="sender"/> (for a member there from
+    /// the start, how many it delivered; a joiner starts wherever its stream starts).</summary>
+    public long DeliveredFrom(uint sender) => _delivered.TryGetValue(sender, out var log) ? log.Base + log.Count : 0;
 
     /// <summary>Index of the first delivery from <paramref name="sender"/> whose message number was not the next one, or −1.</summary>
     public long FirstOutOfOrder(uint sender) => _delivered.TryGetValue(sender, out var log) ? log.FirstBad : -1;
@@ -84,7 +93,13 @@ internal sealed class RegionClusterNode
             _delivered[sender] = log = new DeliveryLog();
         }
 
-        if (BitConverter.ToInt32(payload) != log.Count + 1 && log.FirstBad < 0)
+        int number = BitConverter.ToInt32(payload);
+        if (Joiner && log.Count == 0)
+        {
+            log.Base = number - 1;
+        }
+
+        if (number != log.Base + log.Count + 1 && log.FirstBad < 0)
         {
             log.FirstBad = log.Count;
         }
@@ -104,6 +119,7 @@ internal sealed class RegionClusterNode
     private sealed class DeliveryLog
     {
         public long Count;
+        public long Base; // a joiner's first message less one
         public long FirstBad = -1;
     }
 }

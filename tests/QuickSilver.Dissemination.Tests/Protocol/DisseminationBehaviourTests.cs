@@ -101,6 +101,51 @@ public class DisseminationBehaviourTests
         SimFixtures.AssertIdentical(sim, client, names);
     }
 
+    /// <summary>A page announced again with a later end (the server re-timed its queue: <c>SendPacer</c>) moves
+    /// the client's NAK for it later, by at most MaxScheduleLag in all; one announced again earlier does not; one withdrawn
+    /// (0 packets) is no longer followed.</summary>
+    [Fact]
+    public void AClientFollowsAPageAnnouncedAgainLater()
+    {
+        var options = SimFixtures.FastServer(1) with { AnnounceDelay = TimeSpan.FromMilliseconds(50) };
+        var files = SimFixtures.Files(options, 5, 50_000);
+        var sim = new DisseminationSim(5, options, files);
+        var names = SimFixtures.Names(files);
+        var client = sim.AddClient(names, SimFixtures.FastClient());
+        client.Start();
+        Assert.True(sim.Network.RunUntil(() => client.Client?.Counters.AnnounceDatagrams > 0 && sim.Server.Counters.Transmissions > 0, TimeSpan.FromSeconds(1)));
+        Assert.Equal(0, sim.Server.Counters.SourcePacketsSent); // announced, not yet sent
+
+        var forger = sim.Network.AddNode().Open(9000);
+        var file = files.Catalog.Files[0];
+        byte k = (byte)options.Pages.PacketsIn(options.Pages.PageLength(file.Size, 0));
+        var datagram = new byte[Wire.AnnounceHeaderBytes + Wire.AnnounceEntryBytes];
+        void Reannounce(uint durationMicros)
+        {
+            Wire.WriteAnnounceHeader(datagram, 1, 1000);
+            Wire.WriteAnnounceEntry(datagram.AsSpan(Wire.AnnounceHeaderBytes), new AnnounceEntry(0, file.FileId, 0, 1, k, k, 0, durationMicros));
+            forger.TrySend(options.AnnounceGroup, datagram);
+            sim.Network.RunFor(TimeSpan.FromMilliseconds(1));
+        }
+
+        Reannounce(0);
+        Assert.Equal(0, client.Client!.Counters.Retimed); // earlier than announced: ignored
+        Reannounce(5_000_000);
+        Assert.Equal(1, client.Client.Counters.Retimed);  // 5 s later: followed, by MaxScheduleLag (2 s)
+        Reannounce(10_000_000);
+        Assert.Equal(1, client.Client.Counters.Retimed);  // no further: MaxScheduleLag is the bound in all
+
+        // Withdrawn (0 packets): the client stops following it; the real transmission's packets start it again.
+        Wire.WriteAnnounceHeader(datagram, 1, 1001);
+        Wire.WriteAnnounceEntry(datagram.AsSpan(Wire.AnnounceHeaderBytes), new AnnounceEntry(0, file.FileId, 0, 1, k, 0, 0, 0));
+        forger.TrySend(options.AnnounceGroup, datagram);
+        sim.Network.RunFor(TimeSpan.FromMilliseconds(1));
+        Assert.Equal(1, client.Client.Counters.Withdrawn);
+        Assert.True(sim.RunUntilComplete(TimeSpan.FromSeconds(30)));
+        SimFixtures.AssertIdentical(sim, client, names);
+        Assert.Equal(0, client.Client.Counters.NaksSent);
+    }
+
     [Fact]
     public void AClientThatNeverNaksOrFloodsNaksDoesNotStallTheOthers()
     {
