@@ -11,7 +11,7 @@ var one = new Option<int?>("--seed") { Description = "Replay this one seed and p
 var parallel = new Option<int>("--parallel") { Description = "Seeds run at once (1 to 64; each is single-threaded).", DefaultValueFactory = _ => Environment.ProcessorCount };
 var minutes = new Option<int>("--minutes") { Description = "Stop starting new seeds after this many minutes of wall time (1 to 10,080).", DefaultValueFactory = _ => 600 };
 
-var root = new RootCommand("QuickSilver whole-stack soak: every seed draws faults (loss up to 20 %, bursts, reordering, duplication, crashes, joins and leaves) and checks every live member got every message once, in order, with its buffers purged after.")
+var root = new RootCommand("QuickSilver whole-stack soak: every seed draws faults (loss up to 20 %, bursts, reordering, duplication, crashes, joins and leaves, partitions, a second publisher that crashes mid-stream, the GMS leader crashing) and checks every live member got every message once, in order, what survivors hold of a crashed publisher, and that buffers are purged after.")
 {
     from, seeds, one, parallel, minutes,
 };
@@ -49,7 +49,7 @@ root.SetAction(parse =>
     int first = parse.GetValue(from), count = parse.GetValue(seeds);
     var deadline = Stopwatch.StartNew();
     var budget = TimeSpan.FromMinutes(parse.GetValue(minutes));
-    int passed = 0, failed = 0, skipped = 0, unpurged = 0;
+    int passed = 0, failed = 0, skipped = 0, unpurged = 0, senderCrashes = 0, gmsFailovers = 0;
     var failures = new List<SoakResult>();
     var gate = new object();
     Parallel.For(first, first + count, new ParallelOptions { MaxDegreeOfParallelism = parse.GetValue(parallel) }, seed =>
@@ -63,6 +63,8 @@ root.SetAction(parse =>
         var result = SoakScenario.Run(seed);
         lock (gate)
         {
+            senderCrashes += result.Faults.SenderCrash ? 1 : 0;
+            gmsFailovers += result.Faults.GmsFailover ? 1 : 0;
             if (result.Passed)
             {
                 passed++;
@@ -87,7 +89,8 @@ root.SetAction(parse =>
     });
 
     Console.WriteLine($"soak: seeds {first}..{first + count - 1}: delivery {passed} passed, {failed} failed, {skipped} not run (time budget); " +
-                      $"{unpurged} of the passed left packets unpurged 5 s after the stream; {deadline.Elapsed.TotalMinutes:F1} min");
+                      $"{unpurged} of the passed left packets unpurged 5 s after the stream; {deadline.Elapsed.TotalMinutes:F1} min; " +
+                      $"{senderCrashes} seeds with a publisher crash, {gmsFailovers} with a GMS leader crash");
     foreach (var failure in failures.OrderBy(f => f.Seed))
     {
         Console.WriteLine($"replay: dotnet run -c Release --project benchmarks/QuickSilver.Soak -- --seed {failure.Seed}");

@@ -64,8 +64,34 @@ internal sealed class QsmCounters : IDisposable
                 new KeyValuePair<string, object?>("region", kv.Key))), unit, description);
     }
 
+    /// <summary>Core thread: reports on <paramref name="regions"/>' member and current senders from now on: each sender
+    /// from its creation until the node registers again under a new id and retires it (a new sender into the same region
+    /// takes its place), so there is one series per region this node sends into, never one per id it has had.</summary>
+    public void Attach(RegionLayer regions)
+    {
+        ArgumentNullException.ThrowIfNull(regions);
+        regions.MemberChanged += SetMember;
+        regions.SenderAdded += sender => Add(sender.Region, sender);
+        regions.SenderRetired += Remove;
+        foreach (var sender in regions.Senders)
+        {
+            Add(sender.Key, sender.Value);
+        }
+
+        if (regions.Member is { } member)
+        {
+            SetMember(member);
+        }
+    }
+
+    /// <summary>Senders reported now (one per region this node sends into).</summary>
+    public int Senders => _senders.Length;
+
     /// <summary>Core thread: a sender was created.</summary>
-    public void Add(uint region, RegionSender sender) => _senders = [.. _senders, new(region, sender)];
+    private void Add(uint region, RegionSender sender) => _senders = [.. _senders, new(region, sender)];
+
+    /// <summary>Core thread: a sender was retired (the node registered again): it is no longer reported.</summary>
+    private void Remove(RegionSender sender) => _senders = [.. _senders.Where(kv => !ReferenceEquals(kv.Value, sender))];
 
     /// <summary>The node stack's datagram-security counters (when security is on).</summary>
     public void SetSecurity(DatagramSecurityCounters? counters) => _security = counters;

@@ -17,7 +17,8 @@ public sealed record GroupMessage(uint Sender, ulong Sequence, byte[] Payload);
 /// Receives a group message on the node's core thread, without a copy: <paramref name="payload"/> lies in the node's
 /// receive buffer and is valid only during the call (copy what must outlive it). Keep it short: the core thread runs
 /// the whole protocol. <paramref name="sender"/> is the sending node's id and <paramref name="sequence"/> its
-/// per-sender sequence number in the group (1, 2, 3, … in order).
+/// per-sender sequence number in the group (1, 2, 3, … in order; a sender that left the group and joined it again
+/// numbers on above every number it used before, so the sequence may jump there).
 /// </summary>
 public delegate void GroupMessageHandler(uint sender, ulong sequence, ReadOnlySpan<byte> payload);
 

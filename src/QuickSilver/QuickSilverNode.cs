@@ -152,9 +152,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
                     Security = options.Security,
                 }, new RateLimitedLog(protocolLogger, core));
                 counters.SetSecurity(built.Security?.Counters);
-                var regions = built.Get<RegionLayer>();
-                regions.MemberChanged += counters.SetMember;
-                regions.SenderAdded += sender => counters.Add(sender.Region, sender);
+                counters.Attach(built.Get<RegionLayer>());
                 var aerGroups = new AerGroups(built);
                 aerGroups.RolesChanged = aerMeter.SetRoles;
                 aerGroups.AddRepairServers(options.RepairServers);

@@ -47,6 +47,7 @@ internal sealed class GroupLayer : IProtocolLayer
         _gms.JoinRefused += OnJoinRefused;
         _regions.Consumer = OnRegionDelivery;
         _regions.Skipped += OnRegionSkip;
+        _regions.Swept += ForgetDepartedSenders;
     }
 
     public void Stop()
@@ -58,6 +59,13 @@ internal sealed class GroupLayer : IProtocolLayer
     /// <summary>Whether this node is in group <paramref name="name"/> (joined and not left).</summary>
     internal bool IsJoined(string name) => _groupsByName.ContainsKey(name);
 
+    /// <summary>The highest message number this node used in a group it has left: a group joined (again) numbers its
+    /// messages above it. Members key duplicate suppression on (sender id, group number), and a member may still hold
+    /// this node's progress in a group it left and joins again under the same id (it forgets it only once the sender's
+    /// stream is retired, docs/qsm.md, "Departed senders"): numbering from 1 again had every member drop the new
+    /// messages as duplicates. One number for the node, not one per group ever left, so it costs nothing per group.</summary>
+    private ulong _sequenceFloor;
+
     internal NodeGroup Join(string name, IGroupOwner owner)
     {
         if (_groupsByName.ContainsKey(name))
@@ -65,7 +73,7 @@ internal sealed class GroupLayer : IProtocolLayer
             throw new InvalidOperationException($"This node has already joined group '{name}'.");
         }
 
-        var group = new NodeGroup(name, owner);
+        var group = new NodeGroup(name, owner) { NextSequence = _sequenceFloor };
         _groupsByName.Add(name, group);
         if (_gms.FindGroup(name) is { } view && InView(view))
         {
@@ -85,6 +93,7 @@ internal sealed class GroupLayer : IProtocolLayer
         {
             Detach(group);
             _gms.Leave(name);
+            _sequenceFloor = Math.Max(_sequenceFloor, group.NextSequence);
             group.Owner.OnLeft(group.DiscardPending()); // the published messages it never sent (their slots free)
             return true;
         }
@@ -99,6 +108,7 @@ internal sealed class GroupLayer : IProtocolLayer
         if (_groupsByName.Remove(name, out var group))
         {
             Detach(group);
+            _sequenceFloor = Math.Max(_sequenceFloor, group.NextSequence);
             group.Owner.OnJoinRefused(refusal, group.DiscardPending());
         }
     }
@@ -344,6 +354,28 @@ internal sealed class GroupLayer : IProtocolLayer
             }
 
             return written;
+        }
+    }
+
+    private readonly List<uint> _forgetScratch = new();
+
+    /// <summary>Per-sender delivery progress forgotten because its sender departed (<see cref="ForgetDepartedSenders"/>).</summary>
+    public long SendersForgotten { get; private set; }
+
+    /// <summary>Per-sender delivery progress entries kept now, over every group this node is in.</summary>
+    public int SendersTracked => _groupsByName.Values.Sum(g => g.SendersTracked);
+
+    /// <summary>After each look of the region member for departed streams: every group forgets the delivery progress of
+    /// senders the member no longer knows (not this node, not in the region view, not admitted to send into the region,
+    /// no stream left: its stream was retired, or the member that had it was replaced). Their packets are dropped before
+    /// they reach this layer, so nothing of theirs can be delivered twice. A sender admitted again later (it joined a
+    /// group mapped here again, under the same id) starts a new region stream, anchored where its view starts, as any
+    /// sender heard mid-stream does; its group numbering goes on from where it was (docs/qsm.md, "Departed senders").</summary>
+    private void ForgetDepartedSenders(RegionMember member)
+    {
+        foreach (var group in _groupsByName.Values)
+        {
+            SendersForgotten += group.Forget(member.Knows, _forgetScratch);
         }
     }
 

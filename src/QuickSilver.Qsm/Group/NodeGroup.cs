@@ -139,4 +139,28 @@ internal sealed class NodeGroup
         _lastDelivered[sender] = sequence;
         return true;
     }
+
+    /// <summary>Senders whose delivery progress this group keeps (for duplicate suppression).</summary>
+    public int SendersTracked => _lastDelivered.Count;
+
+    /// <summary>Forgets the delivery progress of every sender <paramref name="knows"/> says no packet can come from any
+    /// more (docs/qsm.md, "Departed senders"); returns how many were forgotten. <paramref name="scratch"/> is reused.</summary>
+    public int Forget(Func<uint, bool> knows, List<uint> scratch)
+    {
+        scratch.Clear();
+        foreach (uint sender in _lastDelivered.Keys)
+        {
+            if (!knows(sender))
+            {
+                scratch.Add(sender);
+            }
+        }
+
+        foreach (uint sender in scratch)
+        {
+            _lastDelivered.Remove(sender);
+        }
+
+        return scratch.Count;
+    }
 }

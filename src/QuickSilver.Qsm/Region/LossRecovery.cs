@@ -98,10 +98,15 @@ internal sealed class LossRecovery
         stream.CachedMissing(section.Cutoff, _member.Partitions, _member.Partition, _mine);
         CannotServe(stream, section.PurgeUpTo);
 
-        if (step > 0)
+        // The predecessor is the last member of the ring that processed this section (Holder): members with no started
+        // stream of the sender pass it on untouched. A holder that names no earlier step (none yet, or a peer's number
+        // out of range) makes this member the first, as the partition leader is at step 0.
+        int holder = section.Holder;
+        bool first = step == 0 || holder >= step || members[holder % closingStep] == _member.Index;
+        if (!first)
         {
             // Compare with the predecessor on the ring: push what it lacks and we have, pull what we lack and it has.
-            var predecessor = _member.View!.Members[members[step - 1]].Address;
+            var predecessor = _member.View!.Members[members[holder % closingStep]].Address;
             _scratch.SetDifference(section.PredecessorNaks, _mine);
             SendRepairs(stream, predecessor, _scratch, _member.Partition, _member.Partitions);
             _scratch.SetDifference(_mine, section.PredecessorNaks);
@@ -130,10 +135,12 @@ internal sealed class LossRecovery
 
             section.PredecessorNaks.Clear();
             section.PartitionNaks.Clear();
+            section.Holder = TokenSection.NoHolder;
         }
         else
         {
             section.PredecessorNaks.CopyFrom(_mine);
+            section.Holder = (ushort)step;
 
             PullFromOldShares(stream);
 

@@ -84,6 +84,15 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     /// <summary>A sender into a new region was created.</summary>
     public event Action<RegionSender>? SenderAdded;
 
+    /// <summary>A sender stopped being one of this node's senders: the node registered again under a new id
+    /// (<see cref="SetNode"/>), and a new sender into the same region takes its place. The retired one only finishes
+    /// its stream (<see cref="RetiredSenders"/>).</summary>
+    public event Action<RegionSender>? SenderRetired;
+
+    /// <summary>The current member looked for departed streams to retire (<see cref="RegionMember.Swept"/>): the layer
+    /// above forgets its per-sender state for senders the member no longer <see cref="RegionMember.Knows"/>.</summary>
+    public event Action<RegionMember>? Swept;
+
     /// <summary>Every well-formed region data packet, before the member sees it (simulation timelines).</summary>
     internal event RegionPacketObserver? PacketArrived;
 
@@ -163,6 +172,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
             {
                 sender.Source = null;
                 _retired.Add(sender);
+                SenderRetired?.Invoke(sender);
             }
 
             _senders.Clear();
@@ -201,6 +211,13 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
                 member.Delivered += (sender, seq, payload) => Delivered?.Invoke(sender, seq, payload);
                 member.Skipped += (sender, seq, payload) => Skipped?.Invoke(sender, seq, payload);
                 member.Consumer = (sender, seq, payload) => Consumer?.Invoke(sender, seq, payload) ?? true;
+                member.Swept += () =>
+                {
+                    if (ReferenceEquals(Member, member))
+                    {
+                        Swept?.Invoke(member);
+                    }
+                };
                 Member = member;
                 MemberChanged?.Invoke(member);
                 if (_senders.TryGetValue(view.Region.Value, out var own))

@@ -115,8 +115,15 @@ internal sealed class RegionMember
     /// <summary>Sections this member, as region leader, retired (their senders idle, acknowledged and purged everywhere).</summary>
     public long SectionsRetired => _ring.SectionsRetired;
 
-    /// <summary>Streams of departed senders this member retired (<see cref="StreamRetirement"/>).</summary>
+    /// <summary>Streams of departed senders this member retired (<see cref="StreamRetirement"/>), given-up ones included.</summary>
     public long StreamsRetired => _retirement.Retired;
+
+    /// <summary>Streams of departed senders this member gave up while they still lacked or held packets
+    /// (<see cref="StreamRetirement.Stuck"/>), and the packets they held then.</summary>
+    public long StreamsGivenUp => _retirement.GivenUp;
+
+    /// <inheritdoc cref="StreamsGivenUp"/>
+    public long PacketsGivenUp => _retirement.PacketsGivenUp;
 
     /// <summary>Streams this member holds now, its own and departed senders' included.</summary>
     public int StreamCount => _streamList.Count;
@@ -240,7 +247,7 @@ internal sealed class RegionMember
     /// delivered, seen and holds.</summary>
     public string Describe() =>
         $"region {View?.Region.Value} view {View?.ViewNumber} ({View?.Count} members), index {Index}, partition {Partition}/{Partitions}, " +
-        $"rounds {RoundsCompleted}, repairs {RepairsSent}, pulls {PullsSent}, NAKs {NaksSent}, drops {Drops.Total}, streams retired {StreamsRetired}, " +
+        $"rounds {RoundsCompleted}, repairs {RepairsSent}, pulls {PullsSent}, NAKs {NaksSent}, drops {Drops.Total}, streams retired {StreamsRetired} (given up {StreamsGivenUp}), " +
         $"held {_pool.HeldPackets} packets / {_pool.HeldBytes} B{(Share.Enabled ? $" (partition share, old classes {Share.OldShares.Count})" : "")}; " +
         string.Join("; ", _streams.Values.Select(s => $"sender {s.Sender}: delivered {s.Delivered}, seen {s.MaxSeen}, held {s.HeldCount}, " +
             $"overflows {s.Overflows}, anchored {s.Anchored}{(s.Paused ? ", paused" : "")}{(s.Skipped > 0 ? $", skipped {s.Skipped}" : "")}"));
@@ -572,6 +579,7 @@ internal sealed class RegionMember
             stream = new SenderStream(sender, _deliverOne, _options.FifoDelivery, _options.MaxHeldPackets, _options.SenderWindow, _pool, Drops, _skipOne, Share)
             {
                 LastHeard = _scheduler.Now,
+                LastProgress = _scheduler.Now,
             };
             _streams.Add(sender, stream);
             _streamList.Add(stream);
@@ -594,6 +602,14 @@ internal sealed class RegionMember
                 var stream = _streamList[i];
                 uint sender = stream.Sender;
                 bool departed = sender != _node && !_viewMembers.ContainsKey(sender) && !_admitted.ContainsKey(sender);
+                if (stream.WhenSwept != (stream.Delivered, stream.HeldCount))
+                {
+                    stream.WhenSwept = (stream.Delivered, stream.HeldCount);
+                    stream.LastProgress = now;
+                }
+
+                stream.DepartedSince = departed ? stream.DepartedSince ?? now : null;
+
                 if (StreamRetirement.Due(stream, departed, now, _options.RetireDepartedStreamsAfter))
                 {
                     _streams.Remove(sender);
@@ -602,11 +618,32 @@ internal sealed class RegionMember
                     _retiredRestored += stream.Restored;
                     _retirement.Retire(stream);
                 }
+                else if (StreamRetirement.Stuck(stream, now, _options.RetireDepartedStreamsAfter))
+                {
+                    _streams.Remove(sender);
+                    _streamList.RemoveAt(i);
+                    _retiredReleased += stream.ReleasedAtDelivery;
+                    _retiredRestored += stream.Restored;
+                    _retirement.GiveUp(stream, stream.ReleaseAll());
+                }
             }
+
+            Swept?.Invoke();
         }
 
         _scheduler.ScheduleAfter(_retireAlarm, RetirePeriod);
     }
+
+    /// <summary>Raised after each look for departed streams to retire (every quarter of
+    /// <see cref="RegionOptions.RetireDepartedStreamsAfter"/>, at least every token interval): the layer above forgets
+    /// its own per-sender state for senders this member no longer <see cref="Knows"/>.</summary>
+    public event Action? Swept;
+
+    /// <summary>Whether a packet of <paramref name="sender"/> could still be delivered here: it is this node, in the view,
+    /// admitted to send into the region, or has a stream at this member. A packet of any other sender is dropped before
+    /// it starts a stream (<see cref="Admits"/>), so per-sender state above this layer may be forgotten for it.</summary>
+    public bool Knows(uint sender)
+        => sender == _node || _streams.ContainsKey(sender) || _viewMembers.ContainsKey(sender) || _admitted.ContainsKey(sender);
 
     private void SampleRates()
     {

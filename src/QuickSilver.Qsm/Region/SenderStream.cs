@@ -534,6 +534,37 @@ internal sealed class SenderStream
         _low = end + 1;
     }
 
+    /// <summary>Returns every held packet's buffer to the pool: the stream is dropped while it still holds some (its
+    /// sender departed and it made no progress for <see cref="RegionOptions.RetireDepartedStreamsAfter"/>,
+    /// <see cref="StreamRetirement"/>). Returns how many were held. Bounded by the window.</summary>
+    public int ReleaseAll()
+    {
+        int released = 0;
+        for (ulong seq = _low; _count > 0 && seq <= _top; seq++)
+        {
+            ref var slot = ref _slots[seq & _mask];
+            if (slot.Buffer is not null && slot.Seq == seq)
+            {
+                Release(ref slot);
+                released++;
+            }
+        }
+
+        return released;
+    }
+
+    /// <summary><see cref="Delivered"/> and <see cref="HeldCount"/> when the member last looked for streams to retire
+    /// (<see cref="StreamRetirement"/>: a departed sender's stream that stops moving is given up).</summary>
+    internal (ulong Delivered, int Held) WhenSwept { get; set; }
+
+    /// <summary>When <see cref="Delivered"/> or <see cref="HeldCount"/> last changed, as the member's retirement sweeps
+    /// saw it (or when the stream began).</summary>
+    internal TimeSpan LastProgress { get; set; }
+
+    /// <summary>Since when the member's sweeps have found the sender departed (out of the view, not admitted); null while
+    /// it is not.</summary>
+    internal TimeSpan? DepartedSince { get; set; }
+
     /// <summary>Where this member's own class is looked for, lacking or stable. Without the partition share every packet
     /// up to <see cref="Delivered"/> is held until the purge, so from just above it. With the share, from the purge
     /// point: a view change may have made this member responsible for delivered packets it released, and it must neither

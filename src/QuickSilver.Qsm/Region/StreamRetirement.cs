@@ -33,6 +33,29 @@ internal sealed class StreamRetirement
         => departed && stream.Anchored && stream.HeldCount == 0 && stream.Delivered >= stream.MaxSeen && !stream.Lossy
            && now - stream.LastHeard >= after;
 
+    /// <summary>Whether the stream of a departed sender should be given up although it is not complete: the sender has
+    /// been departed, and the stream has neither delivered nor purged anything, for <paramref name="after"/>. A sender
+    /// that crashed (or left) before the region had every packet it sent leaves a gap no member can fill; every member
+    /// stops delivering at the same point (the first packet none of them has: the others are recovered from whoever
+    /// has them, round after round, until then), and without this each kept the stream, its held packets and a token
+    /// section for it for good.</summary>
+    public static bool Stuck(SenderStream stream, TimeSpan now, TimeSpan after)
+        => stream.DepartedSince is { } since && now - since >= after && now - stream.LastProgress >= after;
+
+    /// <summary>Streams given up (<see cref="Stuck"/>) and the packets they held.</summary>
+    public long GivenUp { get; private set; }
+
+    /// <inheritdoc cref="GivenUp"/>
+    public long PacketsGivenUp { get; private set; }
+
+    /// <summary>Records a stream given up (<see cref="Stuck"/>) that held <paramref name="held"/> packets (now released).</summary>
+    public void GiveUp(SenderStream stream, int held)
+    {
+        GivenUp++;
+        PacketsGivenUp += held;
+        Retire(stream);
+    }
+
     /// <summary>Records a retired stream's delivered point.</summary>
     public void Retire(SenderStream stream)
     {

@@ -30,6 +30,14 @@ internal sealed class Token
         return null;
     }
 
+    /// <summary>Bit 15 of the section count: every section carries its <see cref="TokenSection.Holder"/> (u16, after
+    /// its loss maximum). Without it each section's holder is the one its step implies (<see cref="ImpliedHolder"/>).</summary>
+    public const ushort HoldersFlag = 0x8000;
+
+    /// <summary>The holder a section has when every member before this step processed it: the previous step's member,
+    /// or none at a partition leader's step 0.</summary>
+    public static ushort ImpliedHolder(int step) => step > 0 ? (ushort)(step - 1) : TokenSection.NoHolder;
+
     public int Write(Span<byte> message)
     {
         message[0] = (byte)RegionControl.Token;
@@ -38,11 +46,21 @@ internal sealed class Token
         BinaryPrimitives.WriteUInt64LittleEndian(message[9..], Round);
         BinaryPrimitives.WriteUInt16LittleEndian(message[17..], (ushort)Partition);
         BinaryPrimitives.WriteUInt16LittleEndian(message[19..], (ushort)Step);
-        BinaryPrimitives.WriteUInt16LittleEndian(message[21..], (ushort)Sections.Count);
+
+        // Holders go on the wire only when a member passed a section on untouched (it has no stream of the sender):
+        // otherwise each is implied by the step, and the token is as long as it always was.
+        ushort implied = ImpliedHolder(Step);
+        bool holders = false;
+        foreach (var s in Sections)
+        {
+            holders |= s.Holder != implied;
+        }
+
+        BinaryPrimitives.WriteUInt16LittleEndian(message[21..], (ushort)(Sections.Count | (holders ? HoldersFlag : 0)));
         int offset = 23;
         foreach (var s in Sections)
         {
-            offset += s.Write(message[offset..]);
+            offset += s.Write(message[offset..], holders);
         }
 
         return offset;
@@ -64,6 +82,8 @@ internal sealed class Token
             Step = BinaryPrimitives.ReadUInt16LittleEndian(message[19..]),
         };
         int count = BinaryPrimitives.ReadUInt16LittleEndian(message[21..]);
+        bool holders = (count & HoldersFlag) != 0;
+        count &= ~HoldersFlag;
         if (count > maxSenders)
         {
             return null;
@@ -72,8 +92,8 @@ internal sealed class Token
         int offset = 23;
         for (int i = 0; i < count; i++)
         {
-            var section = new TokenSection(0, maxRanges);
-            int used = section.TryRead(message[offset..]);
+            var section = new TokenSection(0, maxRanges) { Holder = ImpliedHolder(token.Step) };
+            int used = section.TryRead(message[offset..], holders);
             if (used < 0)
             {
                 return null;
@@ -81,6 +101,11 @@ internal sealed class Token
 
             token.Sections.Add(section);
             offset += used;
+        }
+
+        if (holders && token.Sections.TrueForAll(section => section.Holder == ImpliedHolder(token.Step)))
+        {
+            return null; // holders sent when none differs from the implied one: not how a member writes a token
         }
 
         return offset == message.Length ? token : null;
@@ -115,6 +140,17 @@ internal sealed class TokenSection
 
     /// <summary>The largest loss fraction a member saw in its last rate samples (an extension: docs/qsm.md).</summary>
     public double LossMax;
+
+    /// <summary><see cref="Holder"/> when no member of the partition has processed the section yet this round.</summary>
+    public const ushort NoHolder = ushort.MaxValue;
+
+    /// <summary>The step (in this partition's ring) of the last member that processed the section, whose NAK set
+    /// <see cref="PredecessorNaks"/> is; <see cref="NoHolder"/> before the first. A member that has no started stream of
+    /// the sender passes the section on untouched, so the predecessor to push to and pull from is this member, not
+    /// always the ring neighbour (docs/qsm.md, "Departed senders": the survivors of a crashed sender recover from each
+    /// other past members that never heard it). On the wire only when it is not the one the step implies
+    /// (<see cref="Token.HoldersFlag"/>).</summary>
+    public ushort Holder = NoHolder;
     public readonly NakSet PredecessorNaks;
     public readonly NakSet PartitionNaks;
 
@@ -129,7 +165,7 @@ internal sealed class TokenSection
         PartitionNaks.Clear();
     }
 
-    public int Write(Span<byte> destination)
+    public int Write(Span<byte> destination, bool holder = false)
     {
         BinaryPrimitives.WriteUInt32LittleEndian(destination, Sender);
         BinaryPrimitives.WriteUInt64LittleEndian(destination[4..], Cutoff);
@@ -141,14 +177,20 @@ internal sealed class TokenSection
         BinaryPrimitives.WriteDoubleLittleEndian(destination[52..], RateMin);
         BinaryPrimitives.WriteDoubleLittleEndian(destination[60..], LossMax);
         int offset = 68;
+        if (holder)
+        {
+            BinaryPrimitives.WriteUInt16LittleEndian(destination[offset..], Holder);
+            offset += 2;
+        }
+
         offset += PredecessorNaks.Write(destination[offset..]);
         offset += PartitionNaks.Write(destination[offset..]);
         return offset;
     }
 
-    public int TryRead(ReadOnlySpan<byte> source)
+    public int TryRead(ReadOnlySpan<byte> source, bool holder = false)
     {
-        if (source.Length < 72)
+        if (source.Length < (holder ? 74 : 72))
         {
             return -1;
         }
@@ -168,6 +210,12 @@ internal sealed class TokenSection
         }
 
         int offset = 68;
+        if (holder)
+        {
+            Holder = BinaryPrimitives.ReadUInt16LittleEndian(source[offset..]);
+            offset += 2;
+        }
+
         int used = PredecessorNaks.TryRead(source[offset..]);
         if (used < 0)
         {

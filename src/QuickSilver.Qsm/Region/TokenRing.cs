@@ -243,6 +243,14 @@ internal sealed class TokenRing
             {
                 _member.Recovery.Process(section, stream, token.Step, closingStep, members);
             }
+            else if (stream is null && !_member.Knows(section.Sender))
+            {
+                // A departed sender (out of the view and not admitted) this member has no stream of: it can never be
+                // owed a packet of it (its packets are dropped before they start a stream), so it holds nothing back.
+                // Counting it as "received 0" kept the region from purging, and every member from retiring, the
+                // stream of a sender that crashed before this member joined.
+                continue;
+            }
             else if (token.Step < closingStep)
             {
                 // Not started on this sender yet (nothing heard, or its start not known): it has received nothing the
@@ -266,9 +274,17 @@ internal sealed class TokenRing
             return;
         }
 
-        // The partition's ring is closed: on to the next partition's leader, or back to the region leader.
+        // The partition's ring is closed: on to the next partition's leader, or back to the region leader. What steered
+        // recovery inside the partition stays there (a closing leader with no stream of a sender never cleared it).
         token.Partition++;
         token.Step = 0;
+        foreach (var section in token.Sections)
+        {
+            section.Holder = TokenSection.NoHolder;
+            section.PredecessorNaks.Clear();
+            section.PartitionNaks.Clear();
+        }
+
         int target = token.Partition < _member.Partitions ? _member.Layout[token.Partition].Members[0] : _member.Layout[0].Members[0];
         SendToken(token, target);
     }

@@ -16,12 +16,15 @@ internal sealed record SoakFaults(
     int Crashes,
     int Joiners,
     int Leavers,
-    TimeSpan Partition)
+    TimeSpan Partition,
+    bool SenderCrash,
+    bool GmsFailover)
 {
     public override string ToString() => string.Create(CultureInfo.InvariantCulture,
         $"{Members} members, {Messages} × {MessageBytes} B, loss {Loss:P1}{(Burst is { } b ? $" + bursts ({b.GoodToBad:P1} in, {b.BadToGood:P0} out)" : "")}, " +
         $"reorder {Reorder:P1}, duplicate {Duplicate:P1}, {Crashes} crash(es), {Joiners} joiner(s), {Leavers} leaver(s)" +
-        $"{(Partition > TimeSpan.Zero ? $", a partition of {Partition.TotalSeconds:F1} s" : "")}");
+        $"{(Partition > TimeSpan.Zero ? $", a partition of {Partition.TotalSeconds:F1} s" : "")}" +
+        $"{(SenderCrash ? ", a second publisher crashes mid-stream" : "")}{(GmsFailover ? ", the GMS leader crashes (3 replicas)" : "")}");
 }
 
 /// <summary>What one soak seed found: <see cref="Failure"/> (a message lost, duplicated or out of order, a stall, a
@@ -37,9 +40,12 @@ internal sealed record SoakResult(int Seed, SoakFaults Faults, string? Failure, 
 /// on the simulated network, one of them publishing numbered messages, under faults drawn from the seed: loss up to
 /// 20 %, bursts, reordering, duplication, crashes of up to R−1 members that cache packets (never the sender, and at
 /// least one receiver stays), nodes joining and leaving mid-stream, and in a quarter of the seeds a partition that cuts
-/// some receivers off for 0.2–3 s. It asserts that every member alive and in the group at the end got every message
-/// once, in order (a joiner, or a node the GMS dropped that registered again: every message from where it started to
-/// the last), and reports whether once the stream is over every live member's receive buffers are purged.
+/// some receivers off for 0.2–3 s; in a third of the seeds with 4+ members a second publisher that crashes mid-stream,
+/// and in a quarter three GMS replicas whose leader crashes under load. It asserts that every member alive and in the
+/// group at the end got every message once, in order (a joiner, or a node the GMS dropped that registered again: every
+/// message from where it started to the last), that the survivors of the crashed publisher agree on a prefix of its
+/// stream and retire it (<see cref="CheckCrashedPublisher"/>), and reports whether once the stream is over every live
+/// member's receive buffers are purged.
 /// The same seed replays the same run.
 /// </summary>
 internal static class SoakScenario
@@ -65,7 +71,9 @@ internal static class SoakScenario
             Crashes: random.Next(0, Math.Min(replication - 1, members - 2) + 1),
             Joiners: random.Next(0, 3),
             Leavers: random.Next(0, 2),
-            Partition: random.Next(4) == 0 ? TimeSpan.FromMilliseconds(random.Next(200, 3_001)) : TimeSpan.Zero); // drawn last: the earlier draws stay as they were
+            Partition: random.Next(4) == 0 ? TimeSpan.FromMilliseconds(random.Next(200, 3_001)) : TimeSpan.Zero, // the earlier draws stay as they were
+            SenderCrash: random.Next(3) == 0 && members >= 4, // drawn after the partition: earlier draws stay as they were
+            GmsFailover: random.Next(4) == 0);
     }
 
     /// <summary>The virtual time of the seed this thread is running (for log lines of a replay); null between runs.</summary>
@@ -84,11 +92,13 @@ internal static class SoakScenario
             ReorderRate = faults.Reorder,
             DuplicateRate = faults.Duplicate,
         };
-        var cluster = new NodeCluster(seed, link, gmsLogger: gmsLogger);
+        var cluster = faults.GmsFailover
+            ? new NodeCluster(seed, link, gmsReplicas: 3)
+            : new NodeCluster(seed, link, gmsLogger: gmsLogger);
         VirtualNow = () => cluster.Network.Now;
         try
         {
-            var (failure, unpurged) = Drive(cluster, faults, new Random(seed ^ 0x5EED));
+            var (failure, unpurged) = Drive(cluster, faults, new Random(seed ^ 0x5EED), seed);
             return new SoakResult(seed, faults, failure, unpurged, cluster.Network.Now, cluster.Network.Deliveries);
         }
         catch (InvalidOperationException e)
@@ -97,13 +107,20 @@ internal static class SoakScenario
         }
     }
 
-    private static (string? Failure, string? Unpurged) Drive(NodeCluster cluster, SoakFaults faults, Random random)
+    private static (string? Failure, string? Unpurged) Drive(NodeCluster cluster, SoakFaults faults, Random random, int seed)
     {
         var members = cluster.AddNodes(faults.Members);
         cluster.Join(members, Group);
         cluster.SettleViews(Group, members);
         var sender = members[0];
         sender.PublishNumbered(Group, faults.Messages, faults.MessageBytes);
+
+        // A second publisher that crashes mid-stream (it stops without leaving): its own numbered stream, at a steady
+        // rate so that it is still going when it dies. Its faults come from their own generator, so every other draw of
+        // the seed stays as it was.
+        var crashRandom = new Random(seed ^ 0xC4A5);
+        var crasher = faults.SenderCrash ? members[^1] : null;
+        crasher?.PublishNumbered(Group, CrasherMessages, faults.MessageBytes, perSecond: CrasherRate);
 
         // Each event (a crash, a join, a leave) happens once the slowest live receiver has a random share of the stream.
         var limit = TimeSpan.FromSeconds(120);
@@ -130,9 +147,11 @@ internal static class SoakScenario
 
             return true;
         }
-        foreach (var victim in receivers.OrderBy(_ => random.Next()).Take(faults.Crashes + faults.Leavers).Select((n, i) => (n, i)))
+        // With a crashing publisher, one fewer receiver crashes: at most R−1 caching members go, and one receiver stays.
+        int crashes = crasher is null ? faults.Crashes : Math.Min(faults.Crashes, Math.Min(new RegionOptions().ReplicationFactor - 1, faults.Members - 2) - 1);
+        foreach (var victim in receivers.Where(n => n != crasher).OrderBy(_ => random.Next()).Take(crashes + faults.Leavers).Select((n, i) => (n, i)))
         {
-            bool crash = victim.i < faults.Crashes;
+            bool crash = victim.i < crashes;
             events.Add((random.Next(1, faults.Messages), () =>
             {
                 gone.Add(victim.n);
@@ -173,6 +192,31 @@ internal static class SoakScenario
                 var feed = sender.Groups[Group].Published!;
                 cluster.Require(() => joiner.Registered && sender.Region!.Member!.View!.IndexOf(new Membership.NodeId(joiner.Id)) >= 0, limit, $"{joiner.Label} in the sender's view");
                 joiners.Add((joiner, feed.Next <= feed.Count ? feed.Next : 0));
+            }));
+        }
+
+        if (crasher is not null)
+        {
+            // The publisher dies once the fastest other receiver has a random share of its stream (the slower ones may
+            // lack some of it then: what they must agree on is checked at the end).
+            int share = crashRandom.Next(1, 1_001);
+            events.Add((crashRandom.Next(1, faults.Messages), () =>
+            {
+                var others = members.Where(n => n != crasher && !gone.Contains(n)).ToList();
+                cluster.Require(() => others.Any(n => Count(n, crasher) >= share), limit, $"{share} messages of the crashing publisher");
+                gone.Add(crasher);
+                crasher.Sim.Crash();
+            }));
+        }
+
+        if (faults.GmsFailover)
+        {
+            // The leading GMS replica's host crashes under load and, after an election timeout, another replica leads.
+            events.Add((crashRandom.Next(1, faults.Messages), () =>
+            {
+                int down = cluster.CrashGmsLeader();
+                cluster.Network.RunFor(TimeSpan.FromMilliseconds(400));
+                cluster.ElectGms((down + 1) % 3);
             }));
         }
 
@@ -236,12 +280,14 @@ internal static class SoakScenario
         foreach (var (joiner, owed) in joiners)
         {
             var got = Messages(joiner, sender);
-            if (owed > 0 && (got.Count == 0 || got[0] > owed))
+            bool again = Rejoined(joiner); // registered again: a new member from then on, owed only what follows
+            if (!again && owed > 0 && (got.Count == 0 || got[0] > owed))
             {
+                // A joiner dropped before it got anything, registered again, is held to what its new id is owed (the
+                // wait above): this check compared it with its first id's start (seed 322, once the token grew 2 bytes).
                 return ($"joiner {joiner.Label} started at message {got.FirstOrDefault()}, but was owed every message from {owed}", null);
             }
 
-            bool again = Rejoined(joiner); // registered again: a new member from then on, owed only what follows
             for (int i = 1; i < got.Count; i++)
             {
                 if (again ? got[i] <= got[i - 1] : got[i] != got[i - 1] + 1)
@@ -260,6 +306,11 @@ internal static class SoakScenario
             return ($"{over.Label} holds more than {bound} packets of one stream: {over.Region!.Member!.Describe()}", null);
         }
 
+        if (crasher is not null && CheckCrashedPublisher(cluster, crasher, checkedMembers, rejoined.Concat(joiners.Select(j => j.Node)).ToList()) is { } crashFailure)
+        {
+            return (crashFailure, null);
+        }
+
         cluster.Network.RunUntil(() => live.All(n => (n.Region?.Member?.HeldPackets ?? 0) == 0), TimeSpan.FromSeconds(5));
         if (live.FirstOrDefault(n => (n.Region?.Member?.HeldPackets ?? 0) > 0) is { } holding)
         {
@@ -268,6 +319,68 @@ internal static class SoakScenario
         }
 
         return (null, null);
+    }
+
+    /// <summary>Messages the crashing publisher would publish (it dies long before) and its rate.</summary>
+    private const int CrasherMessages = 1_000_000, CrasherRate = 500;
+
+    /// <summary>What survivors must hold of a publisher that crashed mid-stream (the region's guarantee, docs/simulation.md,
+    /// "Seed sweeps"): every member that was in the group throughout delivers the same prefix 1..k of its stream, in
+    /// order (the packets some survivor had are recovered by the others; past the first one no survivor had, none
+    /// delivers), without holding up anyone's other streams; and after <see cref="RegionOptions.RetireDepartedStreamsAfter"/>
+    /// no survivor holds a stream of it. A member that joined or registered again delivers its messages at most once, in
+    /// order. Null when all that holds.</summary>
+    private static string? CheckCrashedPublisher(NodeCluster cluster, NodeCluster.Node crasher, List<NodeCluster.Node> stayed, List<NodeCluster.Node> others)
+    {
+        // Sorted as the run goes (as the main checks are): a member may be dropped and register again while this waits.
+        var all = stayed.Concat(others).ToList();
+        var ids = crasher.Ids.ToList();
+        // A publisher that registered again before it died left its earlier id's stream to a retired sender that died
+        // with it: members that had not started that stream when the views changed never get it (docs/architecture.md,
+        // "Identity"), so the survivors are then held only to "at most once, in order".
+        List<NodeCluster.Node> Throughout() => Rejoined(crasher) ? [] : stayed.Where(n => !Rejoined(n)).ToList();
+        bool Agreed() => Throughout().Select(n => Count(n, crasher)).Distinct().Count() <= 1;
+        bool Retired() => all.All(n => n.Region?.Member is not { } member || ids.All(id => !member.Streams.ContainsKey(id)));
+        var wait = new RegionOptions().RetireDepartedStreamsAfter + TimeSpan.FromSeconds(60);
+        cluster.Network.RunUntil(() => Agreed() && Retired(), wait);
+        var throughout = Throughout();
+        var later = all.Except(throughout).ToList();
+        foreach (var node in throughout)
+        {
+            var got = Messages(node, crasher);
+            for (int i = 0; i < got.Count; i++)
+            {
+                if (got[i] != i + 1)
+                {
+                    return $"{node.Label} got message {got[i]} of the crashed publisher in place {i + 1}";
+                }
+            }
+        }
+
+        foreach (var node in later)
+        {
+            var got = Messages(node, crasher);
+            for (int i = 1; i < got.Count; i++)
+            {
+                if (got[i] <= got[i - 1])
+                {
+                    return $"{node.Label} (joined or registered again) got message {got[i]} of the crashed publisher after {got[i - 1]}";
+                }
+            }
+        }
+
+        if (!Agreed())
+        {
+            return $"survivors disagree on the crashed publisher's stream {wait.TotalSeconds:F0} s later: " +
+                   string.Join(", ", throughout.Select(n => $"{n.Label}: {Count(n, crasher)}")) + "; " + Describe(throughout);
+        }
+
+        if (!Retired())
+        {
+            return $"the crashed publisher's stream (ids {string.Join("/", ids)}) is not retired {wait.TotalSeconds:F0} s later: " + Describe(all);
+        }
+
+        return null;
     }
 
     private static int Last(NodeCluster.Node node, NodeCluster.Node sender)

@@ -92,6 +92,43 @@ public sealed class TokenProperties
         });
     }
 
+    /// <summary>A section's holder (the last member that processed it, docs/wire-format.md) is on the wire only when a
+    /// member passed the section on untouched: a token whose holders are all the ones its step implies is as long as
+    /// before holders existed; one that differs sets bit 15 of the count and carries every section's holder; a token
+    /// that sets the bit without need is refused (one encoding per token).</summary>
+    [Fact]
+    public void Holders_travel_only_when_one_differs_from_the_step()
+    {
+        var token = new Token { Region = 1, View = 2, Round = 3, Partition = 0, Step = 3 };
+        token.Sections.Add(new TokenSection(7, 4) { Holder = 2 });
+        token.Sections.Add(new TokenSection(8, 4) { Holder = 2 });
+        var plain = new byte[1024];
+        int plainLength = token.Write(plain);
+        Assert.Equal(0, BinaryPrimitives.ReadUInt16LittleEndian(plain.AsSpan(21)) & Token.HoldersFlag);
+
+        token.Sections[1].Holder = 0; // step 1 and 2 had no stream of sender 8
+        var marked = new byte[1024];
+        int markedLength = token.Write(marked);
+        Assert.Equal(plainLength + 4, markedLength);
+        Assert.NotEqual(0, BinaryPrimitives.ReadUInt16LittleEndian(marked.AsSpan(21)) & Token.HoldersFlag);
+        var read = Token.TryRead(marked.AsSpan(0, markedLength), 4, 64)!;
+        Assert.Equal([(ushort)2, (ushort)0], read.Sections.Select(s => s.Holder));
+        Assert.Equal([(ushort)2, (ushort)2], Token.TryRead(plain.AsSpan(0, plainLength), 4, 64)!.Sections.Select(s => s.Holder));
+
+        // The bit set, every holder the implied one: refused.
+        token.Sections[1].Holder = 2;
+        var needless = new List<byte>(plain.AsSpan(0, 23).ToArray());
+        BinaryPrimitives.WriteUInt16LittleEndian(System.Runtime.InteropServices.CollectionsMarshal.AsSpan(needless)[21..], (ushort)(2 | Token.HoldersFlag));
+        foreach (var section in token.Sections)
+        {
+            var one = new byte[512];
+            needless.AddRange(one.AsSpan(0, section.Write(one, holder: true)).ToArray());
+        }
+
+        Assert.Equal(plainLength + 4, needless.Count);
+        Assert.Null(Token.TryRead(needless.ToArray(), 4, 64));
+    }
+
     [Fact]
     public void A_count_field_claiming_the_most_sections_allocates_no_more_than_the_bytes_carry()
     {
