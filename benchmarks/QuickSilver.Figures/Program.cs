@@ -25,8 +25,8 @@ var congestion = new Option<string>("--congestion-control")
 congestion.AcceptOnlyFromAmong("on", "off");
 var share = new Option<string>("--partition-share")
 {
-    Description = "on (the library's default) or off: after delivery members keep only their partition's share (RegionOptions.PartitionShare); the throughput table reports each member's peak of held packets.",
-    DefaultValueFactory = _ => "on",
+    Description = "on or off (the library's default): after delivery members keep only their partition's share (RegionOptions.PartitionShare); the throughput table reports each member's peak of held packets.",
+    DefaultValueFactory = _ => "off",
 };
 share.AcceptOnlyFromAmong("on", "off");
 var wallBudget = new Option<int?>("--wall-budget") { Description = "Seconds of wall time after which one run is cut (default 60 quick, 240 full)." };

@@ -86,9 +86,11 @@ public sealed record RegionOptions
     /// i mod p): a delivered packet of another partition's class is released at once instead of waiting for the region's
     /// purge, so a member of a region of p partitions holds about 1/p of the purge lag's traffic. A view change that
     /// redraws the partitions keeps the old share too until the region has purged every packet numbered before it
-    /// (<see cref="Region.PartitionShare"/>, docs/qsm.md, "Partition share"). On by default; off keeps every packet until
-    /// the purge, as before (more memory, no re-caching after a view change).</summary>
-    public bool PartitionShare { get; init; } = true;
+    /// (<see cref="Region.PartitionShare"/>, docs/qsm.md, "Partition share"). Off by default: when a sender crashes, a
+    /// packet that reached only members outside its caching partition is then lost to the others (members released it
+    /// at delivery, and the sender is gone), where keeping every packet until the purge lets them recover it from
+    /// whoever has it (the whole-stack soak, seed 389).</summary>
+    public bool PartitionShare { get; init; }
 
     /// <summary>What paces the senders (see <see cref="RegionFlowControl"/>).</summary>
     public RegionFlowControl FlowControl { get; init; } = RegionFlowControl.ReceiverWindow;
