@@ -15,8 +15,8 @@ namespace QuickSilver.Dissemination.Protocol;
 /// again), and tells the channel to forgive its debt, moving its schedule, and the pages queued on it, later by the
 /// lateness. One core sends every channel, so the rate is measured for all of them together: a channel measured alone
 /// would take the core's whole rate for itself while it bursts. While the channels keep their schedules (within a
-/// quarter of the limit) the interval halves, back toward the cap, every <see cref="ProbeAfter"/>, so the rate
-/// follows a core that frees up. Pages are announced at <see cref="Interval"/>, so a page's announced duration is what
+/// quarter of the limit) the interval shrinks back toward the cap every <see cref="ProbeAfter"/>: by 3 % first, then by
+/// twice the last step, up to half, so the rate follows a core that frees up. Pages are announced at <see cref="Interval"/>, so a page's announced duration is what
 /// its sending really takes.
 /// </remarks>
 internal sealed class SendPacer
@@ -24,10 +24,14 @@ internal sealed class SendPacer
     /// <summary>Time on schedule after which the interval shrinks toward the cap again.</summary>
     public static readonly TimeSpan ProbeAfter = TimeSpan.FromMilliseconds(100);
 
-    /// <summary>The interval's factor per <see cref="ProbeAfter"/> on schedule: the rate doubles every 100 ms while
-    /// the core keeps up (a window that held a long descheduling of a loaded machine's process measures far less than
-    /// the core does once it runs again: 0.2 MB/s a channel was seen; the rate is back within a second).</summary>
-    private const double ProbeFactor = 0.5;
+    /// <summary>The first probe after a slip shortens the interval by this fraction; each further probe on schedule
+    /// doubles the fraction, up to <see cref="MaxProbeStep"/>: gentle near the rate that last slipped, fast far from it
+    /// (a window that held a long descheduling of a loaded machine's process measures far less than the core does once
+    /// it runs again: 0.2 MB/s a channel was seen; the rate is back within about a second).</summary>
+    private const double FirstProbeStep = 0.03;
+
+    private const double MaxProbeStep = 0.5;
+    private double _probeStep = FirstProbeStep;
 
     /// <summary>Sends in a window before its rate is trusted (fewer: the debt is forgiven, the rate kept).</summary>
     private const int MinSample = 16;
@@ -81,7 +85,8 @@ internal sealed class SendPacer
             // On schedule (a real core's alarms are always a little late): probe back toward the cap.
             if (_interval > _nominal && now - _windowStart >= ProbeAfter)
             {
-                _interval = Math.Max(_nominal, _interval * ProbeFactor);
+                _interval = Math.Max(_nominal, _interval * (1 - _probeStep));
+                _probeStep = Math.Min(MaxProbeStep, _probeStep * 2);
                 StartWindow(now);
             }
 
@@ -103,6 +108,7 @@ internal sealed class SendPacer
             StartWindow(now);
         }
 
+        _probeStep = FirstProbeStep;
         Slips++;
         Forgiven += late;
         return late;
