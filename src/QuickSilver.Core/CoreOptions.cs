@@ -43,6 +43,15 @@ public sealed record CoreOptions
     /// <summary>Datagrams moved by one recvmmsg/sendmmsg call (epoll backend).</summary>
     public int SyscallBatchSize { get; init; } = 64;
 
+    /// <summary>Receive coalescing: after an I/O round that received something, the core sleeps this long (or until its
+    /// next alarm, if sooner) before it polls again, so datagrams that arrive meanwhile are drained in one batch rather
+    /// than each waking the thread (a NIC's interrupt moderation, in the core). Zero (the default): the core blocks in
+    /// its poll and wakes at once. It trades latency (up to this much) and a longer wait for a downcall for CPU: a bulk
+    /// receiver that wakes per datagram spends about a fifth of its CPU sleeping and waking (docs/core.md,
+    /// "Receive coalescing"). At most 100 ms; sub-millisecond values are honoured on Linux (clock_nanosleep),
+    /// rounded up to a millisecond elsewhere.</summary>
+    public TimeSpan ReceiveCoalescing { get; init; } = TimeSpan.Zero;
+
     /// <summary>Where the core logs (Microsoft.Extensions.Logging); null (the default): nowhere.</summary>
     public ILogger? Logger { get; init; }
 
@@ -65,6 +74,10 @@ public sealed record CoreOptions
         OptionChecks.Positive(AlarmQuantum, $"CoreOptions.{nameof(AlarmQuantum)}");
         OptionChecks.InRange(DowncallQueueCapacity, 2, 1 << 24, $"CoreOptions.{nameof(DowncallQueueCapacity)}");
         OptionChecks.InRange(SyscallBatchSize, 1, 1024, $"CoreOptions.{nameof(SyscallBatchSize)}");
+        if (ReceiveCoalescing < TimeSpan.Zero || ReceiveCoalescing > TimeSpan.FromMilliseconds(100))
+        {
+            throw new ArgumentOutOfRangeException(nameof(ReceiveCoalescing), ReceiveCoalescing, "CoreOptions.ReceiveCoalescing must be between 0 and 100 ms.");
+        }
         if (!Enum.IsDefined(Backend))
         {
             throw new ArgumentOutOfRangeException(nameof(Backend), Backend, "CoreOptions.Backend is not a known backend.");

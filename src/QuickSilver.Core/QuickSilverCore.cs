@@ -273,6 +273,7 @@ public sealed class QuickSilverCore : IAlarmScheduler, ICoreDispatcher, IDisposa
 
     private void Loop()
     {
+        bool received = false;
         while (!_stopRequested)
         {
             RunDowncalls();
@@ -282,8 +283,16 @@ public sealed class QuickSilverCore : IAlarmScheduler, ICoreDispatcher, IDisposa
             }
 
             // I/O round: block only when nothing else is due.
+            int timeout = ComputeTimeoutMs();
+            if (timeout != 0 && received && Options.ReceiveCoalescing > TimeSpan.Zero)
+            {
+                Nap();
+                timeout = 0;
+            }
+
             var ioDeadline = Now + Options.IoQuantum;
-            int handled = SafePoll(ComputeTimeoutMs(), ioDeadline);
+            int handled = SafePoll(timeout, ioDeadline);
+            received = handled > 0;
             if (handled > 0 || _dirty.Count > 0)
             {
                 FlushDirty();
@@ -318,6 +327,39 @@ public sealed class QuickSilverCore : IAlarmScheduler, ICoreDispatcher, IDisposa
                 Counters.AlarmsFired += fired;
                 FlushDirty();
             }
+        }
+    }
+
+    /// <summary>Receive coalescing (<see cref="CoreOptions.ReceiveCoalescing"/>): the last round received, so sleep
+    /// before polling again, at most until the next alarm. A downcall posted meanwhile waits for the nap to end (its
+    /// wake-up stays pending in the backend and is drained by the next poll).</summary>
+    private void Nap()
+    {
+        var nap = Options.ReceiveCoalescing;
+        if (_alarms.TryPeekDeadline(out var next) && next - Now < nap)
+        {
+            nap = next - Now;
+        }
+
+        if (nap <= TimeSpan.Zero)
+        {
+            return;
+        }
+
+        Counters.CoalescingNaps++;
+        if (OperatingSystem.IsLinux())
+        {
+            unsafe
+            {
+                long* ts = stackalloc long[2];
+                ts[0] = nap.Ticks / TimeSpan.TicksPerSecond;
+                ts[1] = nap.Ticks % TimeSpan.TicksPerSecond * 100;
+                _ = Io.Linux.LinuxNative.clock_nanosleep(Io.Linux.LinuxNative.CLOCK_MONOTONIC, 0, ts, null);
+            }
+        }
+        else
+        {
+            Thread.Sleep((int)Math.Ceiling(nap.TotalMilliseconds));
         }
     }
 

@@ -102,6 +102,7 @@ public sealed class FilesMultiProcessTests : IDisposable
     [InlineData(new[] { "files", "serve", ".", "--packet-payload", "1400", "--page-size", "30000" }, "--page-size")]
     [InlineData(new[] { "files", "serve", ".", "--multicast", "127.0.0.1:5000" }, "--multicast")]
     [InlineData(new[] { "files", "get", "a", "--out", "/tmp/x", "--capacity", "0" }, "--capacity")]
+    [InlineData(new[] { "files", "get", "a", "--out", "/tmp/x", "--coalesce-us", "100001" }, "--coalesce-us")]
     [InlineData(new[] { "files", "get", "../escape", "--out", "/tmp/qs-files-x", "--server", "127.0.0.1:1" }, "outside")]
     public async Task A_bad_option_exits_with_code_2_and_names_it(string[] args, string option)
     {

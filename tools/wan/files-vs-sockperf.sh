@@ -46,4 +46,4 @@ for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 pids=()
 "$TB" down
 trap - EXIT
-"$HERE/files-vs-uftp-udpcast.sh" "$MB" 0 "$RATE" qs
+QS_GET_ARGS="--json ${QS_GET_ARGS:-}" "$HERE/files-vs-uftp-udpcast.sh" "$MB" 0 "$RATE" qs

@@ -79,4 +79,17 @@ for system in $SYSTEMS; do
   tx=$(( $(txbytes) - tx0 ))
   echo "system=$system UDP datagrams the receivers' kernels dropped for a full socket buffer: $(( $(rcvbuf) - rb0 ))"
   python3 -c "import sys; t=$t1-$t0; print(f'RESULT system=$system loss=$LOSS seconds={t:.2f} sender_bytes=$tx ({$tx/($MB*1e6):.3f} x the files) sender_cpu_s=$scpu receivers_cpu_s=$rcpu per_receiver_MBps={$MB/t:.2f} copies=$result')"
+  # qs with --json: each client's data phase (first data packet to every file verified, docs/dissemination.md), the
+  # rate without the process start-up, the request round trip and the announcement delay: comparable to sockperf's.
+  if [[ $system == qs ]] && grep -q '"dataSeconds":[0-9]' "$WORK"/qs-client?.log 2>/dev/null; then
+    python3 - "$MB" "$WORK"/qs-client?.log <<'PY'
+import json, sys
+mb = float(sys.argv[1]); rates = []
+for path in sys.argv[2:]:
+    for line in open(path):
+        if '"event":"summary"' in line and json.loads(line).get("dataSeconds"):
+            rates.append(mb / json.loads(line)["dataSeconds"])
+print(f"RESULT system=qs data_phase_MBps_per_receiver={' '.join(f'{r:.2f}' for r in rates)} min={min(rates):.2f}")
+PY
+  fi
 done

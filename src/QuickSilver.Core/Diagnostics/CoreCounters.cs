@@ -24,6 +24,7 @@ public sealed class CoreCounters : IDisposable
     internal long IoEvents;
     internal long AlarmBatches;
     internal long AlarmsFired;
+    internal long CoalescingNaps;
     internal long DowncallsRun;
     internal long SendErrors;
     internal long UpcallFaults;
@@ -44,6 +45,7 @@ public sealed class CoreCounters : IDisposable
         Counter("qs.alarm.batches", () => Read(ref AlarmBatches));
         Counter("qs.alarms.fired", () => Read(ref AlarmsFired), null, "Alarms fired; divide by qs.alarm.batches for the mean batch size");
         Counter("qs.downcalls", () => Read(ref DowncallsRun));
+        Counter("qs.io.naps", () => Read(ref CoalescingNaps), null, "Receive-coalescing sleeps (CoreOptions.ReceiveCoalescing)");
         _meter.CreateObservableGauge("qs.downcall.queue.depth", () => _disposed ? [] : new[] { new Measurement<int>(downcallQueueDepth(), tag) });
         Counter("qs.send.errors", () => Read(ref SendErrors));
         Counter("qs.upcall.faults", () => Read(ref UpcallFaults), null, "Exceptions thrown by handlers and alarms, caught by the core");
@@ -75,6 +77,9 @@ public sealed class CoreCounters : IDisposable
     public long IoEventCount => Read(ref IoEvents);
     public long AlarmBatchCount => Read(ref AlarmBatches);
     public long AlarmsFiredCount => Read(ref AlarmsFired);
+
+    /// <summary>Times the core slept to coalesce receives (<see cref="CoreOptions.ReceiveCoalescing"/>).</summary>
+    public long CoalescingNapCount => Read(ref CoalescingNaps);
     public long DowncallCount => Read(ref DowncallsRun);
     public long SendErrorCount => Read(ref SendErrors);
     public long UpcallFaultCount => Read(ref UpcallFaults);

@@ -8,7 +8,8 @@ using QuickSilver.Transport.Framing;
 namespace QuickSilver.Dissemination.Hosting;
 
 /// <summary>Progress of one client, read on its core.</summary>
-public sealed record ClientProgress(bool Complete, IReadOnlyList<FileProgress> Files, IReadOnlyList<string> NotFound, long PagesDecoded, long PagesRebuilt, long NaksSent, long DataPackets, ClientCounters Counters);
+/// <param name="DataTime">From the first data packet to completion (the data phase), or null before both.</param>
+public sealed record ClientProgress(bool Complete, IReadOnlyList<FileProgress> Files, IReadOnlyList<string> NotFound, long PagesDecoded, long PagesRebuilt, long NaksSent, long DataPackets, ClientCounters Counters, TimeSpan? DataTime);
 
 /// <summary>
 /// The real client: a <see cref="DisseminationClient"/> on its own <see cref="QuickSilverCore"/>, its request channel
@@ -54,7 +55,7 @@ public sealed class FileClientHost : IAsyncDisposable
             throw;
         }
 
-        var core = QuickSilverCore.Start(new CoreOptions { Name = "qs-files-client" });
+        var core = QuickSilverCore.Start(new CoreOptions { Name = "qs-files-client", ReceiveCoalescing = options.ReceiveCoalescing });
         var connection = new FramedConnection(socket, Wire.MaxFrameBytes);
         var host = new FileClientHost(core, connection, store);
         var udp = core.OpenUdp(new UdpEndpointOptions { Bind = new NetAddress(multicastInterface.Ip, 0), MulticastInterface = multicastInterface });
@@ -87,7 +88,8 @@ public sealed class FileClientHost : IAsyncDisposable
     public bool Disconnected => _run.IsCompleted;
 
     public Task<ClientProgress> ProgressAsync() => _core.InvokeAsync(() =>
-        new ClientProgress(_client.IsComplete, _client.Files.ToArray(), _client.NotFound, _client.Counters.PagesDecoded, _client.Counters.PagesRebuilt, _client.Counters.NaksSent, _client.Counters.DataPackets, _client.Counters.Snapshot()));
+        new ClientProgress(_client.IsComplete, _client.Files.ToArray(), _client.NotFound, _client.Counters.PagesDecoded, _client.Counters.PagesRebuilt, _client.Counters.NaksSent, _client.Counters.DataPackets, _client.Counters.Snapshot(),
+            _client.IsComplete && _client.FirstDataAt is { } first ? _client.CompletedAt - first : null));
 
     public async ValueTask DisposeAsync()
     {

@@ -125,6 +125,11 @@ public sealed class DisseminationClient : IDatagramHandler
     /// <summary>Virtual (or core) time at which the client completed.</summary>
     public TimeSpan CompletedAt { get; private set; }
 
+    /// <summary>Virtual (or core) time of the first data packet of a requested file, or null before one came: from
+    /// here to <see cref="CompletedAt"/> is the data phase, the client's transfer rate without its start-up, the
+    /// request round trip and the server's announcement delay.</summary>
+    public TimeSpan? FirstDataAt { get; private set; }
+
     /// <summary>Raised when a file is written and verified.</summary>
     public event Action<FileEntry>? FileCompleted;
 
@@ -498,6 +503,7 @@ public sealed class DisseminationClient : IDatagramHandler
             return;
         }
 
+        FirstDataAt ??= _clock.Now;
         int page = (int)h.Page;
         int k = pages.PacketsIn(pages.PageLength(file.Entry.Size, page));
 

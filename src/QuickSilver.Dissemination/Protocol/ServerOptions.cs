@@ -168,6 +168,13 @@ public sealed record ClientOptions
     /// <summary>Transmissions tracked at once (announced or seen, not yet ended); more are ignored (counted).</summary>
     public int MaxTracked { get; init; } = 1024;
 
+    /// <summary>The host's core sleeps this long after a round that received datagrams before it reads again
+    /// (<c>CoreOptions.ReceiveCoalescing</c>), so a burst is read in one batch rather than each datagram waking the
+    /// client: on the testbed it cut the four clients' CPU by about 38 % and the server's by about 25 % (the
+    /// server's sends wake fewer sleeping receivers) (docs/dissemination.md, "Receive coalescing"). A bulk transfer
+    /// does not mind the delay; 0 wakes per datagram. Real cores only (the simulator delivers in virtual time).</summary>
+    public TimeSpan ReceiveCoalescing { get; init; } = TimeSpan.FromMilliseconds(1);
+
     public void Validate()
     {
         Check(Capacity >= 1 && Capacity <= 255, nameof(Capacity), Capacity, "between 1 and 255");
@@ -181,6 +188,7 @@ public sealed record ClientOptions
         Check(LateAlarm > TimeSpan.Zero && LateAlarm <= TimeSpan.FromMinutes(1), nameof(LateAlarm), LateAlarm, "positive and at most 1 minute");
         Check(MaxScheduleLag >= TimeSpan.Zero && MaxScheduleLag <= TimeSpan.FromMinutes(1), nameof(MaxScheduleLag), MaxScheduleLag, "between 0 and 1 minute");
         Check(MaxTracked >= 1, nameof(MaxTracked), MaxTracked, "at least 1");
+        Check(ReceiveCoalescing >= TimeSpan.Zero && ReceiveCoalescing <= TimeSpan.FromMilliseconds(100), nameof(ReceiveCoalescing), ReceiveCoalescing, "between 0 and 100 ms");
     }
 
     private static void Check(bool ok, string name, object value, string what)

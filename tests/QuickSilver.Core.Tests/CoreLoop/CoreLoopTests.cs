@@ -259,6 +259,10 @@ public sealed class CoreLoopTests
         Assert.Contains("IoQuantum", e.Message, StringComparison.Ordinal);
         e = Assert.Throws<ArgumentOutOfRangeException>(() => QuickSilverCore.Start(new CoreOptions { DowncallQueueCapacity = 1 }));
         Assert.Contains("DowncallQueueCapacity", e.Message, StringComparison.Ordinal);
+        e = Assert.Throws<ArgumentOutOfRangeException>(() => QuickSilverCore.Start(new CoreOptions { ReceiveCoalescing = TimeSpan.FromMilliseconds(-1) }));
+        Assert.Contains("ReceiveCoalescing", e.Message, StringComparison.Ordinal);
+        e = Assert.Throws<ArgumentOutOfRangeException>(() => QuickSilverCore.Start(new CoreOptions { ReceiveCoalescing = TimeSpan.FromMilliseconds(101) }));
+        Assert.Contains("ReceiveCoalescing", e.Message, StringComparison.Ordinal);
         using var core = QuickSilverCore.Start();
         e = Assert.Throws<ArgumentOutOfRangeException>(() => core.OpenUdp(new UdpEndpointOptions { MaxDatagramSize = 70000 }));
         Assert.Contains("MaxDatagramSize", e.Message, StringComparison.Ordinal);

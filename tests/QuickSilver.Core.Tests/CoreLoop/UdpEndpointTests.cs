@@ -80,6 +80,41 @@ public sealed class UdpEndpointTests
         Assert.True(drops > 0, "no drop counted after 28 MB into a held endpoint");
     }
 
+    /// <summary>Receive coalescing: a core that received sleeps before reading again (counted), and still delivers
+    /// every datagram, in rounds of several; off (the default), it never naps.</summary>
+    [Theory]
+    [InlineData(0)]
+    [InlineData(2_000)]
+    public void A_coalescing_core_naps_after_receiving_and_loses_nothing(int coalesceMicros)
+    {
+        using var core = QuickSilverCore.Start(new CoreOptions { ReceiveCoalescing = TimeSpan.FromMicroseconds(coalesceMicros) });
+        var b = core.OpenUdp();
+        var handler = new CountingHandler();
+        core.Invoke(() => b.SetHandler(handler));
+        using var sender = new System.Net.Sockets.Socket(System.Net.Sockets.AddressFamily.InterNetwork, System.Net.Sockets.SocketType.Dgram, System.Net.Sockets.ProtocolType.Udp);
+        var to = b.LocalAddress.ToIPEndPoint();
+        for (int round = 0; round < 5; round++)
+        {
+            for (int i = 0; i < 100; i++)
+            {
+                sender.SendTo(new byte[100], to);
+            }
+
+            int expected = (round + 1) * 100;
+            Wait(() => handler.Count == expected, $"{expected} datagrams");
+        }
+
+        if (coalesceMicros == 0)
+        {
+            Assert.Equal(0, core.Counters.CoalescingNapCount);
+        }
+        else
+        {
+            // Each round ends with the socket drained and the core about to block: it naps first.
+            Assert.True(core.Counters.CoalescingNapCount >= 5, $"naps {core.Counters.CoalescingNapCount}");
+        }
+    }
+
     [Theory]
     [MemberData(nameof(CoreTestKit.Backends), MemberType = typeof(CoreTestKit))]
     public void Unicast_datagrams_arrive_with_the_senders_address_and_bytes(IoBackendKind backend)

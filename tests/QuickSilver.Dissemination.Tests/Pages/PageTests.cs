@@ -63,6 +63,8 @@ public class PageTests
         Assert.Equal(nameof(ClientOptions.MaxSpilledPages), e.ParamName);
         e = Assert.Throws<ArgumentOutOfRangeException>(() => new ClientOptions { MaxSpilledRepairBytes = -1 }.Validate());
         Assert.Contains(nameof(ClientOptions.MaxSpilledRepairBytes), e.Message, StringComparison.Ordinal);
+        e = Assert.Throws<ArgumentOutOfRangeException>(() => new ClientOptions { ReceiveCoalescing = TimeSpan.FromSeconds(1) }.Validate());
+        Assert.Contains(nameof(ClientOptions.ReceiveCoalescing), e.Message, StringComparison.Ordinal);
     }
 
     [Theory]

@@ -398,6 +398,11 @@ public class DisseminationBehaviourTests
         Assert.True(sim.RunUntilComplete(TimeSpan.FromSeconds(60)));
         Assert.False(sim.Server.IsHolding);
         Assert.True(client.Client!.CompletedAt > TimeSpan.FromSeconds(2));
+
+        // The data phase (the rate `qs files get --json` reports as dataSeconds) starts with the first data packet,
+        // after the hold, not with the request.
+        Assert.True(client.Client.FirstDataAt >= TimeSpan.FromSeconds(2), $"first data at {client.Client.FirstDataAt}");
+        Assert.True(client.Client.FirstDataAt < client.Client.CompletedAt);
     }
 
     /// <summary>Pages shorter than the announcement delay are announced several ahead, so the delay does not cap the

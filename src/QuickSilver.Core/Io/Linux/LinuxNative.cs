@@ -45,6 +45,12 @@ internal static unsafe partial class LinuxNative
     [LibraryImport(Libc, SetLastError = true)]
     public static partial int eventfd(uint initval, int flags);
 
+    public const int CLOCK_MONOTONIC = 1;
+
+    /// <summary>clock_nanosleep(2) on a relative interval; req is a struct timespec (two 64-bit fields on 64-bit Linux).</summary>
+    [LibraryImport(Libc)]
+    public static partial int clock_nanosleep(int clockId, int flags, long* req, long* rem);
+
     [LibraryImport(Libc, SetLastError = true)]
     public static partial nint read(int fd, void* buf, nint count);
 
