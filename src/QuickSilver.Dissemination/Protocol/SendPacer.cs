@@ -43,6 +43,7 @@ internal sealed class SendPacer
     private double _interval;
     private TimeSpan _windowStart;
     private long _windowPackets;
+    private TimeSpan _lastSent;
 
     /// <param name="nominal">A channel's packet interval at its cap.</param>
     /// <param name="maxLag"><see cref="ServerOptions.MaxSendLag"/>.</param>
@@ -78,6 +79,13 @@ internal sealed class SendPacer
     /// zero, or the lateness when it passed the limit (the channel moves its schedule later by it).</summary>
     public TimeSpan OnSent(TimeSpan due, TimeSpan now)
     {
+        var forgive = Account(due, now);
+        _lastSent = now;
+        return forgive;
+    }
+
+    private TimeSpan Account(TimeSpan due, TimeSpan now)
+    {
         _windowPackets++;
         var late = now - due;
         if (late <= _tolerance)
@@ -98,16 +106,22 @@ internal sealed class SendPacer
             return TimeSpan.Zero; // caught up in bursts
         }
 
-        // Behind past the limit: the core sent this window's datagrams in this window's time, and no faster. A window
-        // too short to tell (one long pause of the core) forgives the debt and keeps the rate.
-        var elapsed = now - _windowStart;
-        if (_windowPackets >= MinSample && elapsed >= _maxLag)
+        // Behind past the limit: the core sent this window's datagrams in this window's time, and no faster. The rate
+        // is measured up to the send before this one: the gap just before this send may be one long stall of the
+        // process (a loaded machine deschedules it for tens of milliseconds), which the forgiven debt already covers
+        // and which says nothing of how fast the core sends once it runs; counted in, a 60 ms stall in an 80 ms window
+        // cut the rate to a quarter (docs/dissemination.md, "Pacing through stalls"). A core that is simply slow falls
+        // behind send by send, so leaving out the last gap changes nothing for it. A window too short to tell (one
+        // long pause of the core) forgives the debt and keeps the rate.
+        long before = _windowPackets - 1;
+        var elapsed = _lastSent - _windowStart;
+        if (before >= MinSample && elapsed >= _maxLag)
         {
-            double perChannel = elapsed.Ticks / (double)_windowPackets * Math.Max(1, _busyChannels());
+            double perChannel = elapsed.Ticks / (double)before * Math.Max(1, _busyChannels());
             _interval = Math.Max(_nominal, Math.Max(_interval, perChannel * 1.05));
-            StartWindow(now);
         }
 
+        StartWindow(now);
         _probeStep = FirstProbeStep;
         Slips++;
         Forgiven += late;

@@ -86,6 +86,40 @@ public class SendPacerTests
         Assert.Equal(Nominal, pacer.Interval);
     }
 
+    /// <summary>A core that keeps up with its share is stalled for 60 ms (a loaded machine descheduled the process):
+    /// the debt is forgiven and the rate kept within the 5 % margin, since the stall says nothing about how fast the
+    /// core sends. Measured with the stall inside the window, the interval went to about four times its share.</summary>
+    [Fact]
+    public void AStallOfTheCoreIsForgivenWithoutCuttingTheRate()
+    {
+        var pacer = new SendPacer(Nominal, MaxLag, () => 2);
+        var now = TimeSpan.Zero;
+        pacer.Resume(now);
+        while (pacer.Slips < 10 && SendUntilSlip(pacer, ref now, TimeSpan.FromTicks(500)) > TimeSpan.Zero && pacer.Interval.Ticks < 1040)
+        {
+        }
+
+        var share = pacer.Interval;
+        Assert.InRange(share.Ticks, 1040, 1060);
+
+        // 40 ms on schedule at the share (both channels send once per interval), then a 60 ms stall.
+        var due = now;
+        for (int i = 0; i < 400; i++)
+        {
+            Assert.Equal(TimeSpan.Zero, pacer.OnSent(due, now));
+            Assert.Equal(TimeSpan.Zero, pacer.OnSent(due, now));
+            due += pacer.Interval;
+            now = due;
+        }
+
+        long slips = pacer.Slips;
+        var kept = pacer.Interval;
+        var forgiven = pacer.OnSent(due, due + TimeSpan.FromMilliseconds(60));
+        Assert.Equal(TimeSpan.FromMilliseconds(60), forgiven);
+        Assert.Equal(slips + 1, pacer.Slips);
+        Assert.True(pacer.Interval.Ticks <= kept.Ticks * 1.06, $"the interval went from {kept.Ticks} to {pacer.Interval.Ticks} ticks");
+    }
+
     [Fact]
     public void LatenessWithinTheLimitIsCaughtUpNotForgiven()
     {
