@@ -54,7 +54,7 @@ internal sealed class GroupLayer : IProtocolLayer
     {
     }
 
-    public string Describe() => $"{_groupsByName.Count} groups, drops {Drops.Total}, duplicates {Duplicates}";
+    public string Describe() => $"{_groupsByName.Count} groups, drops {Drops.Total}, duplicates {Duplicates}, outbox full {_groupsByName.Values.Sum(g => g.OutboxFullCount)}";
 
     /// <summary>Whether this node is in group <paramref name="name"/> (joined and not left).</summary>
     internal bool IsJoined(string name) => _groupsByName.ContainsKey(name);

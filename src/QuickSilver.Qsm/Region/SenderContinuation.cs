@@ -21,14 +21,13 @@ internal sealed class SenderContinuation
     /// <summary>Regions whose last sequence number is remembered.</summary>
     public const int MaxRegions = 4096;
 
-    private readonly Dictionary<uint, ulong> _last = new();
-    private readonly Queue<uint> _order = new();
+    private readonly OldestFirstTable<ulong> _last = new(MaxRegions);
 
     /// <summary>Regions remembered now.</summary>
     public int Count => _last.Count;
 
     /// <summary>Remembered regions forgotten at the bound.</summary>
-    public long Forgotten { get; private set; }
+    public long Forgotten => _last.Forgotten;
 
     /// <summary>Records that this node's sender into <paramref name="region"/> stopped after numbering <paramref name="last"/>.</summary>
     public void Remember(uint region, ulong last)
@@ -38,31 +37,7 @@ internal sealed class SenderContinuation
             return; // it sent nothing: a new sender numbering from 1 is the same stream
         }
 
-        if (_last.TryAdd(region, last))
-        {
-            _order.Enqueue(region);
-        }
-        else
-        {
-            _last[region] = Math.Max(_last[region], last);
-        }
-
-        while (_last.Count > MaxRegions && _order.TryDequeue(out uint oldest))
-        {
-            if (_last.Remove(oldest))
-            {
-                Forgotten++;
-            }
-        }
-
-        if (_order.Count > 2 * MaxRegions)
-        {
-            // Regions taken (Take) and remembered again pile up in the order: keep each remembered one once, oldest first.
-            var seen = new HashSet<uint>();
-            var kept = _order.Where(id => _last.ContainsKey(id) && seen.Add(id)).ToList();
-            _order.Clear();
-            kept.ForEach(_order.Enqueue);
-        }
+        _last.Set(region, _last.TryGetValue(region, out ulong known) ? Math.Max(known, last) : last);
     }
 
     /// <summary>The number a new sender into <paramref name="region"/> continues after (0: none remembered), forgotten
@@ -70,9 +45,5 @@ internal sealed class SenderContinuation
     public ulong Take(uint region) => _last.Remove(region, out ulong last) ? last : 0;
 
     /// <summary>Forgets every region (the node has a new id).</summary>
-    public void Clear()
-    {
-        _last.Clear();
-        _order.Clear();
-    }
+    public void Clear() => _last.Clear();
 }
