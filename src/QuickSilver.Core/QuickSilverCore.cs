@@ -106,8 +106,14 @@ public sealed class QuickSilverCore : IAlarmScheduler, ICoreDispatcher, IDisposa
     public bool TryPost(Action<object?> action, object? state)
     {
         ArgumentNullException.ThrowIfNull(action);
-        if (_stopRequested || !_downcalls.TryEnqueue(new Downcall(action, state)))
+        if (_stopRequested)
         {
+            return false;
+        }
+
+        if (!_downcalls.TryEnqueue(new Downcall(action, state)))
+        {
+            Interlocked.Increment(ref Counters.DowncallsRefused); // the queue's bound: the caller waits and posts again
             return false;
         }
 

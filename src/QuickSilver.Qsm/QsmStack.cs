@@ -100,5 +100,10 @@ internal static class QsmStack
 
     /// <summary>Segments sized to the transport's datagrams (64 bytes left for headers, and the security trailer's room) unless given.</summary>
     private static ReliableUnicastOptions ReliableOptions(IDatagramTransport transport, ReliableUnicastOptions? given, DatagramSecurityOptions? security)
-        => given ?? new ReliableUnicastOptions { MaxSegmentBytes = transport.MaxDatagramSize - 64 - (security is { Enabled: true } ? DatagramSealer.OverheadOf(security.Cipher) : 0) };
+        => given ?? new ReliableUnicastOptions { MaxSegmentBytes = SegmentBytesFor(transport.MaxDatagramSize, security) };
+
+    /// <summary>The largest reliable segment in datagrams of <paramref name="maxDatagramSize"/> bytes: 64 bytes left for
+    /// headers, and the security trailer's room when datagrams are sealed.</summary>
+    internal static int SegmentBytesFor(int maxDatagramSize, DatagramSecurityOptions? security)
+        => maxDatagramSize - 64 - (security is { Enabled: true } ? DatagramSealer.OverheadOf(security.Cipher) : 0);
 }

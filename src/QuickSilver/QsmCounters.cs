@@ -20,6 +20,7 @@ internal sealed class QsmCounters : IDisposable
     private volatile bool _disposed;
     private volatile KeyValuePair<uint, RegionSender>[] _senders = [];
     private volatile RegionMember? _member;
+    private volatile RegionLayer? _regions;
     private volatile DatagramSecurityCounters? _security;
 
     public QsmCounters(string node, IMeterFactory? meterFactory = null)
@@ -42,6 +43,12 @@ internal sealed class QsmCounters : IDisposable
         Counter("qs.security.opened", () => _security?.Opened ?? 0, "{packet}", "Received datagrams verified (datagram security on)");
         _meter.CreateObservableCounter("qs.security.rejected", ObserveRejections, "{packet}", "Received datagrams dropped by datagram security, by reason");
         Counter("qs.qsm.naks", () => _member?.NaksSent ?? 0, "{request}", "Collective NAKs sent to senders");
+        Counter("qs.qsm.repairs.cut", () => _member?.RepairBudgetsSpent ?? 0, "{request}", "Push or pull answers cut at RegionOptions.MaxRepairBurst (the rest asked for again next round)");
+        Counter("qs.qsm.naksets.coarsened", () => _member?.MissingSetsCoarsened ?? 0, "{set}", "Missing sets merged at RegionOptions.MaxNakRanges (a superset: a few duplicate repairs)");
+        Counter("qs.qsm.naksets.truncated", () => _member?.RangeSetsTruncated ?? 0, "{request}", "NAKs and pulls sent with ranges dropped at RegionOptions.MaxNakRanges");
+        Counter("qs.qsm.senders.released", () => _regions?.SendersReleased ?? 0, "{sender}", "Senders released because none of the node's groups maps to their region any more");
+        Counter("qs.qsm.senders.stopped", () => _regions?.SendersStopped ?? 0, "{sender}", "Retired or released senders stopped (acknowledged, drain delay over, or evicted)");
+        Counter("qs.qsm.senders.evicted", () => _regions?.RetiredSendersEvicted ?? 0, "{sender}", "Retired senders stopped at the MaxRetiredSenders bound with packets unacknowledged");
 
         IEnumerable<Measurement<long>> ObserveRejections()
         {
@@ -70,6 +77,7 @@ internal sealed class QsmCounters : IDisposable
     public void Attach(RegionLayer regions)
     {
         ArgumentNullException.ThrowIfNull(regions);
+        _regions = regions;
         regions.MemberChanged += SetMember;
         regions.SenderAdded += sender => Add(sender.Region, sender);
         regions.SenderRetired += Remove;

@@ -48,6 +48,8 @@ public sealed class QuickSilverGroup : IGroupOwner
     private int _queued;  // messages in _messages: raised by the core before it writes, lowered by a reader after it reads
     private int _paused;  // 1 while the group layer holds this group's packets until a reader drains to _resumeAt
     private long _pauses;
+    private long _publishesRefused;
+    private long _publishWaits;
     private IFeed<ReadOnlyMemory<byte>>? _feed;
     private volatile bool _left;
     private volatile bool _queueMessages = true;
@@ -140,12 +142,14 @@ public sealed class QuickSilverGroup : IGroupOwner
 
     internal Task Ready => _ready.Task;
 
-    /// <summary>Queues <paramref name="message"/> for the group; false when the publish buffer is full.</summary>
+    /// <summary>Queues <paramref name="message"/> for the group; false when the publish buffer is full (counted in
+    /// <see cref="PublishesRefused"/>).</summary>
     public bool TryPublish(ReadOnlySpan<byte> message)
     {
         Check(message.Length, nameof(message));
         if (!_space.Wait(0))
         {
+            Interlocked.Increment(ref _publishesRefused);
             return false;
         }
 
@@ -159,9 +163,26 @@ public sealed class QuickSilverGroup : IGroupOwner
     {
         Check(message.Length, nameof(message));
         using var activity = QuickSilverTelemetry.Start(_tracing, "qs.publish", System.Diagnostics.ActivityKind.Producer, Name, message.Length);
-        await _space.WaitAsync(cancellationToken).ConfigureAwait(false);
+        if (!_space.Wait(0, CancellationToken.None))
+        {
+            Interlocked.Increment(ref _publishWaits); // the publish buffer is full: wait for room (back-pressure)
+            await _space.WaitAsync(cancellationToken).ConfigureAwait(false);
+        }
+
         Post(message.Span);
     }
+
+    /// <summary>Times <see cref="TryPublish"/> refused a message because the publish buffer
+    /// (<see cref="QuickSilverNodeOptions.PublishBuffer"/>) was full.</summary>
+    public long PublishesRefused => Interlocked.Read(ref _publishesRefused);
+
+    /// <summary>Times <see cref="PublishAsync"/> found the publish buffer full and waited for room.</summary>
+    public long PublishWaits => Interlocked.Read(ref _publishWaits);
+
+    /// <summary>Times a region asked this group for its next message while the group's outbox
+    /// (<c>NodeGroup.OutboxCapacity</c>, 4,096 numbered messages not yet written by every region of the group) was full:
+    /// the fastest region waits for the slowest (back-pressure to the publisher). Written on the core thread.</summary>
+    public long OutboxFull => State is { } state ? Volatile.Read(ref state.OutboxFullCount) : 0;
 
     /// <summary>
     /// Registers the pull interface, the fast path (§2.5): the node calls <paramref name="feed"/> on its core thread

@@ -115,14 +115,14 @@ public sealed class QuickSilverNode : IAsyncDisposable
         var loggers = options.LoggerFactory ?? Microsoft.Extensions.Logging.Abstractions.NullLoggerFactory.Instance;
         var logger = loggers.CreateLogger("QuickSilver.Node");
         var protocolLogger = loggers.CreateLogger("QuickSilver.Protocol");
-        var core = QuickSilverCore.Start(new CoreOptions { Name = "node", Backend = options.Backend, Logger = loggers.CreateLogger("QuickSilver.Core"), MeterFactory = options.MeterFactory });
+        var core = QuickSilverCore.Start(new CoreOptions { Name = "node", Backend = options.Backend, Logger = loggers.CreateLogger("QuickSilver.Core"), MeterFactory = options.MeterFactory, DowncallQueueCapacity = options.DowncallQueueCapacity });
         try
         {
             uint epoch = (uint)Random.Shared.Next(1, int.MaxValue);
             GmsServer? gms = null;
             if (options.EmbeddedGms)
             {
-                var gmsEndpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Gms, MaxDatagramSize = options.DatagramSize });
+                var gmsEndpoint = core.OpenUdp(options.EndpointOptions(options.Gms));
                 var gmsOptions = options.GmsServer;
                 if (gmsOptions.UseMulticast && !await MulticastWorksAsync(core, gmsEndpoint, gmsOptions.MulticastPoolStart).ConfigureAwait(false))
                 {
@@ -131,11 +131,11 @@ public sealed class QuickSilverNode : IAsyncDisposable
                 }
 
                 gms = await core.InvokeAsync(() => QsmStack.BuildGms(gmsEndpoint, core, epoch ^ 0x5A5A5A5Au | 1,
-                        (ulong)Random.Shared.NextInt64(1, long.MaxValue), gmsOptions, logger: loggers.CreateLogger("QuickSilver.Gms"), log: new RateLimitedLog(protocolLogger, core), security: options.Security)
+                        (ulong)Random.Shared.NextInt64(1, long.MaxValue), gmsOptions, reliable: options.EffectiveReliableUnicast, logger: loggers.CreateLogger("QuickSilver.Gms"), log: new RateLimitedLog(protocolLogger, core), security: options.Security)
                     .Get<GmsServerLayer>().Server).ConfigureAwait(false);
             }
 
-            var endpoint = core.OpenUdp(new UdpEndpointOptions { Bind = options.Bind, MaxDatagramSize = options.DatagramSize, InjectedLossRate = options.InjectedLossRate });
+            var endpoint = core.OpenUdp(options.EndpointOptions(options.Bind) with { InjectedLossRate = options.InjectedLossRate });
             var counters = new QsmCounters(endpoint.LocalAddress.ToString(), options.MeterFactory);
             var wideArea = new AerLayer(options.Aer, new Random());
             var aerMeter = new AerMeter(endpoint.LocalAddress.ToString(), wideArea.Counters, options.MeterFactory);
@@ -150,6 +150,7 @@ public sealed class QuickSilverNode : IAsyncDisposable
                     Region = options.Region,
                     RateControl = options.RateControl,
                     Security = options.Security,
+                    Reliable = options.EffectiveReliableUnicast,
                 }, new RateLimitedLog(protocolLogger, core));
                 counters.SetSecurity(built.Security?.Counters);
                 counters.Attach(built.Get<RegionLayer>());

@@ -5,6 +5,7 @@ using QuickSilver.Core.Security;
 using QuickSilver.Membership.Service;
 using QuickSilver.Qsm.RateControl;
 using QuickSilver.Qsm.Region;
+using QuickSilver.Transport.Reliable;
 
 namespace QuickSilver;
 
@@ -106,6 +107,56 @@ public sealed record QuickSilverNodeOptions
     /// that session's group. Empty by default.</summary>
     public IReadOnlyList<AerRepairServerOptions> RepairServers { get; init; } = [];
 
+    /// <summary>Capacity of the core's downcall queue (<see cref="CoreOptions.DowncallQueueCapacity"/>, rounded up to a
+    /// power of two): work application threads hand the core thread (publish wake-ups, feed signals, resumes, calls).
+    /// At the bound the calling application thread waits until the core makes room (back-pressure), counted in the
+    /// core's <c>DowncallsRefused</c>. Default 65,536; 2 to 2^24.</summary>
+    public int DowncallQueueCapacity { get; init; } = 65_536;
+
+    /// <summary>Datagrams that may wait in the send ring of the node's endpoint (and of an embedded GMS's), in native
+    /// memory of <see cref="DatagramSize"/> bytes each (<see cref="UdpEndpointOptions.SendQueueCapacity"/>). At the bound
+    /// feeds are not pulled (back-pressure) and a direct send is refused and counted (<c>SendQueueFull</c>). Default 256;
+    /// 1 to 65,536.</summary>
+    public int SendQueueCapacity { get; init; } = 256;
+
+    /// <summary>SO_RCVBUF asked for the node's sockets, in bytes (the kernel may cap it;
+    /// <see cref="UdpEndpointOptions.SocketReceiveBufferBytes"/>). Default 4 MiB; 4 KiB to 1 GiB.</summary>
+    public int SocketReceiveBufferBytes { get; init; } = 4 << 20;
+
+    /// <summary>SO_SNDBUF asked for the node's sockets, in bytes (the kernel may cap it;
+    /// <see cref="UdpEndpointOptions.SocketSendBufferBytes"/>). Default 1 MiB; 4 KiB to 1 GiB.</summary>
+    public int SocketSendBufferBytes { get; init; } = 1 << 20;
+
+    /// <summary>The control channel's reliable unicast (to the GMS, tokens, NAKs, ACKs) of this node and of its embedded
+    /// GMS: its bounds (<see cref="ReliableUnicastOptions.MaxPeers"/>, <see cref="ReliableUnicastOptions.MaxConnectionsPerIp"/>,
+    /// <see cref="ReliableUnicastOptions.SendBufferSegments"/>, <see cref="ReliableUnicastOptions.MaxMessageBytes"/>,
+    /// timeouts) and timers (docs/reliable-unicast.md; docs/security.md, "Bounds"). Segments are sized to
+    /// <see cref="DatagramSize"/> unless <see cref="ReliableUnicastOptions.MaxSegmentBytes"/> is set smaller.</summary>
+    public ReliableUnicastOptions ReliableUnicast { get; init; } = new();
+
+    /// <summary>The options of the node's endpoint bound at <paramref name="bind"/> (and of an embedded GMS's).</summary>
+    internal UdpEndpointOptions EndpointOptions(NetAddress bind) => new()
+    {
+        Bind = bind,
+        MaxDatagramSize = DatagramSize,
+        SendQueueCapacity = SendQueueCapacity,
+        SocketReceiveBufferBytes = SocketReceiveBufferBytes,
+        SocketSendBufferBytes = SocketSendBufferBytes,
+    };
+
+    /// <summary>The reliable unicast options in force: <see cref="ReliableUnicast"/> with segments sized to the datagrams
+    /// when its segment size was left at the default.</summary>
+    internal ReliableUnicastOptions EffectiveReliableUnicast
+    {
+        get
+        {
+            int fits = QuickSilver.Qsm.QsmStack.SegmentBytesFor(DatagramSize, Security);
+            return ReliableUnicast.MaxSegmentBytes == ReliableUnicastOptions.DefaultMaxSegmentBytes
+                ? ReliableUnicast with { MaxSegmentBytes = fits }
+                : ReliableUnicast;
+        }
+    }
+
     /// <summary>Throws <see cref="ArgumentException"/> (or <see cref="ArgumentOutOfRangeException"/>) naming the first invalid
     /// option; <see cref="QuickSilverNode.StartAsync"/> and the hosting package's start-up validation call it.</summary>
     public void Validate()
@@ -135,11 +186,24 @@ public sealed record QuickSilverNodeOptions
         OptionChecks.InRange(InjectedLossRate, 0, 1, $"QuickSilverNodeOptions.{nameof(InjectedLossRate)}");
         OptionChecks.InRange(PublishBuffer, 1, 1 << 24, $"QuickSilverNodeOptions.{nameof(PublishBuffer)}");
         OptionChecks.InRange(ReceiveBuffer, 2, 1 << 24, $"QuickSilverNodeOptions.{nameof(ReceiveBuffer)}");
+        OptionChecks.InRange(DowncallQueueCapacity, 2, 1 << 24, $"QuickSilverNodeOptions.{nameof(DowncallQueueCapacity)}");
+        OptionChecks.InRange(SendQueueCapacity, 1, 1 << 16, $"QuickSilverNodeOptions.{nameof(SendQueueCapacity)}");
+        OptionChecks.InRange(SocketReceiveBufferBytes, 4096, 1 << 30, $"QuickSilverNodeOptions.{nameof(SocketReceiveBufferBytes)}");
+        OptionChecks.InRange(SocketSendBufferBytes, 4096, 1 << 30, $"QuickSilverNodeOptions.{nameof(SocketSendBufferBytes)}");
+        ArgumentNullException.ThrowIfNull(ReliableUnicast, nameof(ReliableUnicast));
         ArgumentNullException.ThrowIfNull(Region, nameof(Region));
         ArgumentNullException.ThrowIfNull(RateControl, nameof(RateControl));
         ArgumentNullException.ThrowIfNull(GmsServer, nameof(GmsServer));
         ArgumentNullException.ThrowIfNull(Security, nameof(Security));
         Security.Validate($"QuickSilverNodeOptions.{nameof(Security)}");
+        int segmentFits = QuickSilver.Qsm.QsmStack.SegmentBytesFor(DatagramSize, Security);
+        if (ReliableUnicast.MaxSegmentBytes > segmentFits)
+        {
+            throw new ArgumentOutOfRangeException($"QuickSilverNodeOptions.{nameof(ReliableUnicast)}.{nameof(ReliableUnicastOptions.MaxSegmentBytes)}", ReliableUnicast.MaxSegmentBytes,
+                $"QuickSilverNodeOptions.ReliableUnicast.MaxSegmentBytes ({ReliableUnicast.MaxSegmentBytes}) must fit the node's datagrams: at most {segmentFits} with a datagram size of {DatagramSize}.");
+        }
+
+        EffectiveReliableUnicast.Validate($"QuickSilverNodeOptions.{nameof(ReliableUnicast)}");
         Region.Validate();
         RateControl.Validate();
         GmsServer.Validate();

@@ -41,6 +41,8 @@ public sealed class HostingTests
     [InlineData("QuickSilver:PublishBuffer", "0", "QuickSilver:PublishBuffer: QuickSilverNodeOptions.PublishBuffer must be between")]
     [InlineData("QuickSilver:Region:TokenInterval", "-00:00:01", "QuickSilver:Region:TokenInterval: RegionOptions.TokenInterval must be positive")]
     [InlineData("QuickSilver:GmsServer:MaxNodes", "0", "QuickSilver:GmsServer:MaxNodes: GmsOptions.MaxNodes")]
+    [InlineData("QuickSilver:SendQueueCapacity", "0", "QuickSilver:SendQueueCapacity: QuickSilverNodeOptions.SendQueueCapacity must be between")]
+    [InlineData("QuickSilver:ReliableUnicast:MaxPeers", "0", "QuickSilver:ReliableUnicast:MaxPeers: QuickSilverNodeOptions.ReliableUnicast.MaxPeers must be between")]
     [InlineData("QuickSilver:Bind", "239.1.2.3:5000", "QuickSilver:Bind: QuickSilverNodeOptions.Bind must be a unicast address")]
     [InlineData("QuickSilver:Groups:1", "tests/hosting", "QuickSilver:Groups:1: QuickSilverHostOptions.Groups[1] repeats group 'tests/hosting'")]
     public async Task A_bad_option_fails_the_host_start_with_a_message_naming_the_key_and_the_option(string key, string value, string expected)

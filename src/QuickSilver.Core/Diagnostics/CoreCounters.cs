@@ -26,6 +26,7 @@ public sealed class CoreCounters : IDisposable
     internal long AlarmsFired;
     internal long CoalescingNaps;
     internal long DowncallsRun;
+    internal long DowncallsRefused; // any thread: Interlocked
     internal long SendErrors;
     internal long UpcallFaults;
 
@@ -46,6 +47,7 @@ public sealed class CoreCounters : IDisposable
         Counter("qs.alarms.fired", () => Read(ref AlarmsFired), null, "Alarms fired; divide by qs.alarm.batches for the mean batch size");
         Counter("qs.downcalls", () => Read(ref DowncallsRun));
         Counter("qs.io.naps", () => Read(ref CoalescingNaps), null, "Receive-coalescing sleeps (CoreOptions.ReceiveCoalescing)");
+        Counter("qs.downcalls.refused", () => Read(ref DowncallsRefused), null, "Downcalls refused because the downcall queue was full (CoreOptions.DowncallQueueCapacity); the caller waits and posts again");
         _meter.CreateObservableGauge("qs.downcall.queue.depth", () => _disposed ? [] : new[] { new Measurement<int>(downcallQueueDepth(), tag) });
         Counter("qs.send.errors", () => Read(ref SendErrors));
         Counter("qs.upcall.faults", () => Read(ref UpcallFaults), null, "Exceptions thrown by handlers and alarms, caught by the core");
@@ -81,6 +83,10 @@ public sealed class CoreCounters : IDisposable
     /// <summary>Times the core slept to coalesce receives (<see cref="CoreOptions.ReceiveCoalescing"/>).</summary>
     public long CoalescingNapCount => Read(ref CoalescingNaps);
     public long DowncallCount => Read(ref DowncallsRun);
+
+    /// <summary>Downcalls <c>TryPost</c> refused because the queue was at <see cref="CoreOptions.DowncallQueueCapacity"/>
+    /// (not those refused because the core stopped). Any thread.</summary>
+    public long DowncallsRefusedCount => Read(ref DowncallsRefused);
     public long SendErrorCount => Read(ref SendErrors);
     public long UpcallFaultCount => Read(ref UpcallFaults);
 

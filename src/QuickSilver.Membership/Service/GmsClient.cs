@@ -509,7 +509,51 @@ internal sealed class GmsClient
             }
         }
 
+        ForgetUnreferencedRegions();
         ViewsChanged?.Invoke(update);
+    }
+
+    private readonly HashSet<RegionId> _referenced = new();
+    private readonly List<RegionId> _unreferenced = new();
+
+    /// <summary>Region views no group view of this node references any more (it left the groups mapped to them, or their
+    /// groups' views moved to other regions).</summary>
+    public long RegionViewsForgotten { get; private set; }
+
+    /// <summary>Region views held now: those of the regions this node's groups map to (its own among them).</summary>
+    public int RegionViewCount => _regions.Count;
+
+    /// <summary>Keeps only the region views some group view of this node references: the node receives from or sends into
+    /// those regions only. A region that comes back into a group's view comes with its current view (the GMS sends a
+    /// node the views of every region of a group whose view names a changed region, and of every region of its groups
+    /// when its own groups change), so nothing needed is lost. Without this a node kept every region view a group it
+    /// was ever in referenced.</summary>
+    private void ForgetUnreferencedRegions()
+    {
+        foreach (var group in _groups.Values)
+        {
+            foreach (var region in group.Regions)
+            {
+                _referenced.Add(region.Region);
+            }
+        }
+
+        foreach (var region in _regions.Keys)
+        {
+            if (!_referenced.Contains(region))
+            {
+                _unreferenced.Add(region);
+            }
+        }
+
+        foreach (var region in _unreferenced)
+        {
+            _regions.Remove(region);
+        }
+
+        RegionViewsForgotten += _unreferenced.Count;
+        _referenced.Clear();
+        _unreferenced.Clear();
     }
 
     private void OnRefused(GmsRefusal reason, string? group, long limit)

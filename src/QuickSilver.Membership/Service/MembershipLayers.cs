@@ -43,7 +43,7 @@ internal sealed class MembershipLayer(NetAddress gms, ulong incarnation, GmsClie
 
     public void Stop() => _client?.Stop();
 
-    public string Describe() => $"node {(_client?.Node is { } node ? $"{node.Value}" : "unregistered")}, GMS {_client?.CurrentGms ?? gms}, epoch {_client?.Epoch}, GMS switches {_client?.GmsSwitches}, drops {_client?.Drops.Total}";
+    public string Describe() => $"node {(_client?.Node is { } node ? $"{node.Value}" : "unregistered")}, GMS {_client?.CurrentGms ?? gms}, epoch {_client?.Epoch}, GMS switches {_client?.GmsSwitches}, drops {_client?.Drops.Total}, region views {_client?.RegionViewCount} (forgotten {_client?.RegionViewsForgotten}), requests waiting {_client?.RequestsWaiting}";
 }
 
 /// <summary>The GMS server as a stack layer, on control channel <see cref="MembershipChannels.Gms"/> (embedded in a

@@ -54,7 +54,7 @@ internal sealed class GroupLayer : IProtocolLayer
     {
     }
 
-    public string Describe() => $"{_groupsByName.Count} groups, drops {Drops.Total}, duplicates {Duplicates}";
+    public string Describe() => $"{_groupsByName.Count} groups, drops {Drops.Total}, duplicates {Duplicates}, outbox full {_groupsByName.Values.Sum(g => g.OutboxFullCount)}";
 
     /// <summary>Whether this node is in group <paramref name="name"/> (joined and not left).</summary>
     internal bool IsJoined(string name) => _groupsByName.ContainsKey(name);
@@ -95,6 +95,7 @@ internal sealed class GroupLayer : IProtocolLayer
             _gms.Leave(name);
             _sequenceFloor = Math.Max(_sequenceFloor, group.NextSequence);
             group.Owner.OnLeft(group.DiscardPending()); // the published messages it never sent (their slots free)
+            ReleaseIdleFeeds();
             return true;
         }
 
@@ -110,6 +111,7 @@ internal sealed class GroupLayer : IProtocolLayer
             Detach(group);
             _sequenceFloor = Math.Max(_sequenceFloor, group.NextSequence);
             group.Owner.OnJoinRefused(refusal, group.DiscardPending());
+            ReleaseIdleFeeds();
         }
     }
 
@@ -217,11 +219,41 @@ internal sealed class GroupLayer : IProtocolLayer
         }
 
         AdmitSenders();
+        ReleaseIdleFeeds();
+        if (_regions.Member?.View?.Region is { } own && !_gms.Groups.Any(g => g.Regions.Any(r => r.Region == own)))
+        {
+            _regions.LeaveRegion(); // the GMS moved this node out of its region: it left its last group
+        }
+
         foreach (var feed in _feeds.Values)
         {
             EnsureSender(feed);
             feed.Sender?.Signal();
         }
+    }
+
+    private readonly List<uint> _idleScratch = new();
+
+    /// <summary>Regions none of this node's groups maps to any more (every group of their feed left, or its view moved to
+    /// other regions): the feed goes, and the region layer retires the sender (<see cref="RegionLayer.Release"/>), so a
+    /// node that joins and leaves many groups keeps feeds and senders only for the regions its groups map to now.</summary>
+    private void ReleaseIdleFeeds()
+    {
+        foreach (var (region, feed) in _feeds)
+        {
+            if (feed.Groups.Count == 0)
+            {
+                _idleScratch.Add(region);
+            }
+        }
+
+        foreach (uint region in _idleScratch)
+        {
+            _feeds.Remove(region);
+            _regions.Release(region);
+        }
+
+        _idleScratch.Clear();
     }
 
     /// <summary>Tells the region layer who may send into this node's region of overlap: the members of every region of

@@ -46,6 +46,11 @@ internal sealed class NodeGroup
 
     private readonly Dictionary<uint, ulong> _lastDelivered = new();
 
+    /// <summary>Times a region asked for the next message while the outbox was at <see cref="OutboxCapacity"/> (the
+    /// fastest region waits for the slowest: back-pressure to the publisher or feed). Core thread writes; a field so
+    /// other threads can read it with <see cref="Volatile"/>.</summary>
+    public long OutboxFullCount;
+
     public NodeGroup(string name, IGroupOwner owner)
     {
         Name = name;
@@ -78,6 +83,7 @@ internal sealed class NodeGroup
     {
         if (Outbox.IsFull)
         {
+            OutboxFullCount++;
             return false;
         }
 

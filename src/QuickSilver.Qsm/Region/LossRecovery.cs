@@ -41,6 +41,19 @@ internal sealed class LossRecovery
 
     public long PullsSent { get; private set; }
 
+    /// <summary>Push or pull answers that stopped at <see cref="RegionOptions.MaxRepairBurst"/> with more held packets
+    /// still named (the rest is asked for again next round).</summary>
+    public long RepairBudgetsSpent { get; private set; }
+
+    /// <summary>Times this member's own missing set (what it lacks of its class, or what it pulls from another
+    /// partition) reached <see cref="RegionOptions.MaxNakRanges"/> and merged its nearest ranges: a superset, so a few
+    /// packets are repaired twice (<see cref="NakSet.Coarse"/>).</summary>
+    public long MissingSetsCoarsened { get; private set; }
+
+    /// <summary>NAKs and pulls sent with ranges dropped at <see cref="RegionOptions.MaxNakRanges"/> (the lowest kept, the
+    /// rest reported in a later round; <see cref="NakSet.Truncated"/>).</summary>
+    public long RangeSetsTruncated { get; private set; }
+
     public long NaksSent { get; private set; }
 
     /// <summary>Pulls sent to an old layout's partition for packets a view change made this member's share
@@ -96,6 +109,7 @@ internal sealed class LossRecovery
     {
         stream.Purge(section.PurgeUpTo);
         stream.CachedMissing(section.Cutoff, _member.Partitions, _member.Partition, _mine);
+        MissingSetsCoarsened += _mine.Coarse ? 1 : 0;
         CannotServe(stream, section.PurgeUpTo);
 
         // The predecessor is the last member of the ring that processed this section (Holder): members with no started
@@ -153,6 +167,7 @@ internal sealed class LossRecovery
                 {
                     if (j != _member.Partition && !_others[j].IsEmpty)
                     {
+                        MissingSetsCoarsened += _others[j].Coarse ? 1 : 0;
                         var leader = _member.View!.Members[_member.Layout[j].Members[0]].Address;
                         SendRanges(leader, RegionControl.Pull, stream.Sender, j, _others[j]);
                         PullsSent++;
@@ -256,6 +271,7 @@ internal sealed class LossRecovery
 
     private void SendRanges(NetAddress to, RegionControl kind, uint sender, int partition, int partitions, NakSet ranges)
     {
+        RangeSetsTruncated += ranges.Truncated ? 1 : 0;
         int length = RegionWire.WriteRanges(_message, kind, _member.View!.Region.Value, sender, partition, partitions, ranges);
         _member.Control.Send(to, _message.AsSpan(0, length));
     }
@@ -281,11 +297,17 @@ internal sealed class LossRecovery
         {
             ulong first = Math.Max(range.First, lowest);
             ulong last = Math.Min(range.Last, highest);
-            for (ulong k = first; k <= last && budget > 0; k++)
+            for (ulong k = first; k <= last; k++)
             {
                 ulong seq = (k * p) + (ulong)partition;
                 if (stream.TryGet(seq, out var payload))
                 {
+                    if (budget == 0)
+                    {
+                        RepairBudgetsSpent++; // a held packet beyond the burst: asked for again next round
+                        return;
+                    }
+
                     budget--;
                     int length = RegionWire.WriteData(_datagram, new DataHeader(stream.Sender, _member.View!.Region.Value, RegionWire.RepairView, seq, seq), payload);
                     if (_member.Data.TrySend(to, _datagram.AsSpan(0, length)))

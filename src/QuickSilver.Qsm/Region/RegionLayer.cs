@@ -27,6 +27,9 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     private readonly RateControlOptions _rateOptions = Validated(rateOptions ?? new RateControlOptions());
     private readonly Dictionary<uint, RegionSender> _senders = new();
     private readonly List<RegionSender> _retired = new();
+    private readonly Dictionary<RegionSender, TimeSpan> _retiredAt = new();
+    private readonly SenderContinuation _continuation = new();
+    private Alarm? _drainAlarm;
     private readonly List<(NetAddress From, DataHeader Header)> _pendingStarts = new();
     private IDatagramTransport _transport = null!;
     private IAlarmScheduler _scheduler = null!;
@@ -101,6 +104,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         ArgumentNullException.ThrowIfNull(context);
         _transport = context.Transport;
         _scheduler = context.Scheduler;
+        _drainAlarm = new Alarm(_ => SweepRetired());
         context.RegisterPacketType(RegionWire.DataType, this);
         if (_transport is SecureTransport secure)
         {
@@ -127,6 +131,11 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
 
     public void Stop()
     {
+        if (_drainAlarm is not null)
+        {
+            _scheduler.Cancel(_drainAlarm);
+        }
+
         _statusOutbox?.Stop();
         Member?.Stop(null);
         foreach (var sender in _senders.Values)
@@ -150,13 +159,120 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
                 : $"μ_snd {s.RateController.TargetRate:F0}/s, credits {s.RateController.Credits:F0}, ") +
             $"resent on NAK {s.RetransmittedOnNak} / timeout {s.RetransmittedOnTimeout}")) +
         (_retired.Count > 0 ? $"; retired senders {_retired.Count}" : "") +
+        $"; senders released {SendersReleased}, taken back {SendersTakenBack}, stopped {SendersStopped} (drain timed out {RetiredSendersTimedOut}, evicted {RetiredSendersEvicted})" +
         $"; drops {Drops.Total}";
 
-    /// <summary>Senders kept after the node's id changed, at most this many (the oldest is stopped beyond it).</summary>
+    /// <summary>Retired senders kept while they finish their streams, at most this many (the oldest is stopped beyond it,
+    /// <see cref="RetiredSendersEvicted"/>).</summary>
     internal const int MaxRetiredSenders = 8;
 
-    /// <summary>Senders made under an earlier id of this node that still finish their streams (see <see cref="SetNode"/>).</summary>
+    /// <summary>Senders that take nothing more from a source and still finish their streams: made under an earlier id of
+    /// this node (see <see cref="SetNode"/>), or into a region none of the node's groups maps to any more (see
+    /// <see cref="Release"/>). Each is stopped once all it sent is acknowledged, or after
+    /// <see cref="RegionOptions.RetireDepartedStreamsAfter"/> at the latest.</summary>
     public IReadOnlyList<RegionSender> RetiredSenders => _retired;
+
+    /// <summary>Senders released because no group of the node maps to their region any more (<see cref="Release"/>).</summary>
+    public long SendersReleased { get; private set; }
+
+    /// <summary>Released senders taken back into use because a group mapped to their region again before they stopped.</summary>
+    public long SendersTakenBack { get; private set; }
+
+    /// <summary>Retired senders stopped: all they sent acknowledged, their drain delay over, or evicted at the bound.</summary>
+    public long SendersStopped { get; private set; }
+
+    /// <summary>Retired senders stopped with packets still unacknowledged after <see cref="RegionOptions.RetireDepartedStreamsAfter"/>
+    /// (their region ended, or no member acknowledged them).</summary>
+    public long RetiredSendersTimedOut { get; private set; }
+
+    /// <summary>Retired senders stopped, with whatever they still had unacknowledged, because
+    /// <see cref="MaxRetiredSenders"/> newer ones were retired after them.</summary>
+    public long RetiredSendersEvicted { get; private set; }
+
+    /// <summary>Regions whose numbering this node remembers for a sender it may make there again (<see cref="SenderContinuation"/>).</summary>
+    public int ContinuationsRemembered => _continuation.Count;
+
+    /// <summary>The node no longer sends into <paramref name="region"/>: none of its groups maps to it any more (the group
+    /// layer calls this once the region's feed has no group). Its sender takes nothing more from its source and is
+    /// retired: it still answers NAKs and ACKs for what it sent until all of it is acknowledged, then stops, at the
+    /// latest after <see cref="RegionOptions.RetireDepartedStreamsAfter"/> (the region may have ended: nobody would
+    /// acknowledge). Its last sequence number is remembered (<see cref="SenderContinuation"/>): a sender this node makes
+    /// into the region again numbers on from there, and one asked for before it stopped is taken back
+    /// (<see cref="Sender"/>). False when the node had no sender there.</summary>
+    public bool Release(uint region)
+    {
+        if (!_senders.Remove(region, out var sender))
+        {
+            return false;
+        }
+
+        sender.Source = null;
+        sender.PeersWaiting = null;
+        SendersReleased++;
+        SenderRetired?.Invoke(sender);
+        Retire(sender);
+        return true;
+    }
+
+    /// <summary>Keeps <paramref name="sender"/> (taking nothing more) until its stream is acknowledged, within the bound.</summary>
+    private void Retire(RegionSender sender)
+    {
+        if (sender.Unacknowledged == 0)
+        {
+            Finish(sender);
+            return;
+        }
+
+        _retired.Add(sender);
+        _retiredAt[sender] = _scheduler.Now;
+        while (_retired.Count > MaxRetiredSenders)
+        {
+            var oldest = _retired[0];
+            _retired.RemoveAt(0);
+            RetiredSendersEvicted++;
+            Finish(oldest);
+        }
+
+        if (!_drainAlarm!.IsScheduled)
+        {
+            _scheduler.ScheduleAfter(_drainAlarm, _options.TokenInterval);
+        }
+    }
+
+    /// <summary>Stops a retired sender; one of this node's current id leaves its last number for a successor.</summary>
+    private void Finish(RegionSender sender)
+    {
+        _retiredAt.Remove(sender);
+        sender.Stop();
+        SendersStopped++;
+        if (sender.Node == _node)
+        {
+            _continuation.Remember(sender.Region, sender.LastSequence);
+        }
+    }
+
+    /// <summary>Every <see cref="RegionOptions.TokenInterval"/> while any sender is retired: stops those whose stream is
+    /// acknowledged, and those retired longer than <see cref="RegionOptions.RetireDepartedStreamsAfter"/>.</summary>
+    private void SweepRetired()
+    {
+        var now = _scheduler.Now;
+        for (int i = _retired.Count - 1; i >= 0; i--)
+        {
+            var retired = _retired[i];
+            bool acknowledged = retired.Unacknowledged == 0;
+            if (acknowledged || now - _retiredAt[retired] >= _options.RetireDepartedStreamsAfter)
+            {
+                _retired.RemoveAt(i);
+                RetiredSendersTimedOut += acknowledged ? 0 : 1;
+                Finish(retired);
+            }
+        }
+
+        if (_retired.Count > 0)
+        {
+            _scheduler.ScheduleAfter(_drainAlarm!, _options.TokenInterval);
+        }
+    }
 
     /// <summary>Sets this node's id (from the GMS's registration, or given by a simulation). A node that registers again
     /// (the GMS dropped it as silent, or restarted) gets a new id and is a new member to everyone else: the member is
@@ -168,19 +284,17 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     {
         if (_node is { } old && old != node)
         {
-            foreach (var sender in _senders.Values)
+            var senders = _senders.Values.ToList();
+            _senders.Clear();
+            foreach (var sender in senders)
             {
                 sender.Source = null;
-                _retired.Add(sender);
+                sender.PeersWaiting = null;
                 SenderRetired?.Invoke(sender);
+                Retire(sender);
             }
 
-            _senders.Clear();
-            while (_retired.Count > MaxRetiredSenders)
-            {
-                _retired[0].Stop();
-                _retired.RemoveAt(0);
-            }
+            _continuation.Clear(); // a new id is a new sender everywhere: its streams start at 1
         }
 
         _node = node;
@@ -251,9 +365,32 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
 
             if (retired.Unacknowledged == 0)
             {
-                retired.Stop();
                 _retired.RemoveAt(i);
+                Finish(retired);
             }
+        }
+
+        if (Member is { View: { } memberView } && memberView.Region == view.Region && view.ViewNumber > memberView.ViewNumber
+            && view.IndexOf(new NodeId(Node)) < 0)
+        {
+            LeaveRegion();
+        }
+    }
+
+    /// <summary>Members stopped because the node left their region without entering another (<see cref="LeaveRegion"/>).</summary>
+    public long MembersStopped { get; private set; }
+
+    /// <summary>The node is in no region of overlap any more: it left its last group (a newer view of its region leaves it
+    /// out, or, when it was the region's last member and the region ended, none of its groups' views names the region).
+    /// The member stops and leaves the region's multicast address, instead of keeping the old view and the socket's
+    /// membership until the node joins a group again.</summary>
+    public void LeaveRegion()
+    {
+        if (Member is { } left)
+        {
+            left.Stop(null);
+            Member = null;
+            MembersStopped++;
         }
     }
 
@@ -352,7 +489,32 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
             return sender;
         }
 
-        sender = new RegionSender(Node, view, _transport, _scheduler, _options, _rateOptions);
+        for (int i = 0; i < _retired.Count; i++)
+        {
+            var retired = _retired[i];
+            if (retired.Region == view.Region.Value && retired.Node == Node)
+            {
+                // Released (no group mapped here) and still finishing its stream: it simply goes on.
+                _retired.RemoveAt(i);
+                _retiredAt.Remove(retired);
+                if (retired.View.ViewNumber < view.ViewNumber)
+                {
+                    retired.InstallView(view);
+                }
+
+                _senders.Add(view.Region.Value, retired);
+                SendersTakenBack++;
+                SenderAdded?.Invoke(retired);
+                if (Member?.View?.Region == view.Region)
+                {
+                    AttachLocal(retired);
+                }
+
+                return retired;
+            }
+        }
+
+        sender = new RegionSender(Node, view, _transport, _scheduler, _options, _rateOptions, _continuation.Take(view.Region.Value));
         var created = sender;
         sender.LaggardFound += (member, through) => SendSkip(created, member, through);
         _senders.Add(view.Region.Value, sender);
@@ -369,8 +531,20 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     private void AttachLocal(RegionSender sender)
     {
         var member = Member!;
+        if (ReferenceEquals(sender.LocalMember, member))
+        {
+            return; // taken back into use while still attached to this member
+        }
+
+        sender.LocalMember = member;
         var address = _transport.LocalAddress;
-        sender.Sent += (seq, payload) => member.OnLocalSend(sender.Node, address, seq, payload, sender.View.ViewNumber, Math.Min(sender.ViewStart, seq));
+        sender.Sent += (seq, payload) =>
+        {
+            if (ReferenceEquals(Member, member))
+            {
+                member.OnLocalSend(sender.Node, address, seq, payload, sender.View.ViewNumber, Math.Min(sender.ViewStart, seq));
+            }
+        };
         sender.LocalPosition = () => ReferenceEquals(Member, member) && member.Streams.TryGetValue(sender.Node, out var own) && own.Anchored ? own.FlowPosition : null;
         sender.SettledAdvanced += settled =>
         {

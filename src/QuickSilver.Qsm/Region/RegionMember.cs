@@ -106,6 +106,15 @@ internal sealed class RegionMember
 
     public long NaksSent => Recovery.NaksSent;
 
+    /// <inheritdoc cref="LossRecovery.RepairBudgetsSpent"/>
+    public long RepairBudgetsSpent => Recovery.RepairBudgetsSpent;
+
+    /// <inheritdoc cref="LossRecovery.MissingSetsCoarsened"/>
+    public long MissingSetsCoarsened => Recovery.MissingSetsCoarsened;
+
+    /// <inheritdoc cref="LossRecovery.RangeSetsTruncated"/>
+    public long RangeSetsTruncated => Recovery.RangeSetsTruncated;
+
     /// <summary>Tokens whose NAK sets this node coarsened so the token fit one control message.</summary>
     public long TokensCoarsened => _ring.TokensCoarsened;
 
@@ -247,7 +256,7 @@ internal sealed class RegionMember
     /// delivered, seen and holds.</summary>
     public string Describe() =>
         $"region {View?.Region.Value} view {View?.ViewNumber} ({View?.Count} members), index {Index}, partition {Partition}/{Partitions}, " +
-        $"rounds {RoundsCompleted}, repairs {RepairsSent}, pulls {PullsSent}, NAKs {NaksSent}, drops {Drops.Total}, streams retired {StreamsRetired} (given up {StreamsGivenUp}), " +
+        $"rounds {RoundsCompleted}, repairs {RepairsSent} (bursts cut {RepairBudgetsSpent}), pulls {PullsSent}, NAKs {NaksSent}, NAK sets coarsened {MissingSetsCoarsened} / truncated {RangeSetsTruncated}, drops {Drops.Total}, streams retired {StreamsRetired} (given up {StreamsGivenUp}), " +
         $"held {_pool.HeldPackets} packets / {_pool.HeldBytes} B{(Share.Enabled ? $" (partition share, old classes {Share.OldShares.Count})" : "")}; " +
         string.Join("; ", _streams.Values.Select(s => $"sender {s.Sender}: delivered {s.Delivered}, seen {s.MaxSeen}, held {s.HeldCount}, " +
             $"overflows {s.Overflows}, anchored {s.Anchored}{(s.Paused ? ", paused" : "")}{(s.Skipped > 0 ? $", skipped {s.Skipped}" : "")}"));

@@ -74,10 +74,15 @@ internal sealed class RegionSender : IDatagramFeed
     private uint _heldBy;       // the laggard holding this sender back since _heldSince (SkipAhead), or 0
     private TimeSpan _heldSince;
 
+    /// <param name="continueAfter">The last sequence number an earlier sender of this node into the same region numbered
+    /// (<see cref="SenderContinuation"/>): this one numbers from the next, so members that still hold the earlier
+    /// stream take its packets as the stream's continuation, not as duplicates. 0: a new stream, numbered from 1.</param>
     public RegionSender(uint node, RegionView view, IDatagramTransport data, IAlarmScheduler scheduler,
-        RegionOptions? options = null, RateControlOptions? rateOptions = null)
+        RegionOptions? options = null, RateControlOptions? rateOptions = null, ulong continueAfter = 0)
     {
         _node = node;
+        LastSequence = Acknowledged = _regionMaxSeen = continueAfter;
+        _viewStart = continueAfter + 1;
         _view = view ?? throw new ArgumentNullException(nameof(view));
         SetViewAddresses(view);
         _data = data ?? throw new ArgumentNullException(nameof(data));
@@ -172,6 +177,10 @@ internal sealed class RegionSender : IDatagramFeed
             _feed.Signal();
         }
     }
+
+    /// <summary>The region member this sender's own packets are recorded at (<see cref="RegionLayer"/>'s local attachment),
+    /// so a sender taken back into use is not attached to the same member twice.</summary>
+    internal object? LocalMember { get; set; }
 
     /// <summary>Stops the sender: no more pulls or timers (the stack is stopping).</summary>
     public void Stop()

@@ -19,14 +19,13 @@ internal sealed class StreamRetirement
     /// <summary>Retired senders whose delivered point is remembered for late token sections.</summary>
     public const int MaxRemembered = 4096;
 
-    private readonly Dictionary<uint, ulong> _delivered = new();
-    private readonly Queue<uint> _order = new();
+    private readonly OldestFirstTable<ulong> _delivered = new(MaxRemembered);
 
     /// <summary>Streams retired so far.</summary>
     public long Retired { get; private set; }
 
     /// <summary>Remembered delivered points forgotten at the bound.</summary>
-    public long Forgotten { get; private set; }
+    public long Forgotten => _delivered.Forgotten;
 
     /// <summary>Whether <paramref name="stream"/> may be retired now.</summary>
     public static bool Due(SenderStream stream, bool departed, TimeSpan now, TimeSpan after)
@@ -60,38 +59,14 @@ internal sealed class StreamRetirement
     public void Retire(SenderStream stream)
     {
         Retired++;
-        if (_delivered.TryAdd(stream.Sender, stream.Delivered))
-        {
-            _order.Enqueue(stream.Sender);
-        }
-        else
-        {
-            _delivered[stream.Sender] = stream.Delivered;
-        }
-
-        while (_delivered.Count > MaxRemembered && _order.TryDequeue(out uint oldest))
-        {
-            if (_delivered.Remove(oldest))
-            {
-                Forgotten++;
-            }
-        }
-
-        if (_order.Count > 2 * MaxRemembered)
-        {
-            // Ids of restarted (then retired again) senders pile up in the order: keep each remembered one once, oldest first.
-            var seen = new HashSet<uint>();
-            var kept = _order.Where(id => _delivered.ContainsKey(id) && seen.Add(id)).ToList();
-            _order.Clear();
-            kept.ForEach(_order.Enqueue);
-        }
+        _delivered.Set(stream.Sender, stream.Delivered);
     }
 
     /// <summary>The delivered point of a retired sender, if remembered.</summary>
     public bool TryDelivered(uint sender, out ulong delivered) => _delivered.TryGetValue(sender, out delivered);
 
     /// <summary>A stream for <paramref name="sender"/> starts again: its retired point no longer applies.</summary>
-    public void Restart(uint sender) => _delivered.Remove(sender); // its id stays in the order queue until dequeued (a no-op then)
+    public void Restart(uint sender) => _delivered.Remove(sender, out _);
 
     /// <summary>Senders remembered.</summary>
     public int Remembered => _delivered.Count;

@@ -128,6 +128,7 @@ internal sealed class ReliableConnection
         if (_send.Length - Pending < segments)
         {
             _neededSpace = Math.Max(_neededSpace, segments);
+            _owner.Counters.SendBufferFull++; // the caller decides: wait for SpaceAvailable, drop, or count its own loss
             return false;
         }
 

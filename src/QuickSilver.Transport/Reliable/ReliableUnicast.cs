@@ -21,6 +21,7 @@ namespace QuickSilver.Transport.Reliable;
 internal sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControlTransport
 {
     private readonly ReliableUnicastOptions _options;
+
     private readonly Dictionary<NetAddress, ReliableConnection> _connections = new();
     private readonly List<ReliableConnection> _transmitQueue = new();
     private readonly Channel?[] _channels = new Channel?[256];
@@ -39,6 +40,9 @@ internal sealed class ReliableUnicast : IProtocolLayer, IPacketHandler, IControl
     private TimeSpan _challengeTokensAt;
 
     private const int RefusedLogKey = 1000;
+
+    /// <summary>The options this endpoint runs with.</summary>
+    internal ReliableUnicastOptions Options => _options;
 
     /// <param name="epoch">This endpoint's incarnation: non-zero and different after a restart (random in production,
     /// from the node's seeded generator in simulation). Conversation numbers do not derive from it: they come from

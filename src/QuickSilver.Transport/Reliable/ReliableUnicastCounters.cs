@@ -38,8 +38,12 @@ internal sealed class ReliableUnicastCounters
     /// <summary>Connections dropped by IdleTimeout or HalfOpenTimeout.</summary>
     public long Expired;
 
+    /// <summary>Messages refused because their connection's send buffer (SendBufferSegments, queued plus
+    /// unacknowledged) had no room for all their segments; what follows is the caller's (docs/security.md, "Bounds").</summary>
+    public long SendBufferFull;
+
     public override string ToString() =>
         $"challenges {ChallengesSent} (suppressed {ChallengesSuppressed}), bad cookies {CookiesRejected}, accepted {HandshakesAccepted}, "
         + $"completed {HandshakesCompleted}, refused full {RefusedTableFull} per-source {RefusedPerSource}, unknown conversation "
-        + $"{UnknownConversation}, replaced {ConversationsReplaced}, expired {Expired}";
+        + $"{UnknownConversation}, replaced {ConversationsReplaced}, expired {Expired}, send buffer full {SendBufferFull}";
 }

@@ -3,12 +3,18 @@ using QuickSilver.Core.Wire;
 
 namespace QuickSilver.Transport.Reliable;
 
-/// <summary>Options of the reliable unicast protocol (docs/reliable-unicast.md). Validated at start-up.</summary>
-internal sealed record ReliableUnicastOptions
+/// <summary>Options of the reliable unicast protocol (docs/reliable-unicast.md): the control channel of a node and of the
+/// GMS. A node takes them from <c>QuickSilverNodeOptions.ReliableUnicast</c>. Validated at start-up.</summary>
+public sealed record ReliableUnicastOptions
 {
     /// <summary>Largest payload of one datagram (one segment); the datagram adds 28 bytes of headers. The default makes
-    /// 1,412-byte datagrams, inside an Ethernet MTU.</summary>
-    public int MaxSegmentBytes { get; init; } = 1400 - ReliableWire.DataHeaderSize;
+    /// 1,412-byte datagrams, inside an Ethernet MTU. A node (and its embedded GMS) left at this default sizes segments to
+    /// its own datagrams instead (<c>QuickSilverNodeOptions.MaxDatagramSize</c> less 64 bytes of headers and the security
+    /// trailer); a value set smaller than that is kept.</summary>
+    public int MaxSegmentBytes { get; init; } = DefaultMaxSegmentBytes;
+
+    /// <summary>The default of <see cref="MaxSegmentBytes"/>.</summary>
+    internal const int DefaultMaxSegmentBytes = 1400 - ReliableWire.DataHeaderSize;
 
     /// <summary>Largest message, in bytes; a larger one is refused with an ArgumentException. A message longer than
     /// <see cref="MaxSegmentBytes"/> travels as several segments and is reassembled by the receiver, which holds at most
@@ -75,52 +81,54 @@ internal sealed record ReliableUnicastOptions
     /// has sent nothing is dropped after this long: a handshake alone holds a table slot only briefly.</summary>
     public TimeSpan HalfOpenTimeout { get; init; } = TimeSpan.FromSeconds(10);
 
-    public void Validate()
+    /// <summary>Throws <see cref="ArgumentException"/> (or <see cref="ArgumentOutOfRangeException"/>) naming the first
+    /// invalid option, as <paramref name="name"/>.Option.</summary>
+    public void Validate(string name = nameof(ReliableUnicastOptions))
     {
-        OptionChecks.InRange(MaxSegmentBytes, 1, 65507 - PacketHeader.Size - ReliableWire.DataHeaderSize, $"ReliableUnicastOptions.{nameof(MaxSegmentBytes)}");
-        OptionChecks.InRange(MaxMessageBytes, 1, 64 << 20, $"ReliableUnicastOptions.{nameof(MaxMessageBytes)}");
-        OptionChecks.InRange(Window, 1, 64, $"ReliableUnicastOptions.{nameof(Window)}");
-        OptionChecks.InRange(SendBufferSegments, Window, 1 << 20, $"ReliableUnicastOptions.{nameof(SendBufferSegments)}");
+        OptionChecks.InRange(MaxSegmentBytes, 1, 65507 - PacketHeader.Size - ReliableWire.DataHeaderSize, $"{name}.{nameof(MaxSegmentBytes)}");
+        OptionChecks.InRange(MaxMessageBytes, 1, 64 << 20, $"{name}.{nameof(MaxMessageBytes)}");
+        OptionChecks.InRange(Window, 1, 64, $"{name}.{nameof(Window)}");
+        OptionChecks.InRange(SendBufferSegments, Window, 1 << 20, $"{name}.{nameof(SendBufferSegments)}");
         long largest = ((long)MaxMessageBytes + MaxSegmentBytes - 1) / MaxSegmentBytes;
         if (SendBufferSegments < largest)
         {
-            throw new ArgumentOutOfRangeException(nameof(SendBufferSegments), SendBufferSegments,
-                $"ReliableUnicastOptions.SendBufferSegments must hold the largest message: MaxMessageBytes ({MaxMessageBytes}) needs {largest} segments of MaxSegmentBytes ({MaxSegmentBytes}).");
+            throw new ArgumentOutOfRangeException($"{name}.{nameof(SendBufferSegments)}", SendBufferSegments,
+                $"{name}.SendBufferSegments must hold the largest message: MaxMessageBytes ({MaxMessageBytes}) needs {largest} segments of MaxSegmentBytes ({MaxSegmentBytes}).");
         }
 
-        OptionChecks.Positive(InitialRto, $"ReliableUnicastOptions.{nameof(InitialRto)}");
-        OptionChecks.Positive(MinRto, $"ReliableUnicastOptions.{nameof(MinRto)}");
+        OptionChecks.Positive(InitialRto, $"{name}.{nameof(InitialRto)}");
+        OptionChecks.Positive(MinRto, $"{name}.{nameof(MinRto)}");
         if (HandshakeRto < MinRto || HandshakeRto > MaxRto)
         {
-            throw new ArgumentOutOfRangeException(nameof(HandshakeRto), HandshakeRto, $"ReliableUnicastOptions.HandshakeRto must be between MinRto ({MinRto}) and MaxRto ({MaxRto}).");
+            throw new ArgumentOutOfRangeException($"{name}.{nameof(HandshakeRto)}", HandshakeRto, $"{name}.HandshakeRto must be between MinRto ({MinRto}) and MaxRto ({MaxRto}).");
         }
 
         if (MaxRto < MinRto)
         {
-            throw new ArgumentOutOfRangeException(nameof(MaxRto), MaxRto, $"ReliableUnicastOptions.MaxRto must be at least MinRto ({MinRto}).");
+            throw new ArgumentOutOfRangeException($"{name}.{nameof(MaxRto)}", MaxRto, $"{name}.MaxRto must be at least MinRto ({MinRto}).");
         }
 
         if (AckDelay < TimeSpan.Zero || AckDelay >= MinRto)
         {
-            throw new ArgumentOutOfRangeException(nameof(AckDelay), AckDelay, $"ReliableUnicastOptions.AckDelay must be in [0, MinRto).");
+            throw new ArgumentOutOfRangeException($"{name}.{nameof(AckDelay)}", AckDelay, $"{name}.AckDelay must be in [0, MinRto).");
         }
 
-        OptionChecks.InRange(MaxRetransmissions, 1, 1000, $"ReliableUnicastOptions.{nameof(MaxRetransmissions)}");
-        OptionChecks.InRange(RateLimitBytesPerSecond, 1000, long.MaxValue / 2, $"ReliableUnicastOptions.{nameof(RateLimitBytesPerSecond)}");
-        OptionChecks.InRange(RateBurstBytes, MaxSegmentBytes + PacketHeader.Size + ReliableWire.DataHeaderSize, 1 << 30, $"ReliableUnicastOptions.{nameof(RateBurstBytes)}");
-        OptionChecks.InRange(MaxPeers, 1, 1 << 20, $"ReliableUnicastOptions.{nameof(MaxPeers)}");
-        OptionChecks.InRange(MaxConnectionsPerIp, 1, 1 << 20, $"ReliableUnicastOptions.{nameof(MaxConnectionsPerIp)}");
-        OptionChecks.InRange(MaxChallengesPerSecond, 1, 10_000_000, $"ReliableUnicastOptions.{nameof(MaxChallengesPerSecond)}");
+        OptionChecks.InRange(MaxRetransmissions, 1, 1000, $"{name}.{nameof(MaxRetransmissions)}");
+        OptionChecks.InRange(RateLimitBytesPerSecond, 1000, long.MaxValue / 2, $"{name}.{nameof(RateLimitBytesPerSecond)}");
+        OptionChecks.InRange(RateBurstBytes, MaxSegmentBytes + PacketHeader.Size + ReliableWire.DataHeaderSize, 1 << 30, $"{name}.{nameof(RateBurstBytes)}");
+        OptionChecks.InRange(MaxPeers, 1, 1 << 20, $"{name}.{nameof(MaxPeers)}");
+        OptionChecks.InRange(MaxConnectionsPerIp, 1, 1 << 20, $"{name}.{nameof(MaxConnectionsPerIp)}");
+        OptionChecks.InRange(MaxChallengesPerSecond, 1, 10_000_000, $"{name}.{nameof(MaxChallengesPerSecond)}");
         if (CookieLifetime < MaxRto)
         {
-            throw new ArgumentOutOfRangeException(nameof(CookieLifetime), CookieLifetime,
-                $"ReliableUnicastOptions.CookieLifetime ({CookieLifetime}) must be at least MaxRto ({MaxRto}): an initiator must be able to echo a cookie after a backed-off retransmission.");
+            throw new ArgumentOutOfRangeException($"{name}.{nameof(CookieLifetime)}", CookieLifetime,
+                $"{name}.CookieLifetime ({CookieLifetime}) must be at least MaxRto ({MaxRto}): an initiator must be able to echo a cookie after a backed-off retransmission.");
         }
 
         if (HalfOpenTimeout < MaxRto || HalfOpenTimeout > IdleTimeout)
         {
-            throw new ArgumentOutOfRangeException(nameof(HalfOpenTimeout), HalfOpenTimeout,
-                $"ReliableUnicastOptions.HalfOpenTimeout ({HalfOpenTimeout}) must be between MaxRto ({MaxRto}) and IdleTimeout ({IdleTimeout}).");
+            throw new ArgumentOutOfRangeException($"{name}.{nameof(HalfOpenTimeout)}", HalfOpenTimeout,
+                $"{name}.HalfOpenTimeout ({HalfOpenTimeout}) must be between MaxRto ({MaxRto}) and IdleTimeout ({IdleTimeout}).");
         }
     }
 }

@@ -65,7 +65,7 @@ public sealed class ReliableUnicastSimulationTests
     }
 
     [Fact]
-    public void A_full_send_buffer_refuses_then_frees_space()
+    public void A_full_send_buffer_refuses_counts_the_refusal_then_frees_space()
     {
         var options = new ReliableUnicastOptions { SendBufferSegments = 64, Window = 16, MaxMessageBytes = 10_000 };
         var (net, _, _, a, b) = Setup(4, options: options);
@@ -76,6 +76,9 @@ public sealed class ReliableUnicastSimulationTests
         }
 
         Assert.Equal(64, accepted);
+        Assert.Equal(1, a.Reliable.Counters.SendBufferFull); // the refusal is counted (docs/security.md, "Bounds")
+        Assert.False(a.TrySend(b.LocalAddress, new byte[10]));
+        Assert.Equal(2, a.Reliable.Counters.SendBufferFull);
         int spaceEvents = 0;
         a.SpaceAvailable += _ => spaceEvents++;
         net.RunFor(TimeSpan.FromSeconds(1));
