@@ -65,7 +65,9 @@ public sealed class DisseminationSim
     public long RequestChannelBytes { get; private set; }
 
     /// <summary>Adds a client node with its link and a fresh store; call <see cref="SimClient.Start"/> to connect.</summary>
-    public SimClient AddClient(IReadOnlyList<string> names, ClientOptions? options = null, LinkOptions? link = null, IPageStore? store = null)
+    /// <param name="costPerDatagram">When set, the client runs on a <see cref="BusyCore"/> (each datagram it sends costs
+    /// that much; <see cref="SimClient.Core"/> can be stalled, so its alarms fire late as on a loaded machine).</param>
+    public SimClient AddClient(IReadOnlyList<string> names, ClientOptions? options = null, LinkOptions? link = null, IPageStore? store = null, TimeSpan? costPerDatagram = null)
     {
         var node = Network.AddNode();
         if (link is not null)
@@ -73,7 +75,7 @@ public sealed class DisseminationSim
             Network.SetLink(node, link);
         }
 
-        var client = new SimClient(this, node, names, options ?? new ClientOptions(), store ?? new MemoryPageStore());
+        var client = new SimClient(this, node, names, options ?? new ClientOptions(), store ?? new MemoryPageStore(), costPerDatagram);
         Clients.Add(client);
         return client;
     }
@@ -164,8 +166,11 @@ public sealed class SimClient : IRequestLink
     private readonly IReadOnlyList<string> _names;
     private readonly ClientOptions _options;
 
-    internal SimClient(DisseminationSim sim, SimNode node, IReadOnlyList<string> names, ClientOptions options, IPageStore store)
+    private readonly TimeSpan? _cost;
+
+    internal SimClient(DisseminationSim sim, SimNode node, IReadOnlyList<string> names, ClientOptions options, IPageStore store, TimeSpan? cost)
     {
+        _cost = cost;
         Store = store;
         _sim = sim;
         Node = node;
@@ -179,6 +184,9 @@ public sealed class SimClient : IRequestLink
     public IPageStore Store { get; }
 
     public DisseminationClient? Client { get; private set; }
+
+    /// <summary>The client's costed core (a fresh one per <see cref="Start"/>), when <c>AddClient</c> gave a cost.</summary>
+    public BusyCore? Core { get; private set; }
 
     public int Connection { get; internal set; }
 
@@ -194,7 +202,15 @@ public sealed class SimClient : IRequestLink
         }
 
         var transport = Node.Open(7001);
-        Client = new DisseminationClient(_options, _names, Node, transport, this, Store, Node.Random);
+        IAlarmScheduler clock = Node;
+        if (_cost is { } cost)
+        {
+            Core = new BusyCore(Node, cost);
+            clock = Core;
+            transport = Core.Wrap(transport);
+        }
+
+        Client = new DisseminationClient(_options, _names, clock, transport, this, Store, Node.Random);
         Connection = _sim.Connect(this);
         StartedAt = _sim.Network.Now;
         var client = Client;

@@ -68,6 +68,26 @@ public sealed class BusyCore : IAlarmScheduler
         return removed;
     }
 
+    /// <summary>The core thread is held up for <paramref name="duration"/> from now (a loaded machine descheduled the
+    /// process): its alarms fire no earlier than the end, late, and datagrams arriving at its node meanwhile wait in
+    /// its receive queue and are handled after it, in order.</summary>
+    public void Stall(TimeSpan duration)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThan(duration, TimeSpan.Zero);
+        var end = _node.Now + duration;
+        if (end > _busyUntil)
+        {
+            _busyUntil = end;
+        }
+
+        if (end > _node.StalledUntil)
+        {
+            _node.StalledUntil = end;
+        }
+
+        Arm();
+    }
+
     /// <summary>A transport over <paramref name="inner"/> whose sends cost this core's time (copied, sent when done).</summary>
     public IDatagramTransport Wrap(IDatagramTransport inner)
     {

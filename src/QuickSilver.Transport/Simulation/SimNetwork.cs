@@ -338,7 +338,17 @@ public sealed class SimNetwork
             return;
         }
 
+        // A stalled core (BusyCore.Stall) reads nothing until the stall ends; then what waited goes through the
+        // receiving CPU below, in arrival order.
+        if (node.StalledUntil > Now)
+        {
+            delivery.ViaCpu = false;
+            ScheduleEvent(alarm, node.StalledUntil);
+            return;
+        }
+
         // The receiving CPU: each datagram costs ProcessingCostPerPacket; a full receive queue drops.
+
         if (!delivery.ViaCpu && node.ProcessingCostPerPacket > TimeSpan.Zero)
         {
             var start = node.CpuBusyUntil > Now ? node.CpuBusyUntil : Now;

@@ -64,6 +64,9 @@ public sealed class SimNode : IAlarmScheduler, ICoreDispatcher
 
     internal TimeSpan CpuBusyUntil { get; set; }
 
+    /// <summary>Until when the node's core is held up (<see cref="BusyCore.Stall"/>): datagrams wait, unread.</summary>
+    internal TimeSpan StalledUntil { get; set; }
+
     internal int PartitionSide { get; set; }
 
     public void Schedule(Alarm alarm, TimeSpan deadline)
