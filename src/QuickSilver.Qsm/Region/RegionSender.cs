@@ -495,13 +495,15 @@ internal sealed class RegionSender : IDatagramFeed
     }
 
     /// <summary>
-    /// The sender's cached point (docs/qsm.md, "Partition share"): every packet up to here is held by at least one member
-    /// of its caching partition (packet i by partition i mod p), or has been taken by every member. Never below
+    /// The sender's cached point (docs/qsm.md, "Partition share"): every packet up to here is held by every member of its
+    /// caching partition (packet i by partition i mod p), or has been taken by every member. Never below
     /// <see cref="Acknowledged"/>, which the sender itself releases on the same word (a token's ACK: stable on every
     /// caching replica; a complete flow report: taken by everyone); in receiver window mode it also moves on the partitions'
     /// reports of what their members hold of their own class (<see cref="FlowStatus.Cached"/>): the lowest over the
-    /// partitions of the highest over each partition's members, so one member stuck behind a gap or a paused reader does
-    /// not hold it back, where it holds <see cref="Acknowledged"/> and <see cref="Settled"/> back. Data packets carry it
+    /// partitions of the lowest over each partition's members, so a paused reader (which still receives and holds its
+    /// class) does not hold it back, where it holds <see cref="Acknowledged"/> and <see cref="Settled"/> back. Every
+    /// replica, not one: a packet released elsewhere is then lost only if the sender and its whole caching partition go
+    /// (one holder was not enough in the soak: it left or crashed, then the sender did). Data packets carry it
     /// (<see cref="DataHeader.Cached"/>), and <see cref="CachedAdvanced"/> tells this node's own member: a member with the
     /// partition share releases a delivered packet of another partition's class only once this point has passed it, so
     /// a packet that reached only members outside its caching partition is still held by them if the sender crashes.

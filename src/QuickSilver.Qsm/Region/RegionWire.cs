@@ -37,7 +37,7 @@ internal readonly record struct FlowStatus(uint Reporter, uint Region, uint View
 /// which the sender's flow reports say every member of its view has taken its stream (docs/qsm.md, "Purging on the
 /// sender's word"): a member may drop its copies up to there at once, instead of at the next token round.
 /// <see cref="Cached"/> (0 when unknown, and in repairs; at least <see cref="Settled"/>) is the sender's cached point
-/// (docs/qsm.md, "Partition share"): every packet up to there is held by a member of its caching partition, so a member
+/// (docs/qsm.md, "Partition share"): every packet up to there is held by every member of its caching partition, so a member
 /// with the partition share may release its delivered copies of other partitions' packets up to there.</summary>
 internal readonly record struct DataHeader(uint Sender, uint Region, uint View, ulong ViewStart, ulong Seq, ulong Settled = 0,
     bool ReportRequested = false, ulong Cached = 0);
@@ -266,7 +266,7 @@ internal static class RegionWire
     /// the tail was lost. <c>slowest</c> is the node at <c>position</c> and <c>leading</c> the furthest position of any
     /// member heard (the reporter's, for one member's report): who holds the sender back, and by how much. <c>cached</c>
     /// (with the partition share; 0 otherwise) is the highest packet up to which the reporter holds every packet of its
-    /// partition's class, and for a partition's aggregate the highest over its members (one holder is enough), for a
+    /// partition's class, and for a partition's aggregate the lowest over its members (every replica holds it), for a
     /// block's the lowest over its partitions: the sender's cached point is built from it (docs/qsm.md, "Partition share").</summary>
     public static int WriteStatus(Span<byte> datagram, in FlowStatus status)
     {

@@ -349,7 +349,7 @@ internal sealed class SenderStream
     }
 
     /// <summary>The highest <see cref="DataHeader.Cached"/> heard from the sender (docs/qsm.md, "Partition share"): every
-    /// packet up to here is held by a member of its caching partition (or taken by everyone).</summary>
+    /// packet up to here is held by every member of its caching partition (or taken by everyone).</summary>
     public ulong CachedSeen { get; private set; }
 
     /// <summary>The sender's cached point moved to <paramref name="cached"/>: with the partition share, releases the
