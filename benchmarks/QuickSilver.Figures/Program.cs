@@ -26,7 +26,7 @@ congestion.AcceptOnlyFromAmong("on", "off");
 var share = new Option<string>("--partition-share")
 {
     Description = "on or off (the library's default): after delivery members keep only their partition's share (RegionOptions.PartitionShare); the throughput table reports each member's peak of held packets.",
-    DefaultValueFactory = _ => "off",
+    DefaultValueFactory = _ => "on",
 };
 share.AcceptOnlyFromAmong("on", "off");
 var wallBudget = new Option<int?>("--wall-budget") { Description = "Seconds of wall time after which one run is cut (default 60 quick, 240 full)." };

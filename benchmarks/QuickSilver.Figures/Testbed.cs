@@ -35,7 +35,7 @@ internal static class Testbed
 
     /// <summary><c>RegionOptions.PartitionShare</c> (<c>--partition-share</c>): members keep only their partition's share
     /// after delivery. Set once, at start.</summary>
-    public static bool PartitionShare { get; set; }
+    public static bool PartitionShare { get; set; } = new QuickSilver.Qsm.Region.RegionOptions().PartitionShare;
 
     /// <summary>With <c>--flow receivers</c>: <c>RegionOptions.CongestionControl</c> (<c>--congestion-control</c>). Set once, at start.</summary>
     public static bool CongestionControl { get; set; } = true;

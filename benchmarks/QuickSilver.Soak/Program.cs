@@ -9,11 +9,12 @@ var from = new Option<int>("--from") { Description = "First seed of the sweep.",
 var seeds = new Option<int>("--seeds") { Description = "How many seeds, from --from (1 to 1,000,000).", DefaultValueFactory = _ => 1_000 };
 var one = new Option<int?>("--seed") { Description = "Replay this one seed and print what it did." };
 var parallel = new Option<int>("--parallel") { Description = "Seeds run at once (1 to 64; each is single-threaded).", DefaultValueFactory = _ => Environment.ProcessorCount };
+var share = new Option<string?>("--partition-share") { Description = "on or off: sets RegionOptions.PartitionShare for every seed (default: the option's default)." };
 var minutes = new Option<int>("--minutes") { Description = "Stop starting new seeds after this many minutes of wall time (1 to 10,080).", DefaultValueFactory = _ => 600 };
 
 var root = new RootCommand("QuickSilver whole-stack soak: every seed draws faults (loss up to 20 %, bursts, reordering, duplication, crashes, joins and leaves, partitions, a second publisher that crashes mid-stream, the GMS leader crashing) and checks every live member got every message once, in order, what survivors hold of a crashed publisher, and that buffers are purged after.")
 {
-    from, seeds, one, parallel, minutes,
+    from, seeds, one, parallel, minutes, share,
 };
 
 root.SetAction(parse =>
@@ -27,13 +28,22 @@ root.SetAction(parse =>
         }
     }
 
+    string? shareText = parse.GetValue(share);
+    if (shareText is not null and not "on" and not "off")
+    {
+        Console.Error.WriteLine($"--partition-share must be on or off; got '{shareText}'.");
+        return 2;
+    }
+
+    bool? partitionShare = shareText is null ? null : shareText == "on";
+
     if (parse.GetValue(one) is { } replay)
     {
         // A replay prints what the nodes logged (registrations, removals, refusals) as it goes.
         Log.Logger = new LoggerConfiguration().MinimumLevel.Information()
             .Enrich.With(new VirtualTimeEnricher()).WriteTo.Console(outputTemplate: "[{VirtualTime} {Level:u3}] {Message:lj}{NewLine}{Exception}", formatProvider: System.Globalization.CultureInfo.InvariantCulture).CreateLogger();
         using var logging = new Serilog.Extensions.Logging.SerilogLoggerFactory(Log.Logger);
-        var result = SoakScenario.Run(replay, logging.CreateLogger("GMS"));
+        var result = SoakScenario.Run(replay, logging.CreateLogger("GMS"), partitionShare);
         Console.WriteLine($"seed {replay}: {result.Faults}");
         Console.WriteLine(result.Passed
             ? $"delivery passed in {result.VirtualTime.TotalSeconds:F2} s of virtual time, {result.Datagrams:N0} datagrams"
@@ -60,7 +70,7 @@ root.SetAction(parse =>
             return;
         }
 
-        var result = SoakScenario.Run(seed);
+        var result = SoakScenario.Run(seed, partitionShare: partitionShare);
         lock (gate)
         {
             senderCrashes += result.Faults.SenderCrash ? 1 : 0;
@@ -93,7 +103,7 @@ root.SetAction(parse =>
                       $"{senderCrashes} seeds with a publisher crash, {gmsFailovers} with a GMS leader crash");
     foreach (var failure in failures.OrderBy(f => f.Seed))
     {
-        Console.WriteLine($"replay: dotnet run -c Release --project benchmarks/QuickSilver.Soak -- --seed {failure.Seed}");
+        Console.WriteLine($"replay: dotnet run -c Release --project benchmarks/QuickSilver.Soak -- --seed {failure.Seed}{(partitionShare is { } on ? $" --partition-share {(on ? "on" : "off")}" : "")}");
     }
 
     return failed == 0 && skipped == 0 && unpurged == 0 ? 0 : 1;

@@ -12,12 +12,17 @@ public sealed class PartitionShareStreamTests
     private static readonly byte[] Payload = new byte[100];
     private static readonly NetAddress[][] OldLayout = [[NetAddress.Loopback(1)], [NetAddress.Loopback(2)], [NetAddress.Loopback(3)], [NetAddress.Loopback(4)]];
 
-    private static (SenderStream Stream, PartitionShare Share) NewStream(int partitions, int partition)
+    private static (SenderStream Stream, PartitionShare Share) NewStream(int partitions, int partition, bool cachedAhead = true)
     {
         var share = new PartitionShare(enabled: true);
         share.OnViewInstalled(1, partitions, partition, oldLayout: null);
         var stream = new SenderStream(1, static (_, _, _) => true, share: share);
         stream.Anchor(0);
+        if (cachedAhead)
+        {
+            stream.OnCached(SenderStream.MaxSequence); // the sender says every packet is held by its caching partition
+        }
+
         return (stream, share);
     }
 
@@ -110,6 +115,65 @@ public sealed class PartitionShareStreamTests
         share.Settle([stream]);
         Assert.Empty(share.OldShares);
         Assert.Equal(1, share.OldSharesSettled);
+    }
+
+    [Fact]
+    public void A_delivered_packet_of_another_class_is_held_until_the_senders_cached_point_passes_it()
+    {
+        var (stream, _) = NewStream(partitions: 4, partition: 1, cachedAhead: false);
+        for (ulong seq = 1; seq <= 20; seq++)
+        {
+            stream.OnNumbered(1, 1);
+            stream.Add(seq, Payload);
+        }
+
+        Assert.Equal(20UL, stream.Delivered);
+        Assert.Equal(20, stream.HeldCount); // no cached point yet: its caching partition may not hold them
+        Assert.Equal(0, stream.ReleasedAtDelivery);
+
+        stream.OnCached(10); // 1..10 held by their caching partitions: 2, 3, 4, 6, 7, 8, 10 go (1, 5, 9 are this class)
+        Assert.Equal(7, stream.ReleasedAtDelivery);
+        Assert.Equal(13, stream.HeldCount);
+        stream.OnCached(10); // nothing new
+        Assert.Equal(7, stream.ReleasedAtDelivery);
+
+        stream.OnCached(30); // beyond what was delivered: 11..20 go now, 21.. at delivery
+        Assert.Equal(7 + 8, stream.ReleasedAtDelivery);
+        stream.Add(22, Payload);
+        stream.Add(21, Payload);
+        Assert.Equal([1UL, 5, 9, 13, 17, 21], Enumerable.Range(1, 22).Select(i => (ulong)i).Where(seq => stream.TryGet(seq, out _)));
+    }
+
+    [Fact]
+    public void A_member_reports_the_highest_point_up_to_which_it_holds_its_class_and_a_joiner_nothing_until_the_purge_passes_its_start()
+    {
+        var (stream, _) = NewStream(partitions: 4, partition: 1, cachedAhead: false);
+        foreach (ulong seq in new ulong[] { 1, 2, 3, 5, 6, 13 })
+        {
+            stream.Add(seq, Payload);
+        }
+
+        Assert.Equal(8UL, stream.HeldClassUpTo(4, 1)); // 1 and 5 held, 9 missing
+        stream.Add(9, Payload);
+        Assert.Equal(13UL, stream.HeldClassUpTo(4, 1)); // up to the highest seen
+        // Another class (a view change moved this member): scanned again. 2 and 6 are held (nothing was released before a
+        // cached point passed it), 10 is missing.
+        Assert.Equal(9UL, stream.HeldClassUpTo(4, 2));
+
+        var share = new PartitionShare(enabled: true);
+        share.OnViewInstalled(1, 4, 1, oldLayout: null);
+        var joiner = new SenderStream(1, static (_, _, _) => true, share: share);
+        joiner.Anchor(100);
+        joiner.Add(101, Payload);
+        joiner.Add(105, Payload);
+        Assert.Equal(0UL, joiner.HeldClassUpTo(4, 1)); // it holds nothing below 100, and its scan would vouch for it
+        joiner.Purge(100); // the region purged up to its start: everyone has those
+        Assert.Equal(105UL, joiner.HeldClassUpTo(4, 1));
+
+        var off = new SenderStream(1, static (_, _, _) => true, share: new PartitionShare(enabled: false));
+        off.Anchor(0);
+        off.Add(1, Payload);
+        Assert.Equal(0UL, off.HeldClassUpTo(4, 1)); // without the share nothing is released early: nothing to report
     }
 
     [Fact]

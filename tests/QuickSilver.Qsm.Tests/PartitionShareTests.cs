@@ -37,14 +37,17 @@ public sealed class PartitionShareTests(ITestOutputHelper output)
         return ([.. members.Select(m => m.PeakHeldPackets)], [.. members.Select(m => m.PeakHeldBytes)], members.Sum(m => m.ReleasedAtDelivery), cluster.Network.Now);
     }
 
-    /// <summary>(a) The memory the share saves: each member's peak of held packets, with the share and without, in a
-    /// 12-member region of 4 partitions, both flow-control modes (receivers' windows: the sender's <c>settled</c> purges
-    /// within a round trip; the paper's rate control: only the token's purge, once a round). The figures print
-    /// (rerun: <c>dotnet test tests/QuickSilver.Qsm.Tests --filter "FullyQualifiedName~PartitionShareTests.Each_member" --logger "console;verbosity=detailed"</c>).</summary>
+    /// <summary>(a) With no member lagging, the share costs nothing: each member's peak of held packets with the share is
+    /// at most what it is without, in a 12-member region of 4 partitions, both flow-control modes. A member releases a
+    /// delivered packet of another partition only once the sender's cached point has passed it, and that point moves
+    /// about as the purge does when every member keeps up (receivers' windows: ratio 1.0; the paper's rate control, whose
+    /// token ACK comes before its purge: about 0.7). The case the share exists for is a member that lags (test d). The
+    /// figures print (rerun: <c>dotnet test tests/QuickSilver.Qsm.Tests --filter "FullyQualifiedName~PartitionShareTests"
+    /// --logger "console;verbosity=detailed"</c>).</summary>
     [Theory]
     [InlineData(RegionFlowControl.ReceiverWindow, 1101)]
     [InlineData(RegionFlowControl.PaperRate, 1102)]
-    public void Each_member_holds_about_a_quarter_of_the_packets_with_four_partitions(RegionFlowControl flow, int seed)
+    public void With_every_member_keeping_up_the_share_holds_no_more_than_without(RegionFlowControl flow, int seed)
     {
         const int Messages = 4_000;
         var off = RunTwelve(seed, share: false, flow, loss: 0, Messages);
@@ -55,12 +58,92 @@ public sealed class PartitionShareTests(ITestOutputHelper output)
         output.WriteLine($"  without the share: peak held per member {off.Packets.Min()}..{off.Packets.Max()} packets (mean {off.Packets.Average():F0}), " +
                          $"{off.Bytes.Min():N0}..{off.Bytes.Max():N0} B (mean {off.Bytes.Average():N0}); delivered in {off.Took.TotalSeconds:F3} s");
         output.WriteLine($"  with the share:    peak held per member {on.Packets.Min()}..{on.Packets.Max()} packets (mean {on.Packets.Average():F0}), " +
-                         $"{on.Bytes.Min():N0}..{on.Bytes.Max():N0} B (mean {on.Bytes.Average():N0}); delivered in {on.Took.TotalSeconds:F3} s; released at delivery {on.Released:N0}");
+                         $"{on.Bytes.Min():N0}..{on.Bytes.Max():N0} B (mean {on.Bytes.Average():N0}); delivered in {on.Took.TotalSeconds:F3} s; released before the purge {on.Released:N0}");
         output.WriteLine($"  ratio: packets {ratio:F3}, bytes {bytesRatio:F3}");
         Assert.Equal(0, off.Released);
-        Assert.True(on.Released > Messages * 12 / 2, $"only {on.Released} packets released at delivery");
-        Assert.True(ratio < 0.5, $"with the share each member held {ratio:F3} of what it held without");
-        Assert.True(bytesRatio < 0.5, $"bytes: {bytesRatio:F3}");
+        Assert.True(ratio <= 1.0, $"with the share each member held {ratio:F3} of what it held without");
+        Assert.True(bytesRatio <= 1.0, $"bytes: {bytesRatio:F3}");
+    }
+
+    /// <summary>(d) The case the share is for: one member's reader paused (it refuses every packet for the first 0.5 s of the
+    /// stream, then takes them all), so the region's purge point and the sender's <c>settled</c> wait for it while the sender goes
+    /// on up to its window. The paused member still receives and holds its partition's class, so the sender's cached point
+    /// does not wait for it, and the other members release the packets outside their share: their peak of held packets
+    /// is about 1/p of what it is without the share (p = 4). Both flow-control modes: with receivers' windows the cached
+    /// point comes in the partitions' flow reports, with the paper's rate control it is the token's ACK.</summary>
+    [Theory]
+    [InlineData(1105, RegionFlowControl.ReceiverWindow)]
+    [InlineData(1106, RegionFlowControl.PaperRate)]
+    public void With_one_reader_paused_the_others_hold_about_a_quarter_of_what_they_hold_without_the_share(int seed, RegionFlowControl flow)
+    {
+        const int Messages = 4_000;
+        (long[] Packets, long SlowPeak, long Released, TimeSpan Took) Run(bool share)
+        {
+            var cluster = new RegionCluster(seed, 12, 1, new RegionClusterOptions { Link = Loss(0), Region = Options(share, flow), PayloadBytes = 1000 });
+            var slow = cluster.Nodes.Single(n => n.Id == cluster.View.Members[5].Node.Value);
+            bool paused = true;
+            slow.Region.Consumer = (_, _, _) => !paused;
+            cluster.SendFromAll(Messages);
+            cluster.Network.RunFor(TimeSpan.FromSeconds(0.5));
+            Assert.True(slow.Member!.DeliveriesRefused > 0, "the reader never paused");
+            paused = false;
+            Assert.True(slow.Sim.TryPost(_ => slow.Region.ResumeDelivery(), null));
+            bool done = cluster.Network.RunUntil(() => cluster.AllDelivered(Messages), TimeSpan.FromMinutes(5));
+            Assert.True(done, $"seed {seed}, share {share}: {cluster.CheckDelivery(Messages)}");
+            Assert.Null(cluster.CheckDelivery(Messages));
+            var others = cluster.LiveMembers.Where(n => n != slow).Select(n => n.Member!).ToArray();
+            return ([.. others.Select(m => m.PeakHeldPackets)], slow.Member!.PeakHeldPackets, others.Sum(m => m.ReleasedAtDelivery), cluster.Network.Now);
+        }
+
+        var off = Run(share: false);
+        var on = Run(share: true);
+        double ratio = on.Packets.Average() / off.Packets.Average();
+        output.WriteLine($"{flow}, seed {seed}, 12 members, 4 partitions, one reader paused for 0.5 s, {Messages} packets of 1,000 B:");
+        output.WriteLine($"  the 11 others without the share: peak held {off.Packets.Min()}..{off.Packets.Max()} packets (mean {off.Packets.Average():F0}); paused member {off.SlowPeak}; delivered in {off.Took.TotalSeconds:F3} s");
+        output.WriteLine($"  the 11 others with the share:    peak held {on.Packets.Min()}..{on.Packets.Max()} packets (mean {on.Packets.Average():F0}); paused member {on.SlowPeak}; delivered in {on.Took.TotalSeconds:F3} s; released before the purge {on.Released:N0}");
+        output.WriteLine($"  ratio: {ratio:F3}");
+        Assert.True(on.Released > Messages * 11 / 2, $"only {on.Released} packets released before the purge");
+        Assert.True(ratio < 0.4, $"with the share the others held {ratio:F3} of what they held without");
+    }
+
+    /// <summary>(e) The whole-stack soak's seed 389, in a small region, deterministically: a sender that is a member of a
+    /// 6-member region (R = 3: 2 partitions; odd packets cached by partition 1, the sender in partition 0) is cut off from
+    /// partition 1 after its first packets, so the rest of its 200 packets reach only partition 0's members; then it
+    /// crashes and the view drops it (5 members: one partition, every member now caches everything and recovers from
+    /// its ring neighbours). Every survivor must end with the same prefix: all 200, taken from partition 0's members.
+    /// When a member released a delivered packet of another partition's class at once, the odd packets were gone with
+    /// the sender and partition 1 stopped at the first of them (the test fails with that rule); now partition 0 holds
+    /// them, since no report of partition 1 ever moved the sender's cached point past them.</summary>
+    [Theory]
+    [InlineData(1131, RegionFlowControl.ReceiverWindow)]
+    [InlineData(1132, RegionFlowControl.PaperRate)]
+    public void A_packet_that_reached_only_members_outside_its_caching_partition_survives_the_senders_crash(int seed, RegionFlowControl flow)
+    {
+        const int Messages = 200;
+        var cluster = new RegionCluster(seed, 6, 1, new RegionClusterOptions { Link = Loss(0), Region = Options(true, flow), PayloadBytes = 200, SendersAreMembers = true });
+        Assert.Equal(2, cluster.Nodes[0].Member!.Partitions);
+        var sender = cluster.Senders[0];
+        RegionClusterNode At(int index) => cluster.Nodes.Single(n => n.Id == cluster.View.Members[index].Node.Value);
+        Assert.Equal(sender, At(0)); // in partition 0
+        RegionClusterNode[] cut = [At(1), At(3), At(5)];
+        RegionClusterNode[] reached = [At(2), At(4)];
+        cluster.Network.SetLink(sender.Sim, new LinkOptions { BandwidthBitsPerSecond = 1_000_000 }); // a packet every ~2 ms
+        cluster.SendFromAll(Messages);
+        // Partition 1 hears the first packets (it knows the sender and has started its stream), then no more.
+        Assert.True(cluster.Network.RunUntil(() => cut.All(n => n.DeliveredFrom(sender.Id) >= 10), TimeSpan.FromSeconds(30)));
+        cluster.Network.Partition([sender.Sim], cut.Select(n => n.Sim));
+        Assert.True(cluster.Network.RunUntil(() => reached.All(n => n.DeliveredFrom(sender.Id) == Messages), TimeSpan.FromSeconds(30)));
+        Assert.All(cut, n => Assert.True(n.DeliveredFrom(sender.Id) < Messages)); // the shape: they lack packets of their own class
+        sender.Sim.Crash();
+        cluster.Network.Heal();
+        cluster.Exclude(sender);
+        Assert.Equal(1, reached[0].Member!.Partitions);
+
+        var survivors = cut.Concat(reached).ToArray();
+        bool done = cluster.Network.RunUntil(() => survivors.All(n => n.DeliveredFrom(sender.Id) == Messages), TimeSpan.FromSeconds(60));
+        Assert.True(done, $"seed {seed}, {flow}: survivors disagree: {string.Join(", ", survivors.Select(n => $"node {n.Id}: {n.DeliveredFrom(sender.Id)}"))}; " +
+                          string.Join(" | ", survivors.Select(n => n.Member!.Describe())));
+        Assert.All(survivors, n => Assert.Equal(-1, n.FirstOutOfOrder(sender.Id)));
     }
 
     /// <summary>(b) 2 % and 5 % random loss on every link with the share: every member gets every message once, in order.</summary>
@@ -88,7 +171,7 @@ public sealed class PartitionShareTests(ITestOutputHelper output)
     public void View_changes_that_redraw_the_partitions_mid_stream_lose_nothing(int seed, RegionFlowControl flow)
     {
         const int Messages = 6_000;
-        var cluster = new RegionCluster(seed, 12, 1, new RegionClusterOptions { Link = Loss(0.02), Region = Options(true, flow), PayloadBytes = 200 });
+        var cluster = new RegionCluster(seed, 12, 1, new RegionClusterOptions { Link = Loss(0.02), Region = Options(Environment.GetEnvironmentVariable("H11C_SHARE") != "off", flow), PayloadBytes = 200 });
         cluster.SendFromAll(Messages);
         var random = new Random(seed);
         RegionClusterNode ByIndex(int index) => cluster.Nodes.Single(n => n.Id == cluster.View.Members[index].Node.Value);

@@ -73,7 +73,7 @@ public sealed class RegionSenderTests
 
                 if (record)
                 {
-                    Sent.Add((to, BitConverter.ToUInt64(_slot, RegionWire.DataHeaderSize - 16), length));
+                    Sent.Add((to, BitConverter.ToUInt64(_slot, RegionWire.DataHeaderSize - 24), length));
                 }
 
                 taken++;

@@ -110,9 +110,9 @@ public sealed class SlowReceiverPolicyTests
     [Fact]
     public void A_flow_status_carries_the_slowest_member_and_the_leading_position()
     {
-        var status = new FlowStatus(7, 1, 3, 2, 4, Aggregate: true, Complete: true, 100, 65_536, 0b101, 150, Slowest: 9, Leading: 140);
+        var status = new FlowStatus(7, 1, 3, 2, 4, Aggregate: true, Complete: true, 100, 65_536, 0b101, 150, Slowest: 9, Leading: 140, Cached: 130);
         var datagram = new byte[RegionWire.StatusSize];
-        Assert.Equal(68, RegionWire.WriteStatus(datagram, status));
+        Assert.Equal(76, RegionWire.WriteStatus(datagram, status));
         Assert.Equal(WireError.None, PacketHeader.TryRead(datagram, out var header));
         Assert.True(RegionWire.TryReadStatus(header, datagram, out var read));
         Assert.Equal(status, read);
@@ -121,6 +121,22 @@ public sealed class SlowReceiverPolicyTests
         RegionWire.WriteStatus(datagram, status with { Leading = 99 });
         Assert.False(RegionWire.TryReadStatus(header, datagram, out _));
         Assert.False(RegionWire.TryReadStatus(header, datagram.AsSpan(0, 56), out _)); // the older 56-byte layout
+        Assert.False(RegionWire.TryReadStatus(header, datagram.AsSpan(0, 68), out _)); // and the 68-byte one, before cached
+    }
+
+    [Fact]
+    public void A_data_header_carries_the_cached_point_below_its_seq()
+    {
+        var datagram = new byte[RegionWire.DataHeaderSize + 4];
+        var header = new DataHeader(7, 1, 3, 40, 50, Settled: 20, Cached: 45);
+        int length = RegionWire.WriteData(datagram, header, [1, 2, 3, 4]);
+        Assert.Equal(RegionWire.DataHeaderSize + 4, length);
+        Assert.True(RegionWire.TryReadData(datagram, out var read, out var payload));
+        Assert.Equal(header, read);
+        Assert.Equal([1, 2, 3, 4], payload.ToArray());
+
+        RegionWire.WriteData(datagram, header with { Cached = 50 }, [1, 2, 3, 4]); // a point at or beyond its own seq: a lie
+        Assert.False(RegionWire.TryReadData(datagram, out _, out _));
     }
 
     [Fact]

@@ -245,7 +245,7 @@ internal sealed class ReceiverStatus
         }
 
         ReportsReceived++;
-        Update(status.Sender, index / _member.Partitions, status.Position, status.WindowBytes, status.Missing, status.Highest, status.Overflowed);
+        Update(status.Sender, index / _member.Partitions, status.Position, status.WindowBytes, status.Missing, status.Highest, status.Overflowed, status.Cached);
         return true;
     }
 
@@ -288,9 +288,11 @@ internal sealed class ReceiverStatus
         var view = _member.View!;
         ulong missing = stream.MissingAfter(position);
         bool overflowed = Overflowed(report);
+        ulong cached = stream.HeldClassUpTo(_member.Partitions, _member.Partition);
+        report.SentCached = cached;
         if (IsPartitionLeader)
         {
-            Update(stream.Sender, _member.Index / _member.Partitions, position, Window, missing, Math.Max(position, stream.MaxSeen), overflowed);
+            Update(stream.Sender, _member.Index / _member.Partitions, position, Window, missing, Math.Max(position, stream.MaxSeen), overflowed, cached);
             return;
         }
 
@@ -302,12 +304,13 @@ internal sealed class ReceiverStatus
         var leader = view.Members[_member.Partition];
         ReportsSent++;
         _sink(leader.Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, stream.Sender, _member.Partition,
-            Aggregate: false, Complete: false, position, Window, missing, Math.Max(position, stream.MaxSeen), _member.Node, position, Overflowed: overflowed));
+            Aggregate: false, Complete: false, position, Window, missing, Math.Max(position, stream.MaxSeen), _member.Node, position, Overflowed: overflowed,
+            Cached: cached));
     }
 
     /// <summary>As partition leader: a member's (or this member's own) report, and the sender's aggregate if it moved far
     /// enough or became complete.</summary>
-    private void Update(uint sender, int slot, ulong position, uint window, ulong missing, ulong highest, bool overflowed)
+    private void Update(uint sender, int slot, ulong position, uint window, ulong missing, ulong highest, bool overflowed, ulong cached)
     {
         if (!_partition.TryGetValue(sender, out var flow))
         {
@@ -325,7 +328,8 @@ internal sealed class ReceiverStatus
             _partition.Add(sender, flow);
         }
 
-        Apply(sender, flow, slot, new PartitionSummary(position, window, Complete: true, missing, highest, flow.Nodes[Math.Min(slot, flow.Nodes.Length - 1)], position, overflowed));
+        Apply(sender, flow, slot, new PartitionSummary(position, window, Complete: true, missing, highest, flow.Nodes[Math.Min(slot, flow.Nodes.Length - 1)], position, overflowed,
+            Math.Min(cached, highest)));
     }
 
     /// <summary>Whether this region has more partitions than <see cref="RegionOptions.ReportFanIn"/>: then partition
@@ -350,7 +354,7 @@ internal sealed class ReceiverStatus
 
         ReportsReceived++;
         UpdateBlock(status.Sender, status.Partition, new PartitionSummary(status.Position, status.WindowBytes, status.Complete, status.Missing,
-            status.Highest, status.Slowest, status.Leading, status.Overflowed));
+            status.Highest, status.Slowest, status.Leading, status.Overflowed, status.Cached));
         return true;
     }
 
@@ -400,11 +404,13 @@ internal sealed class ReceiverStatus
         flow.SlotComplete[slot] = report.Complete;
         flow.SlotSlowest[slot] = report.Slowest;
         flow.SlotLeading[slot] = report.Leading;
+        flow.SlotCached[slot] = Math.Max(flow.SlotCached[slot], report.Cached); // never goes back in a view
         var summary = flow.Aggregate();
         ulong threshold = _member.Streams.TryGetValue(sender, out var own) ? Threshold(own) : _firstThreshold;
         // The sender asked for a report (this member saw the request too): pass on every move until the aggregate reaches it.
         bool requested = own is not null && own.Report.RequestedUpTo > flow.RequestServed && summary.Position > flow.Forwarded;
         if (summary.Position >= flow.Forwarded + threshold || (summary.Complete && !flow.ForwardedComplete)
+            || summary.Cached >= flow.ForwardedCached + threshold // a paused reader holds the position, not the cached point
             || (summary.Missing != 0 && summary.Missing != flow.ForwardedMissing) || flow.OverflowPending || requested)
         {
             if (own is not null && summary.Position != ulong.MaxValue && summary.Position >= own.Report.RequestedUpTo)
@@ -434,6 +440,7 @@ internal sealed class ReceiverStatus
         }
 
         flow.Forwarded = summary.Position;
+        flow.ForwardedCached = summary.Cached;
         flow.ForwardedComplete = summary.Complete;
         flow.ForwardedMissing = summary.Missing;
         if (!_member.Streams.TryGetValue(sender, out var stream) || stream.Address == default)
@@ -457,7 +464,7 @@ internal sealed class ReceiverStatus
             ReportsSent++;
             _sink(view.Members[aggregator].Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, sender, _member.Partition,
                 Aggregate: true, summary.Complete, summary.Position, summary.Window, summary.Missing, summary.Highest, summary.Slowest, summary.Leading,
-                Partial: true, Overflowed: overflowedHere));
+                Partial: true, Overflowed: overflowedHere, Cached: summary.Cached));
             return;
         }
 
@@ -466,7 +473,7 @@ internal sealed class ReceiverStatus
         flow.OverflowPending = false;
         _sink(stream.Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, sender, flow.Block < 0 ? _member.Partition : flow.Block,
             Aggregate: true, summary.Complete, summary.Position, summary.Window, summary.Missing, summary.Highest, summary.Slowest, summary.Leading,
-            Overflowed: overflowed));
+            Overflowed: overflowed, Cached: summary.Cached));
     }
 
     private void OnTimer()
@@ -497,7 +504,8 @@ internal sealed class ReceiverStatus
                     report.LastTick = position;
                 }
 
-                if (position != report.Sent || Repeat(ref report.Repeated, stream.MissingAfter(position) != 0))
+                if (position != report.Sent || Repeat(ref report.Repeated, stream.MissingAfter(position) != 0)
+                    || stream.HeldClassUpTo(_member.Partitions, _member.Partition) != report.SentCached)
                 {
                     Report(stream, position);
                 }
@@ -509,7 +517,8 @@ internal sealed class ReceiverStatus
                 foreach (var (sender, flow) in flows)
                 {
                     var summary = flow.Aggregate();
-                    if (summary.Position != flow.Forwarded || summary.Complete != flow.ForwardedComplete || Repeat(ref flow.Repeated, summary.Missing != 0))
+                    if (summary.Position != flow.Forwarded || summary.Complete != flow.ForwardedComplete || summary.Cached != flow.ForwardedCached
+                        || Repeat(ref flow.Repeated, summary.Missing != 0))
                     {
                         Forward(sender, flow, summary);
                     }
@@ -543,7 +552,9 @@ internal sealed class ReceiverStatus
         public readonly bool[] SlotComplete = new bool[members];  // a member's report is complete; a partition's, when it says so
         public readonly uint[] SlotSlowest = new uint[members];
         public readonly ulong[] SlotLeading = new ulong[members];
+        public readonly ulong[] SlotCached = new ulong[members]; // what each member (or partition) holds of its class
         public ulong Forwarded;
+        public ulong ForwardedCached;
         public ulong ForwardedMissing;
         public bool ForwardedComplete;
         public int Repeated;
@@ -559,15 +570,23 @@ internal sealed class ReceiverStatus
             Heard[slot] = true;
             SlotComplete[slot] = true;
             SlotLeading[slot] = ulong.MaxValue;
+            SlotCached[slot] = 0; // the sender is no holder to count on (it may be the one that crashes)
         }
 
         public PartitionSummary Aggregate()
         {
             ulong minimum = ulong.MaxValue, highest = ulong.MaxValue, missing = 0, leading = 0;
+            ulong cached = ulong.MaxValue; // every replica of the partition holds its class up to here; for a block, every partition
             uint window = uint.MaxValue, slowest = 0;
             bool complete = true;
             for (int i = 0; i < Positions.Length; i++)
             {
+                if (Block >= 0 || Positions[i] != ulong.MaxValue || !Heard[i])
+                {
+                    // 0 if not heard. The sender itself (exempt in its partition) is skipped: the others are the replicas; a
+                    // partition of the sender alone (exempt in a block) counts 0: the sender is no holder (it may crash).
+                    cached = Math.Min(cached, SlotCached[i]);
+                }
                 if (!Heard[i])
                 {
                     complete = false;
@@ -599,7 +618,8 @@ internal sealed class ReceiverStatus
                 }
             }
 
-            return new PartitionSummary(minimum, window, complete, missing, highest, slowest, Math.Max(leading, minimum == ulong.MaxValue ? 0 : minimum));
+            return new PartitionSummary(minimum, window, complete, missing, highest, slowest, Math.Max(leading, minimum == ulong.MaxValue ? 0 : minimum),
+                Cached: cached == ulong.MaxValue ? 0 : cached);
         }
     }
 }
@@ -610,7 +630,7 @@ internal sealed class ReceiverStatus
 /// (nothing to say). <see cref="Slowest"/> is the member at <see cref="Position"/>, <see cref="Leading"/> the furthest
 /// position of any member heard.</summary>
 internal readonly record struct PartitionSummary(ulong Position, uint Window, bool Complete, ulong Missing, ulong Highest, uint Slowest, ulong Leading,
-    bool Overflowed = false);
+    bool Overflowed = false, ulong Cached = 0);
 
 /// <summary>What a member last reported of one sender's stream (<see cref="ReceiverStatus"/>).</summary>
 internal sealed class FlowReport
@@ -624,6 +644,7 @@ internal sealed class FlowReport
     public GapRepeatBackoff Gap;
     public long OverflowsReported = -1; // the node's receive-queue drops this stream's last overflowed report covered (-1: none yet)
     public ulong RequestedUpTo;    // the highest packet that asked for a report on reaching it
+    public ulong SentCached;       // the cached point (SenderStream.HeldClassUpTo) the last report carried
 
     public void Reset()
     {
@@ -631,6 +652,7 @@ internal sealed class FlowReport
         LastTick = 0;
         Repeated = 0;
         RequestedUpTo = 0;
+        SentCached = 0;
         Gap.Reset();
     }
 }

@@ -553,6 +553,13 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
                 own.OnSettled(settled); // as a member hearing it in the sender's next packet would
             }
         };
+        sender.CachedAdvanced += cached =>
+        {
+            if (ReferenceEquals(Member, member) && member.Streams.TryGetValue(sender.Node, out var own))
+            {
+                own.OnCached(cached); // likewise (docs/qsm.md, "Partition share")
+            }
+        };
     }
 
     public void OnPacket(NetAddress from, in PacketHeader header, ReadOnlySpan<byte> datagram)

@@ -337,6 +337,11 @@ internal sealed class RegionMember
             stream.OnSettled(header.Settled); // every member has taken these (docs/qsm.md, "Purging on the sender's word")
         }
 
+        if (header.Cached != 0 && !repair)
+        {
+            stream.OnCached(header.Cached); // held by their caching partitions (docs/qsm.md, "Partition share")
+        }
+
         if (gap)
         {
             _status?.OnGap(stream); // say so now: the sender resends it, instead of its window filling up behind it

@@ -83,14 +83,17 @@ public sealed record RegionOptions
     public int MaxHeldPackets { get; init; } = 16_384;
 
     /// <summary>Keep only this member's partition's share after delivery (QSM §2.3: packet i is cached by partition
-    /// i mod p): a delivered packet of another partition's class is released at once instead of waiting for the region's
-    /// purge, so a member of a region of p partitions holds about 1/p of the purge lag's traffic. A view change that
-    /// redraws the partitions keeps the old share too until the region has purged every packet numbered before it
-    /// (<see cref="Region.PartitionShare"/>, docs/qsm.md, "Partition share"). Off by default: when a sender crashes, a
-    /// packet that reached only members outside its caching partition is then lost to the others (members released it
-    /// at delivery, and the sender is gone), where keeping every packet until the purge lets them recover it from
-    /// whoever has it (the whole-stack soak, seed 389).</summary>
-    public bool PartitionShare { get; init; }
+    /// i mod p): a delivered packet of another partition's class is released once the sender's cached point has passed
+    /// it (every packet up to there is held by every member of its caching partition; the data header's <c>cached</c> field)
+    /// instead of waiting for the region's purge, so a member of a region of p partitions holds about 1/p of the purge
+    /// lag's traffic when one member lags behind while still receiving (a paused reader; when none lags, the purge comes
+    /// about as soon as the cached point, and a member missing packets of its own class holds the cached point too). Until the
+    /// cached point passes it, a delivered packet is held: when a sender crashes, a packet that reached only members
+    /// outside its caching partition is still held by them, and the others recover it (the whole-stack soak, seed 389,
+    /// failed when it was released at delivery). A view change that redraws the partitions keeps the old share too
+    /// until the region has purged every packet numbered before it (<see cref="Region.PartitionShare"/>, docs/qsm.md,
+    /// "Partition share"). On by default.</summary>
+    public bool PartitionShare { get; init; } = true;
 
     /// <summary>What paces the senders (see <see cref="RegionFlowControl"/>).</summary>
     public RegionFlowControl FlowControl { get; init; } = RegionFlowControl.ReceiverWindow;

@@ -303,7 +303,7 @@ internal sealed class RegionSender : IDatagramFeed
             _windowBlocked = false;
             ulong next = ++LastSequence;
             int length = RegionWire.WriteHeader(slot, new DataHeader(_node, _view.Region.Value, _view.ViewNumber, Math.Min(_viewStart, next), next, Settled,
-                ReportRequested: RequestReport(RegionWire.DataHeaderSize + written)), written);
+                ReportRequested: RequestReport(RegionWire.DataHeaderSize + written), Cached: Math.Min(Cached, next - 1)), written);
             ref var outgoing = ref _window[next % (ulong)_window.Length];
             if (outgoing.Datagram is null || outgoing.Datagram.Length < length)
             {
@@ -388,6 +388,7 @@ internal sealed class RegionSender : IDatagramFeed
         ref var outgoing = ref _window[seq % (ulong)_window.Length];
         outgoing.Datagram.AsSpan(0, outgoing.Length).CopyTo(slot);
         BinaryPrimitives.WriteUInt64LittleEndian(slot[RegionWire.SettledOffset..], Math.Min(Settled, seq - 1)); // what is settled now
+        BinaryPrimitives.WriteUInt64LittleEndian(slot[RegionWire.CachedOffset..], Math.Min(Cached, seq - 1)); // and cached
         outgoing.SentAt = _scheduler.Now;
         Transmitted?.Invoke(seq);
         return outgoing.Length;
@@ -498,7 +499,51 @@ internal sealed class RegionSender : IDatagramFeed
             Acknowledged = stable;
             _lastProgress = _scheduler.Now;
             AcknowledgedAdvanced?.Invoke(before, stable);
+            AdvanceCached(stable);
         }
+    }
+
+    /// <summary>
+    /// The sender's cached point (docs/qsm.md, "Partition share"): every packet up to here is held by every member of its
+    /// caching partition (packet i by partition i mod p), or has been taken by every member. Never below
+    /// <see cref="Acknowledged"/>, which the sender itself releases on the same word (a token's ACK: stable on every
+    /// caching replica; a complete flow report: taken by everyone); in receiver window mode it also moves on the partitions'
+    /// reports of what their members hold of their own class (<see cref="FlowStatus.Cached"/>): the lowest over the
+    /// partitions of the lowest over each partition's members, so a paused reader (which still receives and holds its
+    /// class) does not hold it back, where it holds <see cref="Acknowledged"/> and <see cref="Settled"/> back. Every
+    /// replica, not one: a packet released elsewhere is then lost only if the sender and its whole caching partition go
+    /// (one holder was not enough in the soak: it left or crashed, then the sender did). Data packets carry it
+    /// (<see cref="DataHeader.Cached"/>), and <see cref="CachedAdvanced"/> tells this node's own member: a member with the
+    /// partition share releases a delivered packet of another partition's class only once this point has passed it, so
+    /// a packet that reached only members outside its caching partition is still held by them if the sender crashes.
+    /// </summary>
+    public ulong Cached { get; private set; }
+
+    /// <summary><see cref="Cached"/> moved (the new value).</summary>
+    public event Action<ulong>? CachedAdvanced;
+
+    private void AdvanceCached(ulong point)
+    {
+        point = Math.Min(point, LastSequence);
+        if (point > Cached)
+        {
+            Cached = point;
+            CachedAdvanced?.Invoke(point);
+        }
+    }
+
+    /// <summary>The partitions' reported cached points (<see cref="FlowStatus.Cached"/>, clamped to what was sent): the
+    /// lowest over the view's report slots; a slot not heard from in this view, or standing for this node alone (the
+    /// sender is no holder others can count on: it may be the one that crashes), counts as 0.</summary>
+    private ulong ReportedCached()
+    {
+        ulong lowest = ulong.MaxValue;
+        foreach (var r in _reports)
+        {
+            lowest = Math.Min(lowest, r.Heard && r.Position != ulong.MaxValue ? r.Cached : 0);
+        }
+
+        return lowest == ulong.MaxValue ? 0 : lowest;
     }
 
     /// <summary>The highest packet up to <paramref name="upTo"/> (at most <see cref="LastSequence"/>) below the first one
@@ -597,6 +642,7 @@ internal sealed class RegionSender : IDatagramFeed
 
         report.Heard = true;
         report.Complete = status.Complete;
+        report.Cached = Math.Max(report.Cached, Math.Min(status.Cached, LastSequence)); // never goes back in a view
         report.Position = status.Position;
         report.Window = status.WindowBytes;
         report.Slowest = status.Slowest;
@@ -628,6 +674,7 @@ internal sealed class RegionSender : IDatagramFeed
             }
         }
 
+        AdvanceCached(ReportedCached());
         UpdateByteLimit();
         WatchLaggard();
         Signal();
@@ -1039,5 +1086,6 @@ internal sealed class RegionSender : IDatagramFeed
         public ulong Highest;
         public uint Slowest;  // the member at Position
         public ulong Leading; // the furthest position of the partition's members
+        public ulong Cached;  // the partition's cached point (FlowStatus.Cached)
     }
 }

@@ -17,7 +17,7 @@ internal enum RegionControl : byte
 
 /// <summary>
 /// QSM regional wire formats (docs/wire-format.md). Data and repairs are datagrams:
-/// <c>PacketHeader(QsmData, sender) | u32 region | u32 view | u64 viewStart | u64 seq | u64 settled | payload</c>. Control messages ride reliable unicast:
+/// <c>PacketHeader(QsmData, sender) | u32 region | u32 view | u64 viewStart | u64 seq | u64 settled | u64 cached | payload</c>. Control messages ride reliable unicast:
 /// <c>u8 kind | u32 region | ...</c>: Pull and Nak carry <c>u32 sender | u16 partition | u16 partitions | NakSet</c>
 /// (indices k of packets seq = k·partitions + partition); Ack carries <c>u32 sender | u64 stable | u64 maxSeen | f64 rate | f64 loss</c>.
 /// </summary>
@@ -31,13 +31,16 @@ internal readonly record struct RegionAck(uint Region, uint Sender, uint View, u
 /// sender held back by one member far behind the others can tell it to skip ahead (<see cref="SlowReceiverPolicy.SkipAhead"/>).</summary>
 internal readonly record struct FlowStatus(uint Reporter, uint Region, uint View, uint Sender, int Partition, bool Aggregate, bool Complete,
     ulong Position, uint WindowBytes, ulong Missing, ulong Highest, uint Slowest = 0, ulong Leading = 0, bool Partial = false,
-    bool Overflowed = false);
+    bool Overflowed = false, ulong Cached = 0);
 
 /// <summary>The fixed part of a QSM data packet. <see cref="Settled"/> (0 when unknown, and in repairs) is the point up to
 /// which the sender's flow reports say every member of its view has taken its stream (docs/qsm.md, "Purging on the
-/// sender's word"): a member may drop its copies up to there at once, instead of at the next token round.</summary>
+/// sender's word"): a member may drop its copies up to there at once, instead of at the next token round.
+/// <see cref="Cached"/> (0 when unknown, and in repairs; at least <see cref="Settled"/>) is the sender's cached point
+/// (docs/qsm.md, "Partition share"): every packet up to there is held by every member of its caching partition, so a member
+/// with the partition share may release its delivered copies of other partitions' packets up to there.</summary>
 internal readonly record struct DataHeader(uint Sender, uint Region, uint View, ulong ViewStart, ulong Seq, ulong Settled = 0,
-    bool ReportRequested = false);
+    bool ReportRequested = false, ulong Cached = 0);
 
 internal static class RegionWire
 {
@@ -47,15 +50,18 @@ internal static class RegionWire
     /// <summary>The reliable control channel of tokens, pulls, NAKs and ACKs.</summary>
     public const byte ControlChannel = 2;
 
-    public const int DataHeaderSize = PacketHeader.Size + 32;
+    public const int DataHeaderSize = PacketHeader.Size + 40;
 
     /// <summary>Where a data packet's <c>settled</c> field is (a sender rewrites it when it resends a packet).</summary>
     public const int SettledOffset = PacketHeader.Size + 24;
 
+    /// <summary>Where a data packet's <c>cached</c> field is (rewritten with <c>settled</c> on a resend).</summary>
+    public const int CachedOffset = PacketHeader.Size + 32;
+
     /// <summary>The packet type of receivers' flow status reports (docs/wire-format.md, "Flow status").</summary>
     public const PacketType StatusType = (PacketType)34;
 
-    public const int StatusSize = PacketHeader.Size + 56;
+    public const int StatusSize = PacketHeader.Size + 64;
 
     /// <summary>Data packet flag: the sender asks every member to report its flow status as soon as its position
     /// reaches this packet (it is about to run out of window; docs/qsm.md "Congestion control").</summary>
@@ -69,10 +75,10 @@ internal static class RegionWire
     /// view started, and its source is not the sender. Region views are numbered from 1.</summary>
     public const uint RepairView = 0;
 
-    /// <summary>A data packet: <c>PacketHeader(QsmData, sender) | u32 region | u32 view | u64 viewStart | u64 seq | u64 settled | payload</c>.
+    /// <summary>A data packet: <c>PacketHeader(QsmData, sender) | u32 region | u32 view | u64 viewStart | u64 seq | u64 settled | u64 cached | payload</c>.
     /// <c>view</c> is the region view the sender was using, <c>viewStart</c> the first seq it sent in that view: a member
     /// that joined mid-stream starts there (docs/qsm.md, "Joining mid-stream"); <c>settled</c>, below <c>seq</c>, see
-    /// <see cref="DataHeader.Settled"/>.</summary>
+    /// <see cref="DataHeader.Settled"/>; <c>cached</c>, below <c>seq</c>, see <see cref="DataHeader.Cached"/>.</summary>
     public static int WriteData(Span<byte> datagram, in DataHeader header, ReadOnlySpan<byte> payload)
     {
         payload.CopyTo(datagram[DataHeaderSize..]);
@@ -91,6 +97,7 @@ internal static class RegionWire
         BinaryPrimitives.WriteUInt64LittleEndian(body[8..], header.ViewStart);
         BinaryPrimitives.WriteUInt64LittleEndian(body[16..], header.Seq);
         BinaryPrimitives.WriteUInt64LittleEndian(body[24..], header.Settled);
+        BinaryPrimitives.WriteUInt64LittleEndian(body[32..], header.Cached);
         return length;
     }
 
@@ -111,9 +118,10 @@ internal static class RegionWire
             BinaryPrimitives.ReadUInt64LittleEndian(body[8..]),
             BinaryPrimitives.ReadUInt64LittleEndian(body[16..]),
             BinaryPrimitives.ReadUInt64LittleEndian(body[24..]),
-            (common.Flags & DataReportRequestFlag) != 0);
+            (common.Flags & DataReportRequestFlag) != 0,
+            BinaryPrimitives.ReadUInt64LittleEndian(body[32..]));
         payload = datagram[DataHeaderSize..];
-        return header.Seq > 0 && header.ViewStart > 0 && header.ViewStart <= header.Seq && header.Settled < header.Seq;
+        return header.Seq > 0 && header.ViewStart > 0 && header.ViewStart <= header.Seq && header.Settled < header.Seq && header.Cached < header.Seq;
     }
 
     /// <summary>Parses the common header too (tests and tools that see raw datagrams).</summary>
@@ -256,7 +264,10 @@ internal static class RegionWire
     /// the partition, for an aggregate) though a later one has; <c>highest</c> is the highest packet that arrived (the
     /// lowest such over the partition, for an aggregate): below the sender's last packet, long after it left, it says
     /// the tail was lost. <c>slowest</c> is the node at <c>position</c> and <c>leading</c> the furthest position of any
-    /// member heard (the reporter's, for one member's report): who holds the sender back, and by how much.</summary>
+    /// member heard (the reporter's, for one member's report): who holds the sender back, and by how much. <c>cached</c>
+    /// (with the partition share; 0 otherwise) is the highest packet up to which the reporter holds every packet of its
+    /// partition's class, and for a partition's aggregate the lowest over its members (every replica holds it), for a
+    /// block's the lowest over its partitions: the sender's cached point is built from it (docs/qsm.md, "Partition share").</summary>
     public static int WriteStatus(Span<byte> datagram, in FlowStatus status)
     {
         ushort flags = (ushort)((status.Aggregate ? StatusAggregateFlag : 0) | (status.Complete ? StatusCompleteFlag : 0)
@@ -273,6 +284,7 @@ internal static class RegionWire
         BinaryPrimitives.WriteUInt64LittleEndian(body[36..], status.Highest);
         BinaryPrimitives.WriteUInt32LittleEndian(body[44..], status.Slowest);
         BinaryPrimitives.WriteUInt64LittleEndian(body[48..], status.Leading);
+        BinaryPrimitives.WriteUInt64LittleEndian(body[56..], status.Cached);
         return StatusSize;
     }
 
@@ -302,7 +314,8 @@ internal static class RegionWire
             BinaryPrimitives.ReadUInt32LittleEndian(body[44..]),
             BinaryPrimitives.ReadUInt64LittleEndian(body[48..]),
             (common.Flags & StatusPartialFlag) != 0,
-            (common.Flags & StatusOverflowedFlag) != 0);
+            (common.Flags & StatusOverflowedFlag) != 0,
+            BinaryPrimitives.ReadUInt64LittleEndian(body[56..]));
         return status.View > 0 && (status.Aggregate || !status.Partial) && partition <= ushort.MaxValue && (status.Aggregate || !status.Complete) && status.Highest >= status.Position
                && status.Leading >= status.Position;
     }

@@ -63,6 +63,10 @@ internal sealed class SenderStream
     private readonly ulong[] _viewStarts = new ulong[MaxViewStarts]; // the first seq of each
     private int _viewCount;
     private const int MaxViewStarts = 8;
+    private ulong _cachedSwept; // OnCached looked at every delivered packet up to here
+    private (int Partitions, int Partition) _heldClassKey = (-1, -1);
+    private ulong _heldClassUpTo; // HeldClassUpTo: every packet of the class up to here held (or purged)
+    private bool _purgedPastStart; // the region purged up to the stream's start (always, for a stream from the first packet)
 
     /// <param name="deliver">Called for each packet that becomes deliverable; false pauses the stream (see
     /// <see cref="PacketDelivery"/>).</param>
@@ -286,6 +290,7 @@ internal sealed class SenderStream
         start = Math.Min(Math.Max(start, SettledSeen), MaxSequence);
         Anchored = true;
         AnchoredAt = start;
+        _purgedPastStart = start == 0;
         Delivered = start;
         MaxSeen = Math.Max(MaxSeen, start);
         ulong top = start;
@@ -341,6 +346,73 @@ internal sealed class SenderStream
         {
             Purge(SettledSeen);
         }
+    }
+
+    /// <summary>The highest <see cref="DataHeader.Cached"/> heard from the sender (docs/qsm.md, "Partition share"): every
+    /// packet up to here is held by every member of its caching partition (or taken by everyone).</summary>
+    public ulong CachedSeen { get; private set; }
+
+    /// <summary>The sender's cached point moved to <paramref name="cached"/>: with the partition share, releases the
+    /// delivered packets up to there that are not this member's share (held until now so that, if the sender crashed, a
+    /// packet that reached only members outside its caching partition would still be held by them). Bounded by the
+    /// window; each delivered packet is looked at once (<c>_cachedSwept</c>).</summary>
+    public void OnCached(ulong cached)
+    {
+        if (cached <= CachedSeen)
+        {
+            return;
+        }
+
+        CachedSeen = Math.Min(cached, MaxSequence);
+        if (_share is null || !Anchored)
+        {
+            return;
+        }
+
+        ulong end = Math.Min(CachedSeen, Delivered);
+        for (ulong seq = Math.Max(_cachedSwept + 1, _low); seq <= end && _count > 0; seq++)
+        {
+            ReleaseUnlessShared(seq);
+        }
+
+        _cachedSwept = Math.Max(_cachedSwept, end);
+    }
+
+    /// <summary>The highest X up to which this member holds every packet of its own partition's class, for its flow
+    /// reports (<see cref="FlowStatus.Cached"/>; 0 without the partition share, where nothing is released before the
+    /// purge). Like <see cref="CachedUpTo"/> with no horizon (never above <see cref="MaxSeen"/>, nor the window less its
+    /// reserve), scanned from the purge point (a view change may have made it responsible for packets it released), but
+    /// incrementally: a packet of its class, once held, stays held until the purge passes it, so the scan resumes where
+    /// the last one stopped (per class: a new view restarts it). 0 for a stream that started after the region's purge
+    /// point (a joiner) until the purge passes its start: it holds nothing below its start, and its scan would vouch
+    /// for those packets without holding them.</summary>
+    public ulong HeldClassUpTo(int partitions, int myPartition)
+    {
+        if (_share is null || !Anchored || !_purgedPastStart)
+        {
+            return 0;
+        }
+
+        ulong p = (ulong)partitions;
+        if (_heldClassKey != (partitions, myPartition))
+        {
+            _heldClassKey = (partitions, myPartition);
+            _heldClassUpTo = 0;
+        }
+
+        ulong limit = Math.Min(MaxSeen, WindowEnd - _reserve);
+        ulong from = Math.Max(ShareScanFrom, _heldClassUpTo + 1);
+        for (ulong seq = FirstOfClass(from, p, (ulong)myPartition); seq <= limit; seq += p)
+        {
+            if (!Has(seq))
+            {
+                _heldClassUpTo = Math.Max(_heldClassUpTo, seq - 1);
+                return _heldClassUpTo;
+            }
+        }
+
+        _heldClassUpTo = Math.Max(_heldClassUpTo, limit);
+        return _heldClassUpTo;
     }
 
     /// <summary>The sequence numbers a held packet may have: [<paramref name="low"/>, <paramref name="high"/>], at most
@@ -514,6 +586,7 @@ internal sealed class SenderStream
     /// <see cref="Delivered"/>): their buffers go back to the pool.</summary>
     public void Purge(ulong upTo)
     {
+        _purgedPastStart |= Anchored && upTo >= AnchoredAt;
         ulong end = Math.Min(upTo, Delivered);
         if (end < _low)
         {
@@ -719,13 +792,14 @@ internal sealed class SenderStream
         }
     }
 
-    /// <summary>With the partition share: releases a packet just taken in order unless this member keeps it for the
-    /// others (its partition's class, or an old class while a view change settles).</summary>
+    /// <summary>With the partition share: releases a delivered packet unless this member keeps it for the others (its
+    /// partition's class, or an old class while a view change settles) or the sender's cached point has not passed it
+    /// (<see cref="OnCached"/>).</summary>
     private void ReleaseUnlessShared(ulong seq)
     {
-        if (_share is null || _share.Keeps(this, seq))
+        if (_share is null || seq > CachedSeen || _share.Keeps(this, seq))
         {
-            return;
+            return; // above the cached point it waits for OnCached: its caching partition may not hold it yet
         }
 
         ref var slot = ref _slots[seq & _mask];

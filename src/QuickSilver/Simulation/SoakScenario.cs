@@ -81,9 +81,16 @@ internal static class SoakScenario
     public static Func<TimeSpan>? VirtualNow;
 
     /// <summary>Runs seed <paramref name="seed"/>; never throws for a protocol failure (it is the result).
-    /// <paramref name="gmsLogger"/> receives the GMS's log lines (a replay prints them).</summary>
-    public static SoakResult Run(int seed, Microsoft.Extensions.Logging.ILogger? gmsLogger = null)
+    /// <paramref name="gmsLogger"/> receives the GMS's log lines (a replay prints them). <paramref name="partitionShare"/>
+    /// sets <see cref="RegionOptions.PartitionShare"/> (null: its default).</summary>
+    public static SoakResult Run(int seed, Microsoft.Extensions.Logging.ILogger? gmsLogger = null, bool? partitionShare = null)
     {
+        var region = new RegionOptions { TokenInterval = TimeSpan.FromMilliseconds(100) };
+        if (partitionShare is { } share)
+        {
+            region = region with { PartitionShare = share };
+        }
+
         var faults = Draw(seed);
         var link = new LinkOptions
         {
@@ -93,8 +100,8 @@ internal static class SoakScenario
             DuplicateRate = faults.Duplicate,
         };
         var cluster = faults.GmsFailover
-            ? new NodeCluster(seed, link, gmsReplicas: 3)
-            : new NodeCluster(seed, link, gmsLogger: gmsLogger);
+            ? new NodeCluster(seed, link, region, gmsReplicas: 3)
+            : new NodeCluster(seed, link, region, gmsLogger: gmsLogger);
         VirtualNow = () => cluster.Network.Now;
         try
         {
