@@ -26,20 +26,20 @@ public class BulkDataChannelsTests
             var frame = new byte[30];
             new QuickSilver.Federation.Forwarding.DataHeader(0, 32, new FlowLabel(1), new GatewayId(1), 1).Write(frame);
 
-            Assert.True(channels.Send(closed, frame)); // dials; the frame waits
-            Assert.True(channels.Send(closed, frame));
+            Assert.True(channels.Send(closed, new GatewayId(2), frame)); // dials; the frame waits
+            Assert.True(channels.Send(closed, new GatewayId(2), frame));
             Assert.True(posted.TryTake(out var down, TimeSpan.FromSeconds(10)), "the dial never finished");
             down();
             Assert.Equal(1, channels.Failed);
             Assert.Equal(0, channels.FramesSent);
             Assert.Equal(2, channels.FramesDropped);
 
-            Assert.False(channels.Send(closed, frame)); // the back-off: dropped, no dial
+            Assert.False(channels.Send(closed, new GatewayId(2), frame)); // the back-off: dropped, no dial
             Assert.Equal(3, channels.FramesDropped);
             Assert.Empty(posted); // no dial started
 
             now += BulkDataChannels.RetryAfter; // after the back-off the next send dials again
-            Assert.True(channels.Send(closed, frame));
+            Assert.True(channels.Send(closed, new GatewayId(2), frame));
             Assert.True(posted.TryTake(out down, TimeSpan.FromSeconds(10)), "the second dial never finished");
             down();
             Assert.Equal(2, channels.Failed);
