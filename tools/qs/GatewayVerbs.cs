@@ -10,6 +10,7 @@ using QuickSilver.Core.Security;
 using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Gateway;
 using QuickSilver.Federation.Naming;
+using QuickSilver.Federation.Peering;
 using QuickSilver.Federation.Plugins;
 using QuickSilver.Federation.Routing;
 using QuickSilver.Federation.Runtime;
@@ -366,6 +367,12 @@ internal static class GatewayVerbs
         if (gateway == 0 || gateway == node)
         {
             await Console.Error.WriteLineAsync("--gateway: a data node needs its gateway's number (1 or more, not the node's own --id).");
+            return Cli.BadOptions;
+        }
+
+        if (peeringSecret is { Length: < PeeringHandshake.MinSecretBytes })
+        {
+            await Console.Error.WriteLineAsync($"--peering-secret-file: a peering secret is at least {PeeringHandshake.MinSecretBytes} bytes (e.g. 'head -c 32 /dev/urandom | base64'); got {peeringSecret.Length}.");
             return Cli.BadOptions;
         }
 

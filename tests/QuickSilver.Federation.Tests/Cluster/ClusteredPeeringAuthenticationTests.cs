@@ -171,7 +171,8 @@ public class ClusteredPeeringAuthenticationTests
     /// <summary>Issue 16, peering authentication for a clustered gateway: with one peering secret everywhere, a bulk
     /// session (sealed bulk data channels) and a real-time session (sealed datagrams, after the first frames rode the
     /// channel while it was confirmed) cross gateway → data node, data node → gateway and data node → data node, and no
-    /// runtime refused anything.</summary>
+    /// runtime refused anything; then a channel to g2's listener that names data node 101, from its IP, without the
+    /// secret, is refused and counted.</summary>
     [Theory]
     [InlineData(false, true)]
     [InlineData(true, false)]
@@ -209,6 +210,18 @@ public class ClusteredPeeringAuthenticationTests
             var c2 = (await g2.SnapshotAsync()).Counters;
             Assert.Equal(0, c2["DatagramsUnauthenticated"]);
             Assert.Equal(0, c2["ChannelHandshakesFailed"]);
+
+            if (root is not null)
+            {
+                // A bulk data channel to g2's listener from data node 101's IP, naming 101, without the secret: refused.
+                using var s = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
+                await s.ConnectAsync(g2.ListenEndpoint);
+                await s.SendAsync(Frame(PeerCodec.DataChannel(new GatewayId(1), 101)));
+                await s.SendAsync(Frame(DataFrame(1)));
+                Assert.True(await ClosedByPeerAsync(s));
+                Assert.True(await WaitAsync(() => Task.FromResult(g2.PeeringUnauthenticated == 1)), $"g2 unauthenticated {g2.PeeringUnauthenticated}");
+                Assert.Equal(1, g2.HelloRefused);
+            }
         });
     }
 
