@@ -12,6 +12,8 @@ using QuickSilver.Federation.Runtime;
 using QuickSilver.Federation.Tests.Runtime;
 using QuickSilver.Transport.Framing;
 
+using static QuickSilver.Federation.Tests.Cluster.LoopbackSockets;
+
 namespace QuickSilver.Federation.Tests.Cluster;
 
 /// <summary>Peering authentication with a clustered gateway on real sockets (loopback; docs/federation.md, "Peering
@@ -20,153 +22,6 @@ namespace QuickSilver.Federation.Tests.Cluster;
 public class ClusteredPeeringAuthenticationTests
 {
     private static readonly int Ports = 44_000 + (Environment.ProcessId % 200) * 10;
-
-    private static MulticastNativeNet Island(string pool, int portBase, IPEndPoint? mediator = null)
-        => new(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse(pool), PortBase = portBase, PoolSize = 2, Mediator = mediator });
-
-    private static IPEndPoint FreePort()
-    {
-        using var probe = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
-        probe.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        return (IPEndPoint)probe.LocalEndPoint!;
-    }
-
-    private static async Task<bool> WaitAsync(Func<Task<bool>> condition, int seconds = 10)
-    {
-        var end = DateTime.UtcNow + TimeSpan.FromSeconds(seconds);
-        while (DateTime.UtcNow < end)
-        {
-            if (await condition())
-            {
-                return true;
-            }
-
-            await Task.Delay(50);
-        }
-
-        return await condition();
-    }
-
-    private static Socket Receiver(IPEndPoint group)
-    {
-        var receiver = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-        receiver.SetSocketOption(SocketOptionLevel.Socket, SocketOptionName.ReuseAddress, true);
-        receiver.Bind(group);
-        receiver.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.AddMembership, new MulticastOption(group.Address, IPAddress.Loopback));
-        return receiver;
-    }
-
-    // Receives ids [0, count) in arrival order until all came or nothing arrived for 3 s.
-    private static async Task<List<int>> ReceiveAsync(Socket receiver, int count)
-    {
-        var got = new List<int>();
-        var buffer = new byte[2048];
-        while (got.Count < count)
-        {
-            using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(3));
-            try
-            {
-                int n = await receiver.ReceiveAsync(buffer, SocketFlags.None, cts.Token);
-                int id = BinaryPrimitives.ReadInt32LittleEndian(buffer);
-                if (n == 100 && id >= 0 && id < count)
-                {
-                    got.Add(id);
-                }
-            }
-            catch (OperationCanceledException)
-            {
-                break;
-            }
-        }
-
-        return got;
-    }
-
-    /// <summary>g1 (island 1, the root; data node 101 when <paramref name="rootClustered"/>) and g2 (island 2; data node
-    /// 201 when <paramref name="leafClustered"/>), every one with the peering secret <paramref name="secret"/>, except
-    /// data node 201, which has <paramref name="leafNodeSecret"/>. No runtime is told any peer's data node (they learn
-    /// them from DATA_ENDPOINT and ASSIGN). A bulk and a real-time session, 300 messages each; returns what island 2's
-    /// receivers got.</summary>
-    private static async Task<(List<int> Bulk, List<int> RealTime)> RunPairAsync(bool rootClustered, bool leafClustered, byte[] secret, byte[] leafNodeSecret,
-        Func<GatewayRuntime, GatewayRuntime, DataNodeRuntime?, DataNodeRuntime?, List<int>, List<int>, Task> check)
-    {
-        var rootOptions = new ClusterOptions { DataNodes = [101], ClusterSecret = [.. Enumerable.Range(7, 32).Select(i => (byte)i)] };
-        var leafOptions = rootOptions with { DataNodes = [201] };
-        var mediator = IPEndPoint.Parse($"239.255.94.2:{Ports + 9}");
-        var n1 = Island("239.255.95.0", Ports);
-        var n2 = Island("239.255.96.0", Ports + 2, mediator);
-        var rootNet = Island("239.255.95.0", Ports);
-        var leafNet = Island("239.255.96.0", Ports + 2);
-        var (g1Address, g2Address, rootAddress, leafAddress) = (FreePort(), FreePort(), FreePort(), FreePort());
-        var (g1Id, g2Id) = (new GatewayId(1), new GatewayId(2));
-        var root = rootClustered ? new DataNodeRuntime(101, g1Id, rootOptions, rootNet, rootAddress, g1Address, new Dictionary<GatewayId, IPEndPoint> { [g2Id] = g2Address }, [], peeringSecret: secret) : null;
-        var leaf = leafClustered ? new DataNodeRuntime(201, g2Id, leafOptions, leafNet, leafAddress, g2Address, new Dictionary<GatewayId, IPEndPoint> { [g1Id] = g1Address }, [], peeringSecret: leafNodeSecret) : null;
-        var g1 = new GatewayRuntime(new GatewayOptions { Gateway = g1Id, Island = new IslandId(1), PeeringSecret = secret }, n1, g1Address,
-            [new PeerConfig(g2Id, g2Address, LinkCosts.Default)], rootClustered ? (rootOptions, new Dictionary<uint, IPEndPoint> { [101] = rootAddress }) : null);
-        var g2 = new GatewayRuntime(new GatewayOptions { Gateway = g2Id, Island = new IslandId(2), PeeringSecret = secret }, n2, g2Address,
-            [new PeerConfig(g1Id, g1Address, LinkCosts.Default)], leafClustered ? (leafOptions, new Dictionary<uint, IPEndPoint> { [201] = leafAddress }) : null);
-        await using (g1)
-        await using (g2)
-        await using (root)
-        await using (leaf)
-        using (n1)
-        using (n2)
-        using (rootNet)
-        using (leafNet)
-        {
-            root?.Start();
-            leaf?.Start();
-            g1.Start();
-            g2.Start();
-            Assert.True(await WaitAsync(async () => (await g2.SnapshotAsync()).Routes.Any(r => r.Destination == 1)
-                && (!rootClustered || (await g1.InvokeAsync(g => g.Cluster!.Load.Count)) == 1)
-                && (!leafClustered || (await g2.InvokeAsync(g => g.Cluster!.Load.Count)) == 1)), "no route or data node not up");
-
-            var bulkSession = SessionName.Parse($"bfed://1/239.255.97.1/{Ports + 8}");
-            var realTimeSession = SessionName.Parse($"bfed://1/239.255.97.2/{Ports + 7}/?content=real-time");
-            var groups = new List<IPEndPoint>();
-            foreach (var session in new[] { bulkSession, realTimeSession })
-            {
-                string? answer = await MediatorClient.RequestAsync(mediator, "JOIN", session, TimeSpan.FromSeconds(5));
-                Assert.NotNull(answer);
-                Assert.StartsWith("TRANSLATION 239.255.96.", answer, StringComparison.Ordinal);
-                groups.Add(IPEndPoint.Parse(answer.Split(' ')[1]));
-            }
-
-            using var bulkReceiver = Receiver(groups[0]);
-            using var realTimeReceiver = Receiver(groups[1]);
-            Assert.True(await WaitAsync(async () =>
-                (root is null || await root.InvokeAsync(n => n.SessionCount) == 2) && (leaf is null || await leaf.InvokeAsync(n => n.SessionCount) == 2)
-                && (!leafClustered || await g1.InvokeAsync(g => g.Sessions.Values.Count(s => s.PeerEndpoints.GetValueOrDefault(g2Id) == 201)) == 2)
-                && (!rootClustered || await g2.InvokeAsync(g => g.Sessions.Values.Count(s => s.PeerEndpoints.GetValueOrDefault(g1Id) == 101)) == 2)
-                && (root is null || leaf is null || (root.KnownPeerDataNodes == 1 && leaf.KnownPeerDataNodes == 1))), "the trees did not reach the data nodes");
-            await Task.Delay(300); // ASSIGNs with the downstream's labels
-
-            const int count = 300;
-            var bulkTask = ReceiveAsync(bulkReceiver, count);
-            var realTimeTask = ReceiveAsync(realTimeReceiver, count);
-            using var source = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-            source.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastInterface, IPAddress.Loopback.GetAddressBytes());
-            var bulkNative = IPEndPoint.Parse($"239.255.97.1:{Ports + 8}");
-            var realTimeNative = IPEndPoint.Parse($"239.255.97.2:{Ports + 7}");
-            for (int i = 0; i < count; i++)
-            {
-                var packet = new byte[100];
-                BinaryPrimitives.WriteInt32LittleEndian(packet, i);
-                source.SendTo(packet, bulkNative);
-                source.SendTo(packet, realTimeNative);
-                if (i % 20 == 19)
-                {
-                    await Task.Delay(5);
-                }
-            }
-
-            var bulk = await bulkTask;
-            var realTime = await realTimeTask;
-            await check(g1, g2, root, leaf, bulk, realTime);
-            return (bulk, realTime);
-        }
-    }
 
     /// <summary>Issue 16, peering authentication for a clustered gateway: with one peering secret everywhere, a bulk
     /// session (sealed bulk data channels) and a real-time session (sealed datagrams, after the first frames rode the
@@ -179,8 +34,9 @@ public class ClusteredPeeringAuthenticationTests
     [InlineData(true, true)]
     public async Task WithOnePeeringSecretBulkAndRealTimeSessionsCrossAClusteredPairSealed(bool rootClustered, bool leafClustered)
     {
-        await RunPairAsync(rootClustered, leafClustered, PeeringSecrets.A, PeeringSecrets.A, async (g1, g2, root, leaf, bulk, realTime) =>
+        await ClusterPair.RunAsync(new ClusterPairSetup(rootClustered, leafClustered, false, Ports, 94) { PeeringSecret = PeeringSecrets.A, Count = 300 }, async (pair, bulk, realTime) =>
         {
+            var (g1, g2, root, leaf) = pair;
             Assert.Equal(Enumerable.Range(0, 300), bulk); // every message, in order
             // Real-time is UDP: loopback may still drop under load, so not every one is required; most must arrive.
             Assert.True(realTime.Count >= 270, $"real-time got {realTime.Count} of 300");
@@ -231,8 +87,11 @@ public class ClusteredPeeringAuthenticationTests
     [Fact]
     public async Task ADataNodeWithAnotherPeeringSecretTakesNothingAndCountsEveryAttempt()
     {
-        var (bulk, realTime) = await RunPairAsync(false, true, PeeringSecrets.A, PeeringSecrets.B, async (g1, g2, root, leaf, bulk, realTime) =>
+        await ClusterPair.RunAsync(new ClusterPairSetup(false, true, false, Ports, 94) { PeeringSecret = PeeringSecrets.A, LeafNodePeeringSecret = PeeringSecrets.B, Count = 300 }, async (pair, bulk, realTime) =>
         {
+            var (g1, _, _, leaf) = pair;
+            Assert.Empty(bulk);
+            Assert.Empty(realTime);
             Assert.True(await WaitAsync(() => Task.FromResult(leaf!.ChannelsUnauthenticated >= 1)), "no refusal counted");
             Assert.Equal(leaf!.ChannelsRefused, leaf.ChannelsUnauthenticated); // every refusal was an authentication failure
             Assert.Equal(0, await leaf.InvokeAsync(n => n.Counters.DataReceived));
@@ -240,17 +99,6 @@ public class ClusteredPeeringAuthenticationTests
             var channels = await g1.BulkCountersAsync();
             Assert.True(channels.Failed >= 1, $"channels {channels}");
         });
-        Assert.Empty(bulk);
-        Assert.Empty(realTime);
-    }
-
-    // The test plays gateway 1 towards a data node: a raw TCP connection, frames u32 length + body.
-    private static byte[] Frame(ReadOnlySpan<byte> body)
-    {
-        var f = new byte[4 + body.Length];
-        BinaryPrimitives.WriteUInt32LittleEndian(f, (uint)body.Length);
-        body.CopyTo(f.AsSpan(4));
-        return f;
     }
 
     private static byte[] SealedFrame(FrameSealer sealer, byte[] body)
