@@ -109,54 +109,6 @@ public class ClusteredPeeringAuthenticationTests
         return Frame(buffer);
     }
 
-    private static async Task<byte[]?> ReadFrameAsync(Socket s)
-    {
-        using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(10));
-        var prefix = new byte[4];
-        for (int got = 0; got < 4;)
-        {
-            int n = await s.ReceiveAsync(prefix.AsMemory(got), SocketFlags.None, cts.Token);
-            if (n == 0)
-            {
-                return null;
-            }
-
-            got += n;
-        }
-
-        var body = new byte[BinaryPrimitives.ReadUInt32LittleEndian(prefix)];
-        for (int got = 0; got < body.Length;)
-        {
-            int n = await s.ReceiveAsync(body.AsMemory(got), SocketFlags.None, cts.Token);
-            if (n == 0)
-            {
-                return null;
-            }
-
-            got += n;
-        }
-
-        return body;
-    }
-
-    private static async Task<bool> ClosedByPeerAsync(Socket s)
-    {
-        var buffer = new byte[4096];
-        using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(10));
-        try
-        {
-            while (await s.ReceiveAsync(buffer, SocketFlags.None, cts.Token) > 0)
-            {
-            }
-
-            return true;
-        }
-        catch (SocketException)
-        {
-            return true; // reset
-        }
-    }
-
     // Opens a bulk data channel to node 201 as gateway 1 with secret; returns the socket and the keys (null keys: the
     // node's PEER_AUTH never came). Sends the sealed DATA_CHANNEL when seal is true.
     private static async Task<(Socket Socket, PeeringLinkKeys Keys)> OpenChannelAsync(IPEndPoint node, byte[] secret, bool seal = true)

@@ -81,4 +81,54 @@ internal static class LoopbackSockets
         body.CopyTo(f.AsSpan(4));
         return f;
     }
+
+    /// <summary>Reads one u32-length frame (10 s at most); null when the connection closed first.</summary>
+    public static async Task<byte[]?> ReadFrameAsync(Socket s)
+    {
+        using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(10));
+        var prefix = new byte[4];
+        for (int got = 0; got < 4;)
+        {
+            int n = await s.ReceiveAsync(prefix.AsMemory(got), SocketFlags.None, cts.Token);
+            if (n == 0)
+            {
+                return null;
+            }
+
+            got += n;
+        }
+
+        var body = new byte[BinaryPrimitives.ReadUInt32LittleEndian(prefix)];
+        for (int got = 0; got < body.Length;)
+        {
+            int n = await s.ReceiveAsync(body.AsMemory(got), SocketFlags.None, cts.Token);
+            if (n == 0)
+            {
+                return null;
+            }
+
+            got += n;
+        }
+
+        return body;
+    }
+
+    /// <summary>Reads and discards until the peer closes or resets the connection (10 s at most).</summary>
+    public static async Task<bool> ClosedByPeerAsync(Socket s)
+    {
+        var buffer = new byte[4096];
+        using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(10));
+        try
+        {
+            while (await s.ReceiveAsync(buffer, SocketFlags.None, cts.Token) > 0)
+            {
+            }
+
+            return true;
+        }
+        catch (SocketException)
+        {
+            return true; // reset
+        }
+    }
 }
