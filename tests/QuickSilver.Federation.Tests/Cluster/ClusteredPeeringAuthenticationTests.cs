@@ -142,7 +142,7 @@ public class ClusteredPeeringAuthenticationTests
     /// <summary>The test plays gateway 1 (its UDP socket is the address the node knows gateway 1 by, and every TCP
     /// connection comes from 127.0.0.1, gateway 1's IP) towards data node 201 with the peering secret: a channel from the
     /// right IP without the secret (DATA in the clear after DATA_CHANNEL), with another secret, with a forged sealed
-    /// opening, and an honest channel's later frame altered are each refused, closed and counted; on the honest
+    /// opening, and an honest channel's later frame replayed or altered are each refused, closed and counted; on the honest
     /// channel's keys a sealed datagram is taken, and a truncated one, an altered one, one in the clear and one replayed
     /// from an earlier connection are each dropped and counted; nothing of them reaches the node.</summary>
     [Fact]
@@ -233,16 +233,30 @@ public class ClusteredPeeringAuthenticationTests
                 await g1Udp.SendToAsync(Sealed(secondKeys.Datagrams, 13), node.ListenEndpoint);
                 Assert.True(await WaitAsync(async () => await Received() == 2), "the second channel's datagram was not taken");
 
-                // 6. A sealed DATA frame altered on the channel: it does not open, and the channel closes.
+                // 6. A sealed DATA frame taken once, then replayed on the channel: the copy does not open (the counter moved
+                // on), and the channel closes.
                 var frame = SealedFrame(secondKeys.Frames, DataFrame(14));
-                frame[10] ^= 1;
+                await second.SendAsync(frame);
+                Assert.True(await WaitAsync(async () => await Received() == 3), "the sealed DATA frame was not taken");
                 await second.SendAsync(frame);
                 Assert.True(await ClosedByPeerAsync(second));
             }
 
             Assert.True(await WaitAsync(() => Task.FromResult(node.ChannelsUnauthenticated == 4)), $"channels unauthenticated {node.ChannelsUnauthenticated}");
-            Assert.Equal(2, await Received());
-            Assert.Equal(4, node.ChannelsRefused);
+
+            // 7. A sealed DATA frame altered on the channel: it does not open, and the channel closes.
+            var (third, thirdKeys) = await OpenChannelAsync(node.ListenEndpoint, PeeringSecrets.A);
+            using (third)
+            {
+                var frame = SealedFrame(thirdKeys.Frames, DataFrame(15));
+                frame[10] ^= 1;
+                await third.SendAsync(frame);
+                Assert.True(await ClosedByPeerAsync(third));
+            }
+
+            Assert.True(await WaitAsync(() => Task.FromResult(node.ChannelsUnauthenticated == 5)), $"channels unauthenticated {node.ChannelsUnauthenticated}");
+            Assert.Equal(3, await Received());
+            Assert.Equal(5, node.ChannelsRefused);
         }
     }
 }
