@@ -9,6 +9,8 @@
 # MODE=continuous: the source sends 2 x COUNT at 1,000 msg/s through the kill; the client reports what was lost.
 # The control node and its data nodes share a fresh cluster secret (--cluster-secret-file): control↔data frames are
 # authenticated. The session is bulk, so g1 sends its DATA to the data node on a TCP bulk data channel.
+# PEERING=1: g1, g2 and both data nodes also share a fresh peering secret (--peering-secret-file): the peering link and
+# the bulk data channel authenticate both ends and are sealed (docs/federation.md, "Peering authentication").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COUNT=${COUNT:-1000}
@@ -17,17 +19,21 @@ QS=tools/qs/bin/Release/net10.0/qs
 pids=()
 SECRET=$(mktemp)
 head -c 32 /dev/urandom | base64 > "$SECRET"
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -f "$SECRET"; }
+PEERING_SECRET=$(mktemp)
+head -c 32 /dev/urandom | base64 > "$PEERING_SECRET"
+P=()
+if [ "${PEERING:-}" = 1 ]; then P=(--peering-secret-file "$PEERING_SECRET"); fi
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -f "$SECRET" "$PEERING_SECRET"; }
 trap cleanup EXIT
 # g1 is not told g2's data nodes: it learns their addresses from g2's DATA_ENDPOINT frames.
-$QS gateway --id 1 --island 1 --listen 127.0.0.1:47321 --peer 2@127.0.0.1:47322 \
+$QS gateway --id 1 --island 1 --listen 127.0.0.1:47321 --peer 2@127.0.0.1:47322 "${P[@]}" \
   --pool-base 239.255.35.0 --port-base 43300 --seconds 90 & pids+=($!)
-$QS gateway --id 2 --island 2 --listen 127.0.0.1:47322 --admin 127.0.0.1:47332 --peer 1@127.0.0.1:47321 \
+$QS gateway --id 2 --island 2 --listen 127.0.0.1:47322 --admin 127.0.0.1:47332 --peer 1@127.0.0.1:47321 "${P[@]}" \
   --cluster-node 201@127.0.0.1:47421 --cluster-node 202@127.0.0.1:47422 --cluster-secret-file "$SECRET" \
   --pool-base 239.255.36.0 --port-base 43350 --mediator 239.255.34.2:43209 --seconds 90 & pids+=($!)
-$QS gateway --data-node --id 201 --gateway 2 --island 2 --listen 127.0.0.1:47421 --control 127.0.0.1:47322 \
+$QS gateway --data-node --id 201 --gateway 2 --island 2 --listen 127.0.0.1:47421 --control 127.0.0.1:47322 "${P[@]}" \
   --cluster-secret-file "$SECRET" --peer 1@127.0.0.1:47321 --pool-base 239.255.36.0 --port-base 43350 --seconds 90 & node201=$!; pids+=($node201)
-$QS gateway --data-node --id 202 --gateway 2 --island 2 --listen 127.0.0.1:47422 --control 127.0.0.1:47322 \
+$QS gateway --data-node --id 202 --gateway 2 --island 2 --listen 127.0.0.1:47422 --control 127.0.0.1:47322 "${P[@]}" \
   --cluster-secret-file "$SECRET" --peer 1@127.0.0.1:47321 --pool-base 239.255.36.0 --port-base 43350 --seconds 90 & pids+=($!)
 sleep 4
 $QS island-recv --mediator 239.255.34.2:43209 --session bfed://1/239.255.37.1/43210 --count $((2 * COUNT)) --seconds 60 & recv=$!

@@ -30,6 +30,10 @@ public sealed class BadOptionTests
         { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--cluster-node", "201@127.0.0.1:47393", "--cluster-secret-file", "/nonexistent/cluster-secret"], "--cluster-secret-file" },
         { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--peering-secret-file", "/nonexistent/peering-secret"], "--peering-secret-file" },
         { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--peering-secret-file", "/dev/null"], "--peering-secret-file" },
+        // A clustered gateway takes a peering secret (its bulk data channels and data nodes' datagrams are authenticated too),
+        // so only a bad file is refused: on a control node and on a data node.
+        { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--cluster-node", "201@127.0.0.1:47393", "--peering-secret-file", "/nonexistent/peering-secret"], "--peering-secret-file" },
+        { "qs", ["gateway", "--data-node", "--id", "201", "--gateway", "2", "--island", "1", "--listen", "127.0.0.1:47391", "--control", "127.0.0.1:47392", "--peering-secret-file", "/dev/null"], "--peering-secret-file" },
         { "qs", ["sessions", "--admin", "10.1.2.3:47000"], "--admin" },
         { "qs", ["island-recv", "--mediator", "239.255.0.1:40000", "--session", "bfed://x/y/z"], "--session" },
         { "QuickStart", ["--receivers", "0"], "--receivers" },

@@ -36,7 +36,8 @@ internal static class ClusterBench
         var count = Cli.Int("--count", "Messages per session per run", 20_000, 100, 10_000_000);
         var size = Cli.Int("--size", "Message size in bytes", 1000, 4, 60_000);
         var basePort = Cli.Int("--port-base", "First UDP port used (100 ports)", 45_700, 1024, 65_000);
-        var command = new Command("cluster-bench", "Measure cross-island msgs/s through a clustered gateway with 1, 2, … data nodes on loopback.") { nodes, sessions, count, size, basePort };
+        var sealedOption = new Option<bool>("--sealed") { Description = "Give g1, g2 and every data node one random peering secret: bulk data channels authenticate and seal every frame (docs/federation.md, \"Peering authentication\")" };
+        var command = new Command("cluster-bench", "Measure cross-island msgs/s through a clustered gateway with 1, 2, … data nodes on loopback.") { nodes, sessions, count, size, basePort, sealedOption };
         command.SetAction(async (parse, cancellationToken) =>
         {
             if (parse.GetValue(nodes)!.Any(n => n < 1 || n > 8))
@@ -49,7 +50,8 @@ internal static class ClusterBench
             int run = 0;
             foreach (int n in parse.GetValue(nodes)!)
             {
-                var r = await RunAsync(n, parse.GetValue(sessions), parse.GetValue(count), parse.GetValue(size), parse.GetValue(basePort) + 40 * (run++ % 2), cancellationToken);
+                var r = await RunAsync(n, parse.GetValue(sessions), parse.GetValue(count), parse.GetValue(size), parse.GetValue(basePort) + 40 * (run++ % 2),
+                    parse.GetValue(sealedOption) ? System.Security.Cryptography.RandomNumberGenerator.GetBytes(32) : null, cancellationToken);
                 results.Add(new { nodes = n, r.Sent, r.Received, r.Seconds, r.Rate, r.PerNode, r.Path });
                 if (!parse.GetValue(json))
                 {
@@ -74,7 +76,7 @@ internal static class ClusterBench
     /// and DATA frames the data nodes received.</summary>
     private sealed record Path(long TakenByG1, long ChannelQueued, long ChannelDropped, long ReceivedByDataNodes);
 
-    private static async Task<Result> RunAsync(int nodeCount, int sessionCount, int count, int size, int ports, CancellationToken cancellationToken)
+    private static async Task<Result> RunAsync(int nodeCount, int sessionCount, int count, int size, int ports, byte[]? peeringSecret, CancellationToken cancellationToken)
     {
         var loopback = new IPEndPoint(IPAddress.Loopback, 0);
         var cluster = new ClusterOptions { DataNodes = [.. Enumerable.Range(201, nodeCount).Select(i => (uint)i)] };
@@ -85,10 +87,10 @@ internal static class ClusterBench
         using var n2 = new MulticastNativeNet(islandTwo);
         var nodeNets = Enumerable.Range(0, nodeCount).Select(_ => new MulticastNativeNet(islandTwo)).ToList();
         var peers = new Dictionary<GatewayId, IPEndPoint> { [new GatewayId(1)] = g1Address };
-        var dataNodes = cluster.DataNodes.Select((id, i) => new DataNodeRuntime(id, new GatewayId(2), cluster, nodeNets[i], loopback, g2Address, peers, [])).ToList();
-        var g2 = new GatewayRuntime(new GatewayOptions { Gateway = new GatewayId(2), Island = new IslandId(2) }, n2, g2Address,
+        var dataNodes = cluster.DataNodes.Select((id, i) => new DataNodeRuntime(id, new GatewayId(2), cluster, nodeNets[i], loopback, g2Address, peers, [], peeringSecret: peeringSecret)).ToList();
+        var g2 = new GatewayRuntime(new GatewayOptions { Gateway = new GatewayId(2), Island = new IslandId(2), PeeringSecret = peeringSecret }, n2, g2Address,
             [new PeerConfig(new GatewayId(1), g1Address, LinkCosts.Default)], (cluster, dataNodes.ToDictionary(d => d.Node.Id, d => d.ListenEndpoint)));
-        var g1 = new GatewayRuntime(new GatewayOptions { Gateway = new GatewayId(1), Island = new IslandId(1) }, n1, g1Address,
+        var g1 = new GatewayRuntime(new GatewayOptions { Gateway = new GatewayId(1), Island = new IslandId(1), PeeringSecret = peeringSecret }, n1, g1Address,
             [new PeerConfig(new GatewayId(2), g2Address, LinkCosts.Default)], null, [.. dataNodes.Select(d => new DataNodeAddress(new GatewayId(2), d.Node.Id, d.ListenEndpoint))]);
         try
         {

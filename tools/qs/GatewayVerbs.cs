@@ -10,6 +10,7 @@ using QuickSilver.Core.Security;
 using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Gateway;
 using QuickSilver.Federation.Naming;
+using QuickSilver.Federation.Peering;
 using QuickSilver.Federation.Plugins;
 using QuickSilver.Federation.Routing;
 using QuickSilver.Federation.Runtime;
@@ -142,7 +143,8 @@ internal static class GatewayVerbs
         {
             Description = "A file holding the secret every gateway of the federation shares, base64 of at least 32 random bytes "
                           + "(e.g. 'head -c 32 /dev/urandom | base64 > peering-secret'); peering links then authenticate both ends and seal every frame (AEGIS-128L), "
-                          + "and a peer without the secret never peers. Not with --cluster-node, --data-node or --peer-data-node",
+                          + "and a peer without the secret never peers. On a clustered gateway give it to the control node and every data node: "
+                          + "bulk data channels then authenticate and seal too, and real-time datagrams between gateways are sealed",
         };
         var command = new Command("gateway", "Run a federation gateway (an IP-multicast island on loopback, TCP peering links, an admin endpoint), a clustered gateway's control node (--cluster-node) or one of its data nodes (--data-node).")
         {
@@ -177,12 +179,6 @@ internal static class GatewayVerbs
                 return Cli.BadOptions;
             }
 
-            if (peeringSecret is not null && (parse.GetValue(dataNode) || parse.GetValue(clusterNodes)!.Length > 0 || parse.GetValue(peerDataNodes)!.Length > 0))
-            {
-                await Console.Error.WriteLineAsync("--peering-secret-file: not built with a clustered gateway (--cluster-node, --data-node, --peer-data-node): its bulk data channels and data nodes' datagrams are not authenticated.");
-                return Cli.BadOptions;
-            }
-
             var cluster = new ClusterOptions
             {
                 ClusterSecret = clusterSecret,
@@ -211,7 +207,7 @@ internal static class GatewayVerbs
             if (parse.GetValue(dataNode))
             {
                 return await RunDataNodeAsync(parse.GetValue(id), parse.GetValue(clusterGateway), parse.GetValue(control), parse.GetValue(listen)!, parse.GetValue(peers)!,
-                    parse.GetValue(peerDataNodes)!, cluster, nativeOptions with { Mediator = null }, parse.GetValue(seconds), cancellationToken);
+                    parse.GetValue(peerDataNodes)!, cluster, nativeOptions with { Mediator = null }, peeringSecret, parse.GetValue(seconds), cancellationToken);
             }
             var optionNames = new Dictionary<string, string>(StringComparer.Ordinal)
             {
@@ -360,7 +356,7 @@ internal static class GatewayVerbs
         };
 
     private static async Task<int> RunDataNodeAsync(uint node, uint gateway, IPEndPoint? control, IPEndPoint listen, PeerConfig[] peers,
-        DataNodeAddress[] peerDataNodes, ClusterOptions cluster, MulticastNativeNetOptions island, int seconds, CancellationToken cancellationToken)
+        DataNodeAddress[] peerDataNodes, ClusterOptions cluster, MulticastNativeNetOptions island, byte[]? peeringSecret, int seconds, CancellationToken cancellationToken)
     {
         if (control is null)
         {
@@ -374,11 +370,17 @@ internal static class GatewayVerbs
             return Cli.BadOptions;
         }
 
+        if (peeringSecret is { Length: < PeeringHandshake.MinSecretBytes })
+        {
+            await Console.Error.WriteLineAsync($"--peering-secret-file: a peering secret is at least {PeeringHandshake.MinSecretBytes} bytes (e.g. 'head -c 32 /dev/urandom | base64'); got {peeringSecret.Length}.");
+            return Cli.BadOptions;
+        }
+
         using var native = new MulticastNativeNet(island);
         DataNodeRuntime runtime;
         try
         {
-            runtime = new DataNodeRuntime(node, new GatewayId(gateway), cluster, native, listen, control, peers.ToDictionary(p => p.Gateway, p => p.Address), peerDataNodes);
+            runtime = new DataNodeRuntime(node, new GatewayId(gateway), cluster, native, listen, control, peers.ToDictionary(p => p.Gateway, p => p.Address), peerDataNodes, peeringSecret: peeringSecret);
         }
         catch (SocketException e)
         {

@@ -55,7 +55,9 @@ public sealed class PeeringHandshake
 
     /// <summary>This connection's sealers once the peer's PEER_AUTH has arrived; null when the PEER_AUTH cannot be
     /// part of an honest handshake (it names this gateway, or carries this side's own nonce: a reflection).</summary>
-    public PeeringLinkKeys? Complete(PeerAuthMessage peer)
+    /// <param name="purpose">What the connection is: a peering link, or a bulk data channel (keys of one are never
+    /// keys of the other: the purpose is part of the key derivation's info).</param>
+    public PeeringLinkKeys? Complete(PeerAuthMessage peer, PeeringPurpose purpose = PeeringPurpose.Link)
     {
         ArgumentNullException.ThrowIfNull(peer);
         if (peer.Gateway == Self || peer.Nonce.Length != NonceBytes || CryptographicOperations.FixedTimeEquals(peer.Nonce, _nonce))
@@ -67,11 +69,11 @@ public sealed class PeeringHandshake
         bool lower = Self.Value < peer.Gateway.Value;
         if (lower)
         {
-            DeriveLinkKeys(_secret, Self, _nonce, peer.Gateway, peer.Nonce, keys);
+            DeriveLinkKeys(_secret, Self, _nonce, peer.Gateway, peer.Nonce, keys, purpose);
         }
         else
         {
-            DeriveLinkKeys(_secret, peer.Gateway, peer.Nonce, Self, _nonce, keys);
+            DeriveLinkKeys(_secret, peer.Gateway, peer.Nonce, Self, _nonce, keys, purpose);
         }
 
         const int K = FrameSealer.KeyBytes;
@@ -99,16 +101,23 @@ public sealed class PeeringHandshake
     /// info a label then <c>u32 lower | nonce of lower | u32 higher | nonce of higher | u8 suite</c>; the
     /// <see cref="LinkKeyBytes"/> of output are the keys of frames lower → higher, frames higher → lower, datagrams
     /// lower → higher, datagrams higher → lower. Fresh nonces make fresh keys per connection. The one key derivation of
-    /// peering.</summary>
+    /// peering: a bulk data channel (<see cref="PeeringPurpose.BulkChannel"/>) differs only in its label, <c>"QuickSilver
+    /// federation peering v1 bulk channel keys"</c>, and its two ends are the sending and the receiving endpoint (a data
+    /// node's number, or a gateway's when the gateway itself sends or receives).</summary>
     public static void DeriveLinkKeys(ReadOnlySpan<byte> secret, GatewayId lower, ReadOnlySpan<byte> lowerNonce, GatewayId higher,
-        ReadOnlySpan<byte> higherNonce, Span<byte> keys)
+        ReadOnlySpan<byte> higherNonce, Span<byte> keys, PeeringPurpose purpose = PeeringPurpose.Link)
     {
         if (lower.Value >= higher.Value || lowerNonce.Length != NonceBytes || higherNonce.Length != NonceBytes || keys.Length != LinkKeyBytes)
         {
             throw new ArgumentException("the lower gateway number first, two nonces of NonceBytes bytes, LinkKeyBytes of output");
         }
 
-        ReadOnlySpan<byte> label = "QuickSilver federation peering v1 link keys"u8;
+        ReadOnlySpan<byte> label = purpose switch
+        {
+            PeeringPurpose.Link => "QuickSilver federation peering v1 link keys"u8,
+            PeeringPurpose.BulkChannel => "QuickSilver federation peering v1 bulk channel keys"u8,
+            _ => throw new ArgumentOutOfRangeException(nameof(purpose), purpose, "a peering link or a bulk data channel"),
+        };
         Span<byte> info = stackalloc byte[label.Length + (2 * (4 + NonceBytes)) + 1];
         label.CopyTo(info);
         var rest = info[label.Length..];
@@ -119,6 +128,17 @@ public sealed class PeeringHandshake
         rest[^1] = Suite;
         HKDF.DeriveKey(HashAlgorithmName.SHA256, secret, keys, "QuickSilver federation peering secret"u8, info);
     }
+}
+
+/// <summary>What an authenticated connection between gateways is for: its keys are derived under a label of their own.</summary>
+public enum PeeringPurpose
+{
+    /// <summary>A peering link (HELLO, routing, sessions, DATA).</summary>
+    Link = 0,
+
+    /// <summary>A bulk data channel (DATA_CHANNEL then DATA, one way) to or from a data node of a clustered gateway; its
+    /// datagram keys seal the real-time datagrams between the same two endpoints.</summary>
+    BulkChannel = 1,
 }
 
 /// <summary>What a peering handshake yields: the sealer of the link's frames (the connection owns it once sealed) and

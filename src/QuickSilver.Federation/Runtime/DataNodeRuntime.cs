@@ -64,6 +64,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
     // The loop's own events (RuntimeLoop kinds): a control frame, a DATA frame from a peer (datagram or bulk channel).
     private const byte ControlFrameKind = RuntimeLoop.FirstOwnerKind;
     private const byte DataFrameKind = RuntimeLoop.FirstOwnerKind + 1;
+    private const byte SealedDatagramKind = RuntimeLoop.FirstOwnerKind + 2; // with a peering secret; key: the sending endpoint
 
     private readonly Socket _udp;
     private readonly IPEndPoint _control;
@@ -79,6 +80,14 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
     private long _datagramsSent;
     private long _datagramsDroppedForTest;
     private readonly ConcurrentDictionary<IPEndPoint, GatewayId> _sources = []; // read by the receive loop
+    private readonly ConcurrentDictionary<IPEndPoint, uint> _sourceIds = []; // the same addresses: which endpoint (data node or gateway)
+    private readonly byte[]? _peeringSecret;
+    private readonly GatewayId _gateway;
+    private readonly Dictionary<uint, (GatewayId Gateway, PeeringDatagrams Keys)> _datagramKeys = []; // authenticated inbound channels; loop thread only
+    private readonly byte[]? _sealed; // a real-time datagram being sealed (loop thread)
+    private readonly byte[]? _opened; // one being opened (loop thread)
+    private long _channelsUnauthenticated;
+    private long _datagramsUnauthenticated;
     private readonly DatagramAddressBook _addresses; // the control node and every address in _sources, converted once
     private readonly IHostedNativeNet _native;
     private readonly CancellationTokenSource _stop = new();
@@ -90,13 +99,25 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
 
     /// <param name="peers">The peer gateways' UDP addresses (their peering listen address: a gateway takes datagrams there).</param>
     /// <param name="peerDataNodes">Data nodes of clustered peer gateways.</param>
+    /// <param name="peeringSecret">The federation's peering secret (<see cref="Gateway.GatewayOptions.PeeringSecret"/>,
+    /// the same on every gateway and data node): bulk data channels both ways authenticate and seal, real-time datagrams
+    /// to and from peers are sealed under their channel's keys; null: both in the clear.</param>
     public DataNodeRuntime(uint node, GatewayId gateway, ClusterOptions options, IHostedNativeNet native, IPEndPoint listen, IPEndPoint control,
-        IReadOnlyDictionary<GatewayId, IPEndPoint> peers, IReadOnlyList<DataNodeAddress> peerDataNodes, int maxPayloadBytes = 65_000)
+        IReadOnlyDictionary<GatewayId, IPEndPoint> peers, IReadOnlyList<DataNodeAddress> peerDataNodes, int maxPayloadBytes = 65_000, byte[]? peeringSecret = null)
     {
         ArgumentNullException.ThrowIfNull(options);
         ArgumentNullException.ThrowIfNull(peers);
         ArgumentNullException.ThrowIfNull(peerDataNodes);
         options.Validate();
+        if (peeringSecret is { Length: < PeeringHandshake.MinSecretBytes })
+        {
+            throw new ArgumentOutOfRangeException(nameof(peeringSecret), $"a peering secret is at least {PeeringHandshake.MinSecretBytes} bytes, got {peeringSecret.Length}");
+        }
+
+        _peeringSecret = peeringSecret;
+        _gateway = gateway;
+        _sealed = peeringSecret is null ? null : new byte[PeerCodec.MaxFrameBytes + 64];
+        _opened = peeringSecret is null ? null : new byte[PeerCodec.MaxFrameBytes + 64];
         _native = native;
         _control = control;
         _peers = peers.ToDictionary();
@@ -106,11 +127,13 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         foreach (var (g, address) in _peers)
         {
             _sources[address] = g;
+            _sourceIds[address] = g.Value;
         }
 
         foreach (var d in peerDataNodes)
         {
             _sources[d.Address] = d.Gateway;
+            _sourceIds[d.Address] = d.Node;
         }
 
         Node = new DataNode(node, gateway, options, this, native, maxPayloadBytes: maxPayloadBytes, firstAuthCounter: ClusterAuthenticator.WallClockCounter());
@@ -123,7 +146,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         _tcp.Listen(64);
         _loop = new RuntimeLoop($"data node {node}", () => Now, now => Node.Tick(now), OnRecord, tickAtStart: true);
         _loop.Bind(Node, native);
-        _bulk = new BulkDataChannels(gateway, node, _loop.Post, () => Now);
+        _bulk = new BulkDataChannels(gateway, node, _loop.Post, () => Now, peeringSecret);
         _inboundLimit = new ConnectionLimit(() => 2 * (_peers.Count + _peerNodeConfig.Count) + 2);
     }
 
@@ -140,6 +163,18 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
     /// <summary>Inbound bulk data channels refused: a first frame that is not DATA_CHANNEL from a configured peer at its
     /// configured IP address, a later frame that is not DATA, or too many connections.</summary>
     public long ChannelsRefused => Interlocked.Read(ref _channelsRefused);
+
+    /// <summary>With a peering secret: inbound bulk data channels that failed authentication (no PEER_AUTH, another
+    /// endpoint's or a reflected one, a wrong opening, or a frame that did not open: another secret, altered, replayed,
+    /// truncated); each closed, and counted in <see cref="ChannelsRefused"/> too.</summary>
+    public long ChannelsUnauthenticated => Interlocked.Read(ref _channelsUnauthenticated);
+
+    /// <summary>With a peering secret: real-time datagrams from a peer's address that did not open under the keys of
+    /// that peer's channel (none yet, forged, altered, truncated, another secret) or were replays; dropped.</summary>
+    public long DatagramsUnauthenticated => Interlocked.Read(ref _datagramsUnauthenticated);
+
+    /// <summary>With a peering secret: outgoing bulk data channels whose receiver failed authentication.</summary>
+    public long ChannelHandshakesFailed => _bulk.HandshakesFailed;
 
     /// <summary>DATA datagrams sent (real-time sessions) and, for tests, dropped on purpose before the socket.</summary>
     public long DataDatagramsSent => Interlocked.Read(ref _datagramsSent);
@@ -184,9 +219,23 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
             return false;
         }
 
+        var receiver = endpoint != 0 ? new GatewayId(endpoint) : peer;
         if (!realTime)
         {
-            return _bulk.Send(target, frame);
+            return _bulk.Send(target, receiver, frame);
+        }
+
+        if (_sealed is not null)
+        {
+            // Sealed under the keys of this node's bulk data channel to the target; until that channel is up and
+            // confirmed, the frame travels on it (sealed, TCP).
+            if (_bulk.DatagramKeys(target) is not { } keys || frame.Length + keys.Overhead > _sealed.Length)
+            {
+                return _bulk.Send(target, receiver, frame);
+            }
+
+            frame.CopyTo(_sealed);
+            frame = _sealed.AsSpan(0, keys.Seal(_sealed, frame.Length));
         }
 
         if (LossInjection.Drop(DropEveryNthDataDatagram, ref _datagramsSent, ref _datagramsDroppedForTest))
@@ -224,10 +273,12 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         if (known is not null)
         {
             _sources.TryRemove(known, out _);
+            _sourceIds.TryRemove(known, out _);
         }
 
         _peerNodes[node] = address;
         _peerNodeConfig[node] = new DataNodeAddress(gateway, node, address);
+        _sourceIds[address] = node;
         _sources[address] = gateway;
         RefreshAddresses();
     }
@@ -258,14 +309,20 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         try
         {
             var remote = (socket.RemoteEndPoint as IPEndPoint)?.Address;
-            var inbound = new BulkDataChannels.Inbound(hello => Admit(hello, remote));
             var link = new FramedConnection(socket, PeerCodec.MaxFrameBytes);
+            var handshake = _peeringSecret is null ? null : new PeeringHandshake(_peeringSecret, new GatewayId(Node.Id));
+            var inbound = new BulkDataChannels.Inbound(hello => Admit(hello, remote), handshake, link);
             await using (link.ConfigureAwait(false))
             {
+                if (handshake is not null)
+                {
+                    link.TrySend(handshake.AuthFrame); // PEER_AUTH first, as a gateway's listener does
+                }
+
                 using var helloTimer = new CancellationTokenSource(TimeSpan.FromSeconds(5));
                 using var registration = helloTimer.Token.Register(() =>
                 {
-                    if (inbound.From is null)
+                    if (!inbound.Authenticated)
                     {
                         link.Close();
                     }
@@ -278,6 +335,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
                         return;
                     }
 
+                    bool wasAuthenticated = inbound.Authenticated;
                     if (inbound.OnFrame(frame, out refused))
                     {
                         // Waits for room: TCP pushes back on the sender.
@@ -286,9 +344,45 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
                     else if (refused)
                     {
                         Interlocked.Increment(ref _channelsRefused);
+                        if (inbound.Refusal is InboundRefusal.Unauthenticated or InboundRefusal.HandshakeFailed)
+                        {
+                            Interlocked.Increment(ref _channelsUnauthenticated);
+                        }
+
                         link.Close();
                     }
+                    else if (!wasAuthenticated && inbound.Authenticated && inbound.Keys is { } keys)
+                    {
+                        var (sender, from) = (inbound.Sender.Value, inbound.From!.Value);
+                        _loop.Post(() =>
+                        {
+                            // The sender's real-time datagrams open under this channel's keys from now on; then the
+                            // confirmation (its first sealed frame) tells the sender to seal them.
+                            _datagramKeys[sender] = (from, keys.Datagrams);
+                            link.TrySend(PeerCodec.DataChannel(_gateway, Node.Id));
+                        });
+                    }
                 }), _stop.Token).ConfigureAwait(false);
+
+                if (link.RejectedFrames > 0)
+                {
+                    Interlocked.Increment(ref _channelsRefused);
+                    Interlocked.Increment(ref _channelsUnauthenticated);
+                }
+
+                if (inbound.Keys is { } ended)
+                {
+                    var sender = inbound.Sender.Value;
+                    _loop.Post(() =>
+                    {
+                        if (_datagramKeys.TryGetValue(sender, out var current) && current.Keys == ended.Datagrams)
+                        {
+                            _datagramKeys.Remove(sender);
+                        }
+
+                        ended.Datagrams.Dispose();
+                    });
+                }
             }
         }
         catch (Exception e) when (e is SocketException or IOException or OperationCanceledException or ObjectDisposedException)
@@ -314,6 +408,10 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         {
             _loop.TryWrite(ControlFrameKind, 0, null, frame);
         }
+        else if (_peeringSecret is not null && _sourceIds.TryGetValue(from, out uint endpoint))
+        {
+            _loop.TryWrite(SealedDatagramKind, endpoint, null, frame); // opened on the loop, under that endpoint's channel keys
+        }
         else if (_sources.TryGetValue(from, out var peer))
         {
             _loop.TryWrite(DataFrameKind, peer.Value, null, frame);
@@ -330,6 +428,17 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         if (record.Kind == ControlFrameKind)
         {
             Node.OnControlFrame(frame, Now);
+        }
+        else if (record.Kind == SealedDatagramKind)
+        {
+            if (_datagramKeys.TryGetValue(record.Key, out var sender) && sender.Keys.Open(frame, _opened!, out int length))
+            {
+                Node.OnData(sender.Gateway, _opened!.AsSpan(0, length), Now);
+            }
+            else
+            {
+                Interlocked.Increment(ref _datagramsUnauthenticated);
+            }
         }
         else
         {

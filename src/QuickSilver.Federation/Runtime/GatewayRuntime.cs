@@ -63,6 +63,8 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     private readonly Dictionary<IPEndPoint, uint> _ownNodeSources = [];
     private readonly Dictionary<uint, IPEndPoint> _peerNodes = []; // clustered peers' data nodes
     private readonly Dictionary<IPEndPoint, GatewayId> _peerNodeSources = [];
+    private readonly Dictionary<IPEndPoint, uint> _peerNodeIds = []; // the same addresses: which data node
+    private readonly Dictionary<uint, PeeringDatagrams> _nodeDatagramKeys = []; // peers' data nodes' authenticated channels; loop thread only
     private readonly ConcurrentDictionary<uint, DataNodeAddress> _peerNodeConfig = []; // read by the channel acceptor
     private readonly HashSet<uint> _configuredPeerNodes = [];
     private long _learnedRefused;
@@ -99,11 +101,6 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
             _ownNodeSources[address] = node;
         }
 
-        if (options.PeeringSecret is not null && peerDataNodes is { Count: > 0 })
-        {
-            throw new ArgumentException($"{nameof(GatewayOptions.PeeringSecret)} with peers' data nodes is not built: bulk data channels and data nodes' datagrams are not authenticated", nameof(peerDataNodes));
-        }
-
         foreach (var d in peerDataNodes ?? [])
         {
             if (!_peers.ContainsKey(d.Gateway))
@@ -113,6 +110,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
             _peerNodes[d.Node] = d.Address;
             _peerNodeSources[d.Address] = d.Gateway;
+            _peerNodeIds[d.Address] = d.Node;
             _peerNodeConfig[d.Node] = d;
             _configuredPeerNodes.Add(d.Node);
         }
@@ -136,11 +134,6 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
             throw new ArgumentException($"gateway {options.Gateway} lists itself as a peer", nameof(peers));
         }
 
-        if (options.PeeringSecret is not null && (clusterOptions is not null))
-        {
-            throw new ArgumentException($"{nameof(GatewayOptions.PeeringSecret)} with a clustered gateway is not built: bulk data channels and data nodes' datagrams are not authenticated", nameof(options));
-        }
-
         _native = native;
         _peeringSecret = options.PeeringSecret;
         _sealed = _peeringSecret is null ? null : new byte[PeerCodec.MaxFrameBytes + 64];
@@ -157,7 +150,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         _addresses = new DatagramAddressBook(_udp.AddressFamily);
         _loop = new RuntimeLoop($"gateway {options.Gateway}", () => Now, now => Gateway.Tick(now), OnRecord, afterTurn: _datagramBatch.Flush);
         _loop.Bind(Gateway, native);
-        _bulk = new BulkDataChannels(options.Gateway, 0, Post, () => Now);
+        _bulk = new BulkDataChannels(options.Gateway, 0, Post, () => Now, options.PeeringSecret);
         _acceptLimit = new ConnectionLimit(() => 2 * (_peers.Count + _peerNodeConfig.Count) + 2);
     }
 
@@ -199,6 +192,14 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     /// <summary>Tests only: drop every n-th DATA datagram sent to a peer's data node (0: none), to inject UDP loss.</summary>
     internal int DropEveryNthDataDatagram { get; set; }
+
+    /// <summary>Real-time DATA datagrams sent to peers' data nodes (sealed with a peering secret; before the channel that
+    /// gives their keys is confirmed such frames travel on it instead and are not counted here).</summary>
+    public long DataDatagramsToNodes => Interlocked.Read(ref _datagramsToNodes);
+
+    /// <summary>With a peering secret: outgoing bulk data channels whose receiver failed authentication (its first frame
+    /// not a PEER_AUTH of the data node dialled, or its confirmation did not open).</summary>
+    public long ChannelHandshakesFailed => _bulk.HandshakesFailed;
 
     /// <summary>DATA datagrams to peers' data nodes dropped on purpose (<see cref="DropEveryNthDataDatagram"/>).</summary>
     public long DataDatagramsDroppedForTest => Interlocked.Read(ref _datagramsDroppedForTest);
@@ -262,6 +263,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
             (nameof(DatagramSendsFailed), DatagramSendsFailed), (nameof(EventsDropped), EventsDropped),
             (nameof(PeeringUnauthenticated), PeeringUnauthenticated), (nameof(PeeringHandshakesFailed), PeeringHandshakesFailed),
             (nameof(PeeringFramesRejected), PeeringFramesRejected), (nameof(DatagramsUnauthenticated), DatagramsUnauthenticated),
+            (nameof(ChannelHandshakesFailed), ChannelHandshakesFailed),
         })
         {
             counters.TryAdd(name, value);
@@ -314,9 +316,23 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
             return realTime ? ((IGatewayHost)this).SendDatagram(peer, frame) : ((IGatewayHost)this).Send(peer, frame);
         }
 
+        var receiver = new GatewayId(node);
         if (!realTime)
         {
-            return _bulk.Send(address, frame); // bulk: a TCP channel to the data node
+            return _bulk.Send(address, receiver, frame); // bulk: a TCP channel to the data node
+        }
+
+        if (_sealed is not null)
+        {
+            // With a peering secret a real-time datagram is sealed under the keys of this gateway's bulk data channel to
+            // the node; until that channel is up and confirmed, the frame travels on it (sealed, TCP).
+            if (_bulk.DatagramKeys(address) is not { } keys || frame.Length + keys.Overhead > _sealed.Length)
+            {
+                return _bulk.Send(address, receiver, frame);
+            }
+
+            frame.CopyTo(_sealed);
+            frame = _sealed.AsSpan(0, keys.Seal(_sealed, frame.Length));
         }
 
         return LossInjection.Drop(DropEveryNthDataDatagram, ref _datagramsToNodes, ref _datagramsDroppedForTest) || SendUdp(frame, address);
@@ -350,10 +366,12 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         if (known is not null)
         {
             _peerNodeSources.Remove(known);
+            _peerNodeIds.Remove(known);
         }
 
         _peerNodes[node] = address;
         _peerNodeSources[address] = peer;
+        _peerNodeIds[address] = node;
         _peerNodeConfig[node] = new DataNodeAddress(peer, node, address);
         RefreshAddresses();
     }
@@ -447,7 +465,19 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         }
         else if (_peerNodeSources.TryGetValue(from, out var viaNode) && _links.ContainsKey(viaNode))
         {
-            Gateway.OnFrame(viaNode, frame, Now);
+            if (_opened is null)
+            {
+                Gateway.OnFrame(viaNode, frame, Now);
+            }
+            else if (_peerNodeIds.TryGetValue(from, out uint node) && _nodeDatagramKeys.TryGetValue(node, out var keys) && keys.Open(frame, _opened, out int length))
+            {
+                // Sealed under the keys of the data node's authenticated bulk data channel to this gateway.
+                Gateway.OnFrame(viaNode, _opened.AsSpan(0, length), Now);
+            }
+            else
+            {
+                Interlocked.Increment(ref _datagramsUnauthenticated);
+            }
         }
         else if (_datagramSources.TryGetValue(from, out var peer) && _links.ContainsKey(peer))
         {
@@ -520,17 +550,17 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
             bool refused = false;
             var remote = (socket.RemoteEndPoint as IPEndPoint)?.Address;
             // A bulk data channel from a peer's data node: first frame DATA_CHANNEL, then DATA only.
+            var handshake = _peeringSecret is null ? null : new PeeringHandshake(_peeringSecret, Gateway.Id);
             var channel = new BulkDataChannels.Inbound(hello =>
                 hello.Node != 0 && _peerNodeConfig.TryGetValue(hello.Node, out var d) && d.Gateway == hello.Gateway
-                && remote is not null && d.Address.Address.Equals(remote) ? hello.Gateway : null);
-            var handshake = _peeringSecret is null ? null : new PeeringHandshake(_peeringSecret, Gateway.Id);
+                && remote is not null && d.Address.Address.Equals(remote) ? hello.Gateway : null, handshake, link);
             PeeringLinkKeys? keys = null; // the keys of this link once the peer's PEER_AUTH arrived
             GatewayId? authenticated = null; // that peer
             link.TrySend(handshake?.AuthFrame ?? PeerCodec.Hello(Gateway.Id, Gateway.Island, (ushort)ListenEndpoint.Port));
             using var helloTimer = new CancellationTokenSource(HelloTimeout);
             using var registration = helloTimer.Token.Register(() =>
             {
-                if (peer is null && channel.From is null)
+                if (peer is null && !channel.Authenticated)
                 {
                     Interlocked.Increment(ref _helloRefused);
                     link.Close();
@@ -549,25 +579,37 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                     return;
                 }
 
-                if (handshake is not null && authenticated is null)
+                if (channel.From is not null || (authenticated is null && PeerCodec.PeekType(frame, out var first) == FrameError.None && first == FrameType.DataChannel))
                 {
-                    (authenticated, keys) = OnPeerAuth(handshake, link, frame, expected, remote);
-                    refused = authenticated is null;
-                    return;
-                }
-
-                if (channel.From is not null || (PeerCodec.PeekType(frame, out var first) == FrameError.None && first == FrameType.DataChannel && handshake is null))
-                {
+                    bool wasAuthenticated = channel.Authenticated;
                     if (channel.OnFrame(frame, out refused))
                     {
                         _loop.Write(ChannelFrameKind, channel.From!.Value.Value, null, frame);
                     }
                     else if (refused)
                     {
-                        Interlocked.Increment(ref _helloRefused);
+                        OnChannelRefused(channel.Refusal, channel.Sender, remote);
                         link.Close();
                     }
+                    else if (!wasAuthenticated && channel.Authenticated && channel.Keys is { } channelKeys)
+                    {
+                        var sender = channel.Sender.Value;
+                        Post(() =>
+                        {
+                            // The sender's real-time datagrams open under this channel's keys from now on; then the
+                            // confirmation (its first sealed frame) tells the sender to seal them.
+                            _nodeDatagramKeys[sender] = channelKeys.Datagrams;
+                            link.TrySend(PeerCodec.DataChannel(Gateway.Id, 0));
+                        });
+                    }
 
+                    return;
+                }
+
+                if (handshake is not null && authenticated is null)
+                {
+                    (authenticated, keys) = OnPeerAuth(handshake, link, frame, expected, remote);
+                    refused = authenticated is null;
                     return;
                 }
 
@@ -622,7 +664,12 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                 });
             }), _stop.Token).ConfigureAwait(false);
 
-            if (link.RejectedFrames > 0)
+            if (link.RejectedFrames > 0 && channel.From is not null)
+            {
+                Interlocked.Increment(ref _peeringHandshakesFailed);
+                Warn(7, "Peering: a bulk data channel from endpoint {Sender} at {Address} sent a frame that did not open (another peering secret, or altered): closed", channel.Sender.Value, remote);
+            }
+            else if (link.RejectedFrames > 0)
             {
                 if (peer is null)
                 {
@@ -646,6 +693,20 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                         ForgetDatagrams(gone);
                         Gateway.PeerDisconnected(gone, Now);
                     }
+                });
+            }
+
+            if (channel.Keys is { } ended)
+            {
+                var sender = channel.Sender.Value;
+                Post(() =>
+                {
+                    if (_nodeDatagramKeys.TryGetValue(sender, out var current) && current == ended.Datagrams)
+                    {
+                        _nodeDatagramKeys.Remove(sender);
+                    }
+
+                    ended.Datagrams.Dispose();
                 });
             }
 
@@ -694,6 +755,22 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         Interlocked.Increment(ref _helloRefused);
         link.Close();
         return (null, null);
+    }
+
+    // A bulk data channel refused on this listener (counted; logged for the authentication failures). The reader.
+    private void OnChannelRefused(InboundRefusal why, GatewayId sender, IPAddress? remote)
+    {
+        Interlocked.Increment(ref _helloRefused);
+        if (why == InboundRefusal.Unauthenticated)
+        {
+            Interlocked.Increment(ref _peeringUnauthenticated);
+            Warn(8, "Peering: a bulk data channel from endpoint {Sender} at {Address} did not authenticate (no PEER_AUTH: the sender has no peering secret): refused", sender.Value, remote);
+        }
+        else if (why == InboundRefusal.HandshakeFailed)
+        {
+            Interlocked.Increment(ref _peeringHandshakesFailed);
+            Warn(9, "Peering: a bulk data channel from endpoint {Sender} at {Address} failed its handshake (another endpoint's PEER_AUTH, a reflection, or a wrong opening): refused", sender.Value, remote);
+        }
     }
 
     private void Warn<T0, T1>(int key, string template, T0 arg0, T1 arg1)

@@ -9,6 +9,8 @@ using QuickSilver.Federation.Plugins;
 using QuickSilver.Federation.Routing;
 using QuickSilver.Federation.Runtime;
 
+using static QuickSilver.Federation.Tests.Cluster.LoopbackSockets;
+
 namespace QuickSilver.Federation.Tests.Cluster;
 
 /// <summary>A clustered gateway on real sockets (loopback, IP multicast on lo): g1 (island 1, unclustered) peers with
@@ -17,25 +19,6 @@ namespace QuickSilver.Federation.Tests.Cluster;
 public class ClusterLoopbackTests
 {
     private static readonly int Ports = 44_000 + (Environment.ProcessId % 200) * 10;
-
-    private static MulticastNativeNet Island(string pool, int portBase, IPEndPoint? mediator = null)
-        => new MulticastNativeNet(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse(pool), PortBase = portBase, PoolSize = 2, Mediator = mediator });
-
-    private static async Task<bool> WaitAsync(Func<Task<bool>> condition, TimeSpan limit)
-    {
-        var end = DateTime.UtcNow + limit;
-        while (DateTime.UtcNow < end)
-        {
-            if (await condition())
-            {
-                return true;
-            }
-
-            await Task.Delay(50);
-        }
-
-        return await condition();
-    }
 
     private static async Task<HashSet<int>> SendAndReceiveAsync(Socket source, IPEndPoint native, Socket receiver, int from, int count)
     {
@@ -156,56 +139,6 @@ public class ClusterLoopbackTests
         }
     }
 
-    private static byte[] Frame(byte[] body)
-    {
-        var f = new byte[4 + body.Length];
-        BinaryPrimitives.WriteUInt32LittleEndian(f, (uint)body.Length);
-        body.CopyTo(f, 4);
-        return f;
-    }
-
-    private static IPEndPoint FreePort()
-    {
-        using var probe = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
-        probe.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        return (IPEndPoint)probe.LocalEndPoint!;
-    }
-
-    private static Socket Receiver(IPEndPoint group)
-    {
-        var receiver = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-        receiver.SetSocketOption(SocketOptionLevel.Socket, SocketOptionName.ReuseAddress, true);
-        receiver.Bind(group);
-        receiver.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.AddMembership, new MulticastOption(group.Address, IPAddress.Loopback));
-        return receiver;
-    }
-
-    // Receives ids [0, count) in arrival order until all came or nothing arrived for 3 s.
-    private static async Task<List<int>> ReceiveAsync(Socket receiver, int count)
-    {
-        var got = new List<int>();
-        var buffer = new byte[2048];
-        while (got.Count < count)
-        {
-            using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(3));
-            try
-            {
-                int n = await receiver.ReceiveAsync(buffer, SocketFlags.None, cts.Token);
-                int id = BinaryPrimitives.ReadInt32LittleEndian(buffer);
-                if (n == 100 && id >= 0 && id < count)
-                {
-                    got.Add(id);
-                }
-            }
-            catch (OperationCanceledException)
-            {
-                break;
-            }
-        }
-
-        return got;
-    }
-
     /// <summary>Issue 16's retransmission between islands: with every 5th DATA datagram towards or from a data node
     /// dropped before the socket, a bulk session (TCP bulk data channel) delivers every message in order, and a
     /// real-time session (UDP, unchanged) loses exactly the dropped ones. g1 (island 1, the root) has data node 101
@@ -219,97 +152,12 @@ public class ClusterLoopbackTests
     [InlineData(false, true, false)]
     [InlineData(true, false, false)]
     [InlineData(true, true, false)]
-    public async Task UnderInjectedDatagramLossABulkSessionThroughADataNodeArrivesWholeAndInOrder(bool rootClustered, bool leafClustered, bool configured)
-    {
-        // Authenticated control↔data frames on real sockets too (ClusterAuthenticator).
-        var rootOptions = new ClusterOptions { DataNodes = [101], ClusterSecret = [.. Enumerable.Range(1, 32).Select(i => (byte)i)] };
-        var leafOptions = rootOptions with { DataNodes = [201] };
-        var mediator = IPEndPoint.Parse($"239.255.84.2:{Ports + 9}");
-        var n1 = Island("239.255.85.0", Ports);
-        var n2 = Island("239.255.86.0", Ports + 2, mediator);
-        var rootNet = Island("239.255.85.0", Ports);
-        var leafNet = Island("239.255.86.0", Ports + 2);
-        var (g1Address, g2Address, rootAddress, leafAddress) = (FreePort(), FreePort(), FreePort(), FreePort());
-        var g1Id = new GatewayId(1);
-        var g2Id = new GatewayId(2);
-        DataNodeAddress[] rootKnown = configured && rootClustered ? [new DataNodeAddress(g1Id, 101, rootAddress)] : [];
-        DataNodeAddress[] leafKnown = configured && leafClustered ? [new DataNodeAddress(g2Id, 201, leafAddress)] : [];
-        var root = rootClustered ? new DataNodeRuntime(101, g1Id, rootOptions, rootNet, rootAddress, g1Address, new Dictionary<GatewayId, IPEndPoint> { [g2Id] = g2Address }, leafKnown) : null;
-        var leaf = leafClustered ? new DataNodeRuntime(201, g2Id, leafOptions, leafNet, leafAddress, g2Address, new Dictionary<GatewayId, IPEndPoint> { [g1Id] = g1Address }, rootKnown) : null;
-        var g1 = new GatewayRuntime(new GatewayOptions { Gateway = g1Id, Island = new IslandId(1) }, n1, g1Address,
-            [new PeerConfig(g2Id, g2Address, LinkCosts.Default)], rootClustered ? (rootOptions, new Dictionary<uint, IPEndPoint> { [101] = rootAddress }) : null, leafKnown);
-        var g2 = new GatewayRuntime(new GatewayOptions { Gateway = g2Id, Island = new IslandId(2) }, n2, g2Address,
-            [new PeerConfig(g1Id, g1Address, LinkCosts.Default)], leafClustered ? (leafOptions, new Dictionary<uint, IPEndPoint> { [201] = leafAddress }) : null, rootKnown);
-        var node = (leaf ?? root)!; // the data node whose listener the hostile part below tries
-
-        await using (g1)
-        await using (g2)
-        await using (root)
-        await using (leaf)
-        using (n1)
-        using (n2)
-        using (rootNet)
-        using (leafNet)
+    public Task UnderInjectedDatagramLossABulkSessionThroughADataNodeArrivesWholeAndInOrder(bool rootClustered, bool leafClustered, bool configured)
+        => ClusterPair.RunAsync(new ClusterPairSetup(rootClustered, leafClustered, configured, Ports, 84) { DropEveryNth = 5 }, async (pair, bulk, realTime) =>
         {
-            foreach (var n in new[] { root, leaf })
-            {
-                if (n is not null)
-                {
-                    n.DropEveryNthDataDatagram = 5;
-                    n.Start();
-                }
-            }
-
-            g1.DropEveryNthDataDatagram = 5;
-            g1.Start();
-            g2.Start();
-            Assert.True(await WaitAsync(async () => (await g2.SnapshotAsync()).Routes.Any(r => r.Destination == 1)
-                && (!rootClustered || (await g1.InvokeAsync(g => g.Cluster!.Load.Count)) == 1)
-                && (!leafClustered || (await g2.InvokeAsync(g => g.Cluster!.Load.Count)) == 1), TimeSpan.FromSeconds(10)), "no route or data node not up");
-
-            var bulkSession = SessionName.Parse($"bfed://1/239.255.87.1/{Ports + 8}");
-            var realTimeSession = SessionName.Parse($"bfed://1/239.255.87.2/{Ports + 7}/?content=real-time");
-            var groups = new List<IPEndPoint>();
-            foreach (var session in new[] { bulkSession, realTimeSession })
-            {
-                string? answer = await MediatorClient.RequestAsync(mediator, "JOIN", session, TimeSpan.FromSeconds(5));
-                Assert.NotNull(answer);
-                Assert.StartsWith("TRANSLATION 239.255.86.", answer, StringComparison.Ordinal);
-                groups.Add(IPEndPoint.Parse(answer.Split(' ')[1]));
-            }
-
-            using var bulkReceiver = Receiver(groups[0]);
-            using var realTimeReceiver = Receiver(groups[1]);
-            // Both trees reach the data nodes, each gateway knows the other's data node, and the data nodes know each other.
-            Assert.True(await WaitAsync(async () =>
-                (root is null || await root.InvokeAsync(n => n.SessionCount) == 2) && (leaf is null || await leaf.InvokeAsync(n => n.SessionCount) == 2)
-                && (!leafClustered || await g1.InvokeAsync(g => g.Sessions.Values.Count(s => s.PeerEndpoints.GetValueOrDefault(g2Id) == 201)) == 2)
-                && (!rootClustered || await g2.InvokeAsync(g => g.Sessions.Values.Count(s => s.PeerEndpoints.GetValueOrDefault(g1Id) == 101)) == 2)
-                && (root is null || leaf is null || (root.KnownPeerDataNodes == 1 && leaf.KnownPeerDataNodes == 1)),
-                TimeSpan.FromSeconds(10)), "the trees did not reach the data nodes");
-            await Task.Delay(300); // ASSIGNs with the downstream's labels
-
             const int count = 500;
-            var bulkTask = ReceiveAsync(bulkReceiver, count);
-            var realTimeTask = ReceiveAsync(realTimeReceiver, count);
-            using var source = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-            source.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastInterface, IPAddress.Loopback.GetAddressBytes());
-            var bulkNative = IPEndPoint.Parse($"239.255.87.1:{Ports + 8}");
-            var realTimeNative = IPEndPoint.Parse($"239.255.87.2:{Ports + 7}");
-            for (int i = 0; i < count; i++)
-            {
-                var packet = new byte[100];
-                BinaryPrimitives.WriteInt32LittleEndian(packet, i);
-                source.SendTo(packet, bulkNative);
-                source.SendTo(packet, realTimeNative);
-                if (i % 20 == 19)
-                {
-                    await Task.Delay(5);
-                }
-            }
-
-            var bulk = await bulkTask;
-            var realTime = await realTimeTask;
+            var (g1, g2, root, leaf) = pair;
+            var node = (leaf ?? root)!; // the data node whose listener the hostile part below tries
             long dropped = (root?.DataDatagramsDroppedForTest ?? 0) + (leaf?.DataDatagramsDroppedForTest ?? 0) + g1.DataDatagramsDroppedForTest;
             var channels = root is not null ? await root.BulkCountersAsync() : await g1.BulkCountersAsync();
             var c2 = (await g2.SnapshotAsync()).Counters;
@@ -325,7 +173,7 @@ public class ClusterLoopbackTests
 
             // Hostile channels to the data node: from a gateway it does not know, and a known one's channel that then
             // sends something other than DATA. Both closed and counted; nothing reaches the node.
-            var peer = leaf is not null ? g1Id : g2Id;
+            var peer = leaf is not null ? ClusterPair.G1Id : ClusterPair.G2Id;
             long received = await node.InvokeAsync(n => n.Counters.DataReceived);
             byte[][][] openings =
             [
@@ -347,8 +195,7 @@ public class ClusterLoopbackTests
 
             Assert.Equal(2, node.ChannelsRefused);
             Assert.Equal(received, await node.InvokeAsync(n => n.Counters.DataReceived));
-        }
-    }
+        });
 
     /// <summary>A data node whose cluster secret differs from its control node's: every HEARTBEAT it sends is dropped
     /// and counted, so it never comes up and gets no session.</summary>

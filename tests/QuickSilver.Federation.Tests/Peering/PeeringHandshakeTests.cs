@@ -31,6 +31,30 @@ public class PeeringHandshakeTests
         return buffer;
     }
 
+    /// <summary>A bulk data channel's keys are never a peering link's: over the same numbers and nonces the two purposes
+    /// give four different keys each, and a frame sealed under one does not open under the other.</summary>
+    [Fact]
+    public void ABulkChannelsKeysAreNotALinksKeysForTheSameNoncesAndNumbers()
+    {
+        var low = new PeeringHandshake(PeeringSecrets.A, new GatewayId(1));
+        var high = new PeeringHandshake(PeeringSecrets.A, new GatewayId(201));
+        var link = new byte[PeeringHandshake.LinkKeyBytes];
+        var channel = new byte[PeeringHandshake.LinkKeyBytes];
+        PeeringHandshake.DeriveLinkKeys(PeeringSecrets.A, low.Self, low.Nonce, high.Self, high.Nonce, link);
+        PeeringHandshake.DeriveLinkKeys(PeeringSecrets.A, low.Self, low.Nonce, high.Self, high.Nonce, channel, PeeringPurpose.BulkChannel);
+        for (int i = 0; i < 4; i++)
+        {
+            for (int j = 0; j < 4; j++)
+            {
+                Assert.NotEqual(link.AsSpan(32 * i, 32).ToArray(), channel.AsSpan(32 * j, 32).ToArray());
+            }
+        }
+
+        using var linkSender = low.Complete(Auth(high))!.Frames;
+        using var channelReceiver = high.Complete(Auth(low), PeeringPurpose.BulkChannel)!.Frames;
+        Assert.False(channelReceiver.Open(Sealed(linkSender, PeerCodec.DataChannel(new GatewayId(1), 0)), new byte[64], out _));
+    }
+
     [Fact]
     public void TwoEndsWithOneSecretSealAndOpenEveryFrameBothWaysInOrder()
     {
