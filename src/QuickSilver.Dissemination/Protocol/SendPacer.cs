@@ -110,7 +110,7 @@ internal sealed class SendPacer
         // is measured up to the send before this one: the gap just before this send may be one long stall of the
         // process (a loaded machine deschedules it for tens of milliseconds), which the forgiven debt already covers
         // and which says nothing of how fast the core sends once it runs; counted in, a 60 ms stall in an 80 ms window
-        // cut the rate to a quarter (docs/dissemination.md, "Pacing through stalls"). A core that is simply slow falls
+        // cut the rate to a quarter (docs/dissemination.md, "The pacer read a stall as a slow core"). A core that is simply slow falls
         // behind send by send, so leaving out the last gap changes nothing for it. A window too short to tell (one
         // long pause of the core) forgives the debt and keeps the rate.
         long before = _windowPackets - 1;
@@ -121,7 +121,7 @@ internal sealed class SendPacer
             _interval = Math.Max(_nominal, Math.Max(_interval, perChannel * 1.05));
         }
 
-        StartWindow(now);
+        StartWindow(now); // measured or not: the next window starts after the stall, so it never holds it
         _probeStep = FirstProbeStep;
         Slips++;
         Forgiven += late;

@@ -348,7 +348,6 @@ public sealed class SimNetwork
         }
 
         // The receiving CPU: each datagram costs ProcessingCostPerPacket; a full receive queue drops.
-
         if (!delivery.ViaCpu && node.ProcessingCostPerPacket > TimeSpan.Zero)
         {
             var start = node.CpuBusyUntil > Now ? node.CpuBusyUntil : Now;
