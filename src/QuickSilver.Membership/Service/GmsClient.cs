@@ -377,6 +377,14 @@ internal sealed class GmsClient
                 _heartbeatInterval = TimeSpan.FromMilliseconds(message.HeartbeatMs);
                 _scheduler.Cancel(_helloAlarm);
                 _scheduler.ScheduleAfter(_heartbeatAlarm, _heartbeatInterval);
+                if (moved)
+                {
+                    // Views the new leader sent before this Welcome came from a replica this client was not talking to
+                    // and were dropped (soak seed 8255: a node pointed back at the crashed leader missed the view that
+                    // removed two crashed members, and nothing changed after, so it never installed it): read them.
+                    RequestViews(from);
+                }
+
                 if (first)
                 {
                     // Ask for every wanted group (the GMS ignores a join of a group the node is in) and leave every

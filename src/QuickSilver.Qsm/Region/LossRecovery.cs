@@ -24,6 +24,7 @@ internal sealed class LossRecovery
     private NakSet[] _others = [];
     private NakSet[] _fromOld = [];
     private int _oldRotation;
+    private uint _departedRotation;
 
     public LossRecovery(RegionMember member, int maxDatagramSize)
     {
@@ -163,16 +164,26 @@ internal sealed class LossRecovery
             if (limit > stream.Delivered && _member.Partitions > 1)
             {
                 stream.OtherMissing(limit, _member.Partitions, _member.Partition, _others);
+                bool departed = _member.Departed(stream.Sender);
                 for (int j = 0; j < _member.Partitions; j++)
                 {
                     if (j != _member.Partition && !_others[j].IsEmpty)
                     {
                         MissingSetsCoarsened += _others[j].Coarse ? 1 : 0;
-                        var leader = _member.View!.Members[_member.Layout[j].Members[0]].Address;
-                        SendRanges(leader, RegionControl.Pull, stream.Sender, j, _others[j]);
+                        SendRanges(PullTarget(j, departed), RegionControl.Pull, stream.Sender, j, _others[j]);
                         PullsSent++;
                     }
                 }
+            }
+
+            // A departed sender answers no NAK, and its packets of this member's class that the whole partition lacks
+            // may be held only by other partitions' members (they keep what they received until the cached point
+            // passes it): ask them too, a different member each round.
+            if (_member.Partitions > 1 && !_mine.IsEmpty && _member.Departed(stream.Sender))
+            {
+                int other = (_member.Partition + 1 + (int)(_departedRotation % (uint)(_member.Partitions - 1))) % _member.Partitions;
+                SendRanges(PullTarget(other, departed: true), RegionControl.Pull, stream.Sender, _member.Partition, _mine);
+                PullsSent++;
             }
 
             section.MaxSeen = Math.Max(section.MaxSeen, stream.MaxSeen);
@@ -181,6 +192,17 @@ internal sealed class LossRecovery
             section.RateMin = Math.Min(section.RateMin, _member.ReceiveRate); // μ_rec^(i): new packets from all senders
             section.LossMax = Math.Max(section.LossMax, _member.LossFraction);
         }
+    }
+
+    /// <summary>Where a pull for partition <paramref name="partition"/>'s packets goes: its leader, which holds every packet
+    /// of its class once stable. For a departed sender, a different member of the partition each round: the leader may
+    /// be a member that never heard the sender (a joiner, a node that registered again) and holds nothing of it (soak
+    /// seed 8926: two survivors' pulls went to such a leader for 30 s, and they gave the stream up short of the others).</summary>
+    private NetAddress PullTarget(int partition, bool departed)
+    {
+        var members = _member.Layout[partition].Members;
+        int pick = departed ? (int)(++_departedRotation % (uint)members.Count) : 0;
+        return _member.View!.Members[members[pick]].Address;
     }
 
     /// <summary>

@@ -497,6 +497,9 @@ internal sealed class RegionMember
     /// members).</summary>
     internal bool IsViewMember(NetAddress from) => _viewAddresses.Contains(from);
 
+    /// <summary>Whether <paramref name="sender"/> is neither this node, in the view, nor admitted to send into the region.</summary>
+    internal bool Departed(uint sender) => sender != _node && !_viewMembers.ContainsKey(sender) && !_admitted.ContainsKey(sender);
+
     /// <summary>The fraction of the senders' packets this member found missing on arrival (gaps), over its last k samples.</summary>
     public double LossFraction
     {
@@ -615,7 +618,7 @@ internal sealed class RegionMember
             {
                 var stream = _streamList[i];
                 uint sender = stream.Sender;
-                bool departed = sender != _node && !_viewMembers.ContainsKey(sender) && !_admitted.ContainsKey(sender);
+                bool departed = Departed(sender);
                 if (stream.WhenSwept != (stream.Delivered, stream.HeldCount))
                 {
                     stream.WhenSwept = (stream.Delivered, stream.HeldCount);

@@ -19,8 +19,12 @@ public sealed class SoakSampleTests(ITestOutputHelper output)
     /// before its Down was committed got its old registration back, then lost it to the Down (734 and 784 fail when a
     /// registration may overtake queued ops). With a second publisher that crashes mid-stream: seeds 6 and 13 fail
     /// when members keep a departed sender's stream that stopped short (<c>StreamRetirement.Stuck</c>), and 130 when a
-    /// member recovers only from its ring neighbour, which never heard the crashed publisher (<c>TokenSection.Holder</c>).</summary>
-    public static TheoryData<int> Seeds => new(Enumerable.Range(1, 24).Concat([89, 130, 139, 551, 734, 784]));
+    /// member recovers only from its ring neighbour, which never heard the crashed publisher (<c>TokenSection.Holder</c>);
+    /// 8926 when a member pulls another partition's packets of a crashed publisher only from that partition's leader, a
+    /// node that registered again and never heard it, and never asks another partition for its own class's gaps
+    /// (<c>LossRecovery.PullTarget</c>); 8255 when a GMS client that moves to a new leader does not read its views (it
+    /// had dropped the view that removed two crashed members, sent while it still pointed at the crashed leader).</summary>
+    public static TheoryData<int> Seeds => new(Enumerable.Range(1, 24).Concat([89, 130, 139, 551, 734, 784, 8255, 8926]));
 
     [Theory]
     [MemberData(nameof(Seeds))]
