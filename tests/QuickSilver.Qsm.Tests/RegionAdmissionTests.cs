@@ -147,6 +147,22 @@ public sealed class RegionAdmissionTests
         Assert.Equal(3, rig.Member.RepairsSent);
     }
 
+    /// <summary>A well-formed pull from a member for a sender this member holds no stream of (a survivor that
+    /// registered again after a publisher crashed, soak seed 8926) is not malformed: it is counted as not for this
+    /// node, and nothing is repaired.</summary>
+    [Fact]
+    public void A_pull_for_a_sender_without_a_stream_here_is_not_counted_malformed()
+    {
+        var rig = new RegionRig();
+        rig.Control(RegionRig.Peer3, Ranges(RegionControl.Pull, sender: 2, first: 1, last: 3));
+        Assert.Equal(0, rig.Member.RepairsSent);
+        Assert.Equal(0, rig.Member.Drops[DropReason.Malformed]);
+        Assert.Equal(1, rig.Member.Drops[DropReason.NotForThisNode]);
+
+        rig.Control(RegionRig.Peer3, [.. Ranges(RegionControl.Pull, sender: 2, first: 1, last: 3)[..^1]]);
+        Assert.Equal(1, rig.Member.Drops[DropReason.Malformed]);
+    }
+
     [Fact]
     public void A_sender_takes_NAKs_and_ACKs_only_from_members_of_its_view()
     {

@@ -29,7 +29,8 @@ public enum DropReason
     InjectedLoss,
 
     /// <summary>Well-formed, but addressed to a region (or view) this node is not in: overlapping multicast groups, a stale
-    /// view, or the node's own multicast looped back. Expected in small numbers around view changes.</summary>
+    /// view, or the node's own multicast looped back; or a pull for a sender whose stream this member does not hold.
+    /// Expected in small numbers around view changes.</summary>
     NotForThisNode,
 
     /// <summary>Well-formed, but from a node that may not send it here: data from a node the current views do not admit

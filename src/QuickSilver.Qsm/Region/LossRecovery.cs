@@ -74,10 +74,17 @@ internal sealed class LossRecovery
     /// <summary>A pull request (its control message, kind byte first): repair what it names that this member holds.</summary>
     public void OnPull(NetAddress from, ReadOnlySpan<byte> message)
     {
-        if (!RegionWire.TryReadRanges(message, _scratch, out _, out uint sender, out int partition, out int partitions)
-            || !_member.Streams.TryGetValue(sender, out var stream))
+        if (!RegionWire.TryReadRanges(message, _scratch, out _, out uint sender, out int partition, out int partitions))
         {
             _member.Drops.Increment(DropReason.Malformed);
+            return;
+        }
+
+        if (!_member.Streams.TryGetValue(sender, out var stream))
+        {
+            // Well formed, for a sender this member holds no stream of (it joined or registered again after that
+            // sender left, or retired its stream): nothing to repair from here; the puller asks another member.
+            _member.Drops.Increment(DropReason.NotForThisNode);
             return;
         }
 
