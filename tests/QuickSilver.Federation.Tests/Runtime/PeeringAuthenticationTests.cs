@@ -94,7 +94,10 @@ public class PeeringAuthenticationTests
         await using var g1 = Gateway(1, n1, proxy.Endpoint, PeeringSecrets.A);
         g2.Start();
         g1.Start();
-        await Until(async () => g2.PeeringFramesRejected >= 1 && (await g2.SnapshotAsync()).Peers.Count == 1 && (await g1.SnapshotAsync()).Peers.Count == 1);
+        // Waits for g1's route too: it is announced over the link once the link is up, so a snapshot taken the moment
+        // both ends list the peer could miss it (seen once in CI).
+        await Until(async () => g2.PeeringFramesRejected >= 1 && (await g2.SnapshotAsync()).Peers.Count == 1 && (await g1.SnapshotAsync()).Peers.Count == 1
+            && (await g2.SnapshotAsync()).Routes.Any(r => r.Destination == 1));
         Assert.Equal(1, proxy.Tampered);
         Assert.Equal(1, g2.PeeringFramesRejected); // one altered frame: counted, the link closed
         Assert.Equal(0, g2.PeeringHandshakesFailed);
