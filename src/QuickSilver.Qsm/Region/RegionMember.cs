@@ -146,9 +146,13 @@ internal sealed class RegionMember
     /// through <paramref name="sink"/>. The region layer calls it once, before the first view.</summary>
     internal void EnableFlowStatus(FlowStatusSink sink) => _status ??= new ReceiverStatus(this, sink, _data.MaxDatagramSize);
 
-    /// <summary>A partition member's flow status, for this member as its partition leader; false if not taken.</summary>
+    /// <summary>A partition member's flow status, for this member as its partition leader; false if not taken. Only a
+    /// report of this member's own region counts: view numbers are per region, so another region's report with the
+    /// same view number, reporter and address (a node still in its old region, e.g. after a GMS restart reused ids)
+    /// would otherwise be taken as a report of this one and let the sender settle packets the reporter never had.</summary>
     internal bool OnFlowStatus(NetAddress from, in FlowStatus status)
-        => status.Partial ? _status?.OnPartialReport(from, status) ?? false : _status?.OnMemberReport(from, status) ?? false;
+        => View is { } view && status.Region == view.Region.Value
+            && (status.Partial ? _status?.OnPartialReport(from, status) ?? false : _status?.OnMemberReport(from, status) ?? false);
 
     internal uint Node => _node;
 
