@@ -11,6 +11,12 @@ namespace QuickSilver.Federation.Cluster;
 /// <see cref="ClusterOptions.AssignRefresh"/>), RELEASEs sessions that ended, and declares a data node dead after
 /// <see cref="ClusterOptions.HeartbeatTimeout"/> without a HEARTBEAT: its sessions go to other nodes at once. Each data
 /// node incarnation gets a fresh sequence base (its number of incarnations × 2^24) for the packets it originates.
+/// With <see cref="ClusterOptions.ControlNodes"/> = 2 it is one of two control nodes (docs/federation.md, "Standby
+/// control node"): the active one leads a term (odd for the configured primary, even for the standby, so two control
+/// nodes never lead the same term), stamps it on every frame and sends LEAD every heartbeat interval; the passive one
+/// only listens, and takes over with a higher term after <see cref="ClusterOptions.TakeoverTimeout"/> without a sign of
+/// the leader, adopting placement (and flow labels) from the data nodes' REPORTs. An active control node that hears a
+/// higher term (a LEAD, or a HEARTBEAT of a data node following it) steps down.
 /// </summary>
 public sealed class DataCoordinator
 {
@@ -20,14 +26,31 @@ public sealed class DataCoordinator
     private readonly Dictionary<SessionName, Placement> _placements = [];
     private readonly ClusterAuthenticator? _auth;
     private uint _incarnations;
+    private readonly uint _gateway;
+    private bool _active;
+    private uint _term;
+    private uint _highestTerm;
+    private TimeSpan _lastEvidence = TimeSpan.MinValue;
+    private TimeSpan _lastLead = TimeSpan.MinValue;
+    private uint _maxAdoptedLabel;
 
     /// <param name="firstAuthCounter">With <see cref="ClusterOptions.ClusterSecret"/>: the counter of the first frame
     /// this control node seals (the runtime passes <see cref="ClusterAuthenticator.WallClockCounter"/>).</param>
-    public DataCoordinator(ClusterOptions options, IControlHost host, ulong firstAuthCounter = 1)
+    /// <param name="gateway">The gateway's number: the address of LEAD frames between its two control nodes.</param>
+    public DataCoordinator(ClusterOptions options, IControlHost host, ulong firstAuthCounter = 1, uint gateway = 0)
     {
         options.Validate();
+        if (options.ControlNodes == 2 && (gateway == 0 || options.DataNodes.Contains(gateway)))
+        {
+            throw new ArgumentOutOfRangeException(nameof(gateway), "two control nodes need the gateway's number, distinct from every data node's");
+        }
+
         _options = options;
         _host = host;
+        _gateway = gateway;
+        _active = !options.Standby;
+        _term = _active ? 1u : 0u;
+        _highestTerm = _term;
         _auth = options.ClusterSecret is { } secret ? new ClusterAuthenticator(secret, firstAuthCounter) : null;
         foreach (var n in options.DataNodes)
         {
@@ -47,6 +70,25 @@ public sealed class DataCoordinator
 
     public bool IsAlive(uint node) => _nodes.TryGetValue(node, out var n) && n.Alive;
 
+    /// <summary>This control node leads (places sessions, sends ASSIGNs). Always true with one control node.</summary>
+    public bool IsActive => _active;
+
+    /// <summary>The term this control node leads (active), or 0 for a standby that never led.</summary>
+    public uint Term => _term;
+
+    /// <summary>The highest term heard from anyone.</summary>
+    public uint HighestTerm => _highestTerm;
+
+    /// <summary>Called when this control node steps down (a higher term leads): the gateway drops its peers and trees.</summary>
+    public Action? SteppedDown { get; set; }
+
+    /// <summary>The flow labels a data node reported for <paramref name="session"/> after a takeover and that no tree
+    /// holds yet (the gateway reuses them, so the data node keeps forwarding unchanged), else null.</summary>
+    public FlowLabel[]? AdoptedLabels(SessionName session) => _placements.TryGetValue(session, out var p) ? p.AdoptedLabels : null;
+
+    /// <summary>The largest flow label adopted from REPORTs: the gateway allocates new labels above it.</summary>
+    public uint MaxAdoptedLabel => _maxAdoptedLabel;
+
     /// <summary>A frame from a data node. Never throws: a malformed frame, or one from a node not configured, is counted.</summary>
     public void OnFrame(ReadOnlySpan<byte> frame, TimeSpan now)
     {
@@ -64,12 +106,25 @@ public sealed class DataCoordinator
             return;
         }
 
-        if (message is not HeartbeatMessage hb)
+        switch (message)
         {
-            Counters.Malformed[(int)FrameError.UnknownType]++;
-            return;
+            case HeartbeatMessage hb:
+                OnHeartbeat(hb, counter, now);
+                break;
+            case ReportMessage report:
+                OnReport(report, counter, now);
+                break;
+            case LeadMessage lead:
+                OnLead(lead, counter, now);
+                break;
+            default:
+                Counters.Malformed[(int)FrameError.UnknownType]++;
+                break;
         }
+    }
 
+    private void OnHeartbeat(HeartbeatMessage hb, ulong counter, TimeSpan now)
+    {
         if (!_nodes.TryGetValue(hb.Node, out var node))
         {
             Counters.UnknownNode++;
@@ -84,15 +139,35 @@ public sealed class DataCoordinator
 
         Counters.Heartbeats++;
         node.LastHeard = now;
+        if (_options.ControlNodes == 2)
+        {
+            if (hb.Term > _term && _active)
+            {
+                StepDown(hb.Term, now); // this data node follows a newer leader
+            }
+
+            _highestTerm = Math.Max(_highestTerm, hb.Term);
+            if (!_active && hb.LeaderHeard && hb.Term >= _highestTerm)
+            {
+                _lastEvidence = now; // the leader lives, as this data node heard it
+            }
+        }
+
+        if (!_active)
+        {
+            node.Alive = true; // a standby tracks liveness so a takeover keeps live nodes (and their sessions)
+            return;
+        }
+
         if (!node.Alive)
         {
             // Back from the dead (or new): it may still forward sessions that moved away; wipe it, then it takes new work.
             node.Alive = true;
             node.SequenceBase = ++_incarnations << 24;
             Counters.NodesUp++;
-            Send(node.Id, ClusterCodec.Reset(new ResetMessage(node.Id)));
+            Send(node.Id, ClusterCodec.Reset(new ResetMessage(node.Id) { Term = _term }));
         }
-        else if (hb.Sessions < node.Sessions)
+        else if (hb.Sessions < node.Sessions && hb.Term == _term)
         {
             // It lost sessions we think it has (a restart between two heartbeats): send every ASSIGN again.
             Counters.NodeRestarts++;
@@ -103,17 +178,185 @@ public sealed class DataCoordinator
         }
     }
 
+    /// <summary>A data node's REPORT of the sessions it holds, sent when it started following our term: keep each
+    /// session where it is, with its labels, until its tree is rebuilt (or <see cref="ClusterOptions.SessionHold"/>
+    /// passes); a session we placed elsewhere meanwhile is RELEASEd there, so no two data nodes forward it.</summary>
+    private void OnReport(ReportMessage report, ulong counter, TimeSpan now)
+    {
+        if (!_nodes.TryGetValue(report.Node, out var node))
+        {
+            Counters.UnknownNode++;
+            return;
+        }
+
+        if (_auth is not null && !_auth.Fresh(report.Node, counter))
+        {
+            Counters.Replayed++;
+            return;
+        }
+
+        if (!_active || report.Term != _term)
+        {
+            Counters.ReportsIgnored++; // for another leader's term
+            return;
+        }
+
+        Counters.Reports++;
+        node.LastHeard = now;
+        _incarnations = Math.Max(_incarnations, Math.Min(255u, (report.NextSequence >> 24) + 1));
+        foreach (var r in report.Sessions)
+        {
+            if (_placements.TryGetValue(r.Session, out var p) && p.Node is { } other && other != node.Id)
+            {
+                Counters.ReportedElsewhere++;
+                Send(node.Id, ClusterCodec.Release(new ReleaseMessage(node.Id, r.Session) { Term = _term }));
+                continue;
+            }
+
+            if (p is null)
+            {
+                if (!node.Alive || node.Sessions >= _options.MaxSessionsPerNode)
+                {
+                    Counters.ReportedElsewhere++;
+                    Send(node.Id, ClusterCodec.Release(new ReleaseMessage(node.Id, r.Session) { Term = _term }));
+                    continue;
+                }
+
+                p = new Placement(r.Session) { AdoptedLabels = r.Labels, AdoptedUntil = now + _options.SessionHold };
+                _placements[r.Session] = p;
+                _maxAdoptedLabel = Math.Max(_maxAdoptedLabel, r.Labels.Max(l => l.Value));
+            }
+
+            if (p.Node is null)
+            {
+                p.Node = node.Id;
+                node.Sessions++;
+                Counters.SessionsAdopted++;
+            }
+        }
+    }
+
+    private void OnLead(LeadMessage lead, ulong counter, TimeSpan now)
+    {
+        if (_options.ControlNodes != 2 || lead.Node != _gateway)
+        {
+            Counters.UnknownNode++;
+            return;
+        }
+
+        if (_auth is not null && !_auth.Fresh(_gateway, counter))
+        {
+            Counters.Replayed++;
+            return;
+        }
+
+        Counters.LeadsHeard++;
+        if (lead.Term > _term && _active)
+        {
+            StepDown(lead.Term, now);
+        }
+
+        _highestTerm = Math.Max(_highestTerm, lead.Term);
+        if (!_active && lead.Term >= _highestTerm)
+        {
+            _lastEvidence = now;
+        }
+    }
+
+    private void StepDown(uint term, TimeSpan now)
+    {
+        _active = false;
+        _highestTerm = Math.Max(_highestTerm, term);
+        _lastEvidence = now;
+        Counters.StepDowns++;
+        _placements.Clear();
+        foreach (var n in _nodes.Values)
+        {
+            n.Sessions = 0;
+        }
+
+        SteppedDown?.Invoke();
+    }
+
+    private void TakeOver(TimeSpan now)
+    {
+        // The next term of our parity: odd for the configured primary, even for the standby.
+        uint parity = _options.Standby ? 0u : 1u;
+        uint term = _highestTerm + 1;
+        if ((term & 1) != parity)
+        {
+            term++;
+        }
+
+        _term = term;
+        _highestTerm = term;
+        _active = true;
+        _lastLead = TimeSpan.MinValue;
+        Counters.Takeovers++;
+        Counters.TookOverAt = now;
+        // Nodes that restart under this term get sequence bases past those the old leader may have given.
+        _incarnations = Math.Max(_incarnations, Math.Min(255u, term << 4));
+    }
+
+    /// <summary>With two control nodes: the active one sends LEAD to every data node and to the other control node every
+    /// heartbeat interval; the passive one takes over after <see cref="ClusterOptions.TakeoverTimeout"/> without a sign
+    /// of the leader. Returns true when this call took over.</summary>
+    private bool Lead(TimeSpan now)
+    {
+        if (_options.ControlNodes != 2)
+        {
+            return false;
+        }
+
+        bool tookOver = false;
+        if (!_active)
+        {
+            if (_lastEvidence == TimeSpan.MinValue)
+            {
+                _lastEvidence = now;
+            }
+
+            if (now - _lastEvidence <= _options.TakeoverTimeout)
+            {
+                return false;
+            }
+
+            TakeOver(now);
+            tookOver = true;
+        }
+
+        if (_lastLead == TimeSpan.MinValue || now - _lastLead >= _options.HeartbeatInterval)
+        {
+            _lastLead = now;
+            foreach (var n in _nodes.Keys)
+            {
+                Send(n, ClusterCodec.Lead(new LeadMessage(n) { Term = _term }));
+            }
+
+            var lead = ClusterCodec.Lead(new LeadMessage(_gateway) { Term = _term });
+            Counters.LeadsSent++;
+            _host.SendToOtherControl(_auth is null ? lead : _auth.Seal(lead));
+        }
+
+        return tookOver;
+    }
+
     /// <summary>Declares silent data nodes dead and unplaces their sessions. Returns the sessions that lost their node
     /// (the gateway tells their tree neighbours the new endpoint once <see cref="Sync"/> placed them).</summary>
     public IReadOnlyList<SessionName> Tick(TimeSpan now)
     {
+        Lead(now);
         List<SessionName>? moved = null;
         foreach (var node in _nodes.Values)
         {
             if (node.Alive && now - node.LastHeard > _options.HeartbeatTimeout)
             {
                 node.Alive = false;
-                Counters.NodesDown++;
+                if (_active)
+                {
+                    Counters.NodesDown++; // a standby only tracks liveness
+                }
+
                 foreach (var p in _placements.Values.Where(p => p.Node == node.Id))
                 {
                     p.Node = null;
@@ -137,13 +380,32 @@ public sealed class DataCoordinator
         Func<GatewayId, uint, System.Net.IPEndPoint?>? addressOf = null)
     {
         List<SessionTree>? changed = null;
+        if (!_active)
+        {
+            return [];
+        }
+
         foreach (var p in _placements.Values.ToList())
         {
+            if (p.AdoptedLabels is not null && trees.TryGetValue(p.Session, out var rebuilt))
+            {
+                p.AdoptedLabels = null; // its tree is back (with these labels if the gateway could reuse them)
+                if (p.Node is not null)
+                {
+                    (changed ??= []).Add(rebuilt); // tell its neighbours the data node (the new links have not heard it)
+                }
+            }
+
+            if (p.AdoptedLabels is not null && now <= p.AdoptedUntil)
+            {
+                continue; // adopted from a REPORT; its tree is not rebuilt yet: the data node keeps forwarding
+            }
+
             if (!trees.ContainsKey(p.Session))
             {
                 if (p.Node is { } n)
                 {
-                    Send(n, ClusterCodec.Release(new ReleaseMessage(n, p.Session)));
+                    Send(n, ClusterCodec.Release(new ReleaseMessage(n, p.Session) { Term = _term }));
                     _nodes[n].Sessions--;
                 }
 
@@ -176,7 +438,7 @@ public sealed class DataCoordinator
 
             var id = p.Node.Value;
             var assign = Build(tree, id, endpointOf, addressOf);
-            var bytes = ClusterCodec.Assign(assign);
+            var bytes = ClusterCodec.Assign(assign with { Term = _term });
             if (p.Sent is null || now - p.SentAt >= _options.AssignRefresh || !bytes.AsSpan().SequenceEqual(p.Sent))
             {
                 p.Sent = bytes;
@@ -257,6 +519,11 @@ public sealed class DataCoordinator
         public byte[]? Sent { get; set; }
 
         public TimeSpan SentAt { get; set; }
+
+        /// <summary>Adopted from a data node's REPORT after a takeover, its tree not rebuilt yet: the labels it has there.</summary>
+        public FlowLabel[]? AdoptedLabels { get; set; }
+
+        public TimeSpan AdoptedUntil { get; set; }
     }
 }
 
@@ -272,6 +539,19 @@ public sealed class CoordinatorCounters
     public long SessionsMoved;
     public long AssignsSent;
     public long NoLiveNode;
+
+    /// <summary>Standby control node: LEADs sent and heard, takeovers (and when the last one happened), step-downs,
+    /// REPORTs taken and ignored (another term's), sessions adopted where a data node held them, and reported sessions
+    /// RELEASEd because they were placed elsewhere meanwhile.</summary>
+    public long LeadsSent;
+    public long LeadsHeard;
+    public long Takeovers;
+    public TimeSpan TookOverAt;
+    public long StepDowns;
+    public long Reports;
+    public long ReportsIgnored;
+    public long SessionsAdopted;
+    public long ReportedElsewhere;
 
     /// <summary>Frames dropped: tag not verified (forged, altered, unauthenticated); counter replayed.</summary>
     public long Unauthenticated;

@@ -441,7 +441,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                 var from = new GatewayId(record.Key);
                 if (_links.ContainsKey(from))
                 {
-                    Gateway.OnFrame(from, frame, Now);
+                    Gateway.OnFrame(from, frame, Now, fromPeerDataNode: true);
                 }
                 else
                 {
@@ -467,12 +467,12 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
         {
             if (_opened is null)
             {
-                Gateway.OnFrame(viaNode, frame, Now);
+                Gateway.OnFrame(viaNode, frame, Now, fromPeerDataNode: true);
             }
             else if (_peerNodeIds.TryGetValue(from, out uint node) && _nodeDatagramKeys.TryGetValue(node, out var keys) && keys.Open(frame, _opened, out int length))
             {
                 // Sealed under the keys of the data node's authenticated bulk data channel to this gateway.
-                Gateway.OnFrame(viaNode, _opened.AsSpan(0, length), Now);
+                Gateway.OnFrame(viaNode, _opened.AsSpan(0, length), Now, fromPeerDataNode: true);
             }
             else
             {

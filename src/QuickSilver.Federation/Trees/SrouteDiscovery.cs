@@ -19,6 +19,13 @@ public sealed partial class BroadcastGateway
     public void RecvdJoinRequest(JoinRequest request)
     {
         Counters.ClientJoins++;
+        if (!IsActive)
+        {
+            Counters.JoinsRefusedPassive++;
+            request.Reply(MediatorReply.NoRoute("standby control node: ask the active one"));
+            return;
+        }
+
         var session = request.Session;
         if (_sessions.TryGetValue(session, out var tree) && (tree.IsRoot || tree.Upstream is not null))
         {
