@@ -44,6 +44,7 @@ public static class ClusterCodec
         {
             w.String(s.Session.Text);
             Labels(w, s.Labels);
+            Addresses(w, s.LocalAddresses);
         }
 
         return w.Written.ToArray();
@@ -59,7 +60,8 @@ public static class ClusterCodec
         int bytes = HeaderBytes + 6;
         foreach (var s in sessions)
         {
-            int size = 2 + System.Text.Encoding.UTF8.GetByteCount(s.Session.Text) + 1 + (4 * s.Labels.Length);
+            int size = 2 + System.Text.Encoding.UTF8.GetByteCount(s.Session.Text) + 1 + (4 * s.Labels.Length)
+                + 1 + s.LocalAddresses.Sum(a => 2 + System.Text.Encoding.UTF8.GetByteCount(a));
             if (chunk.Count > 0 && (bytes + size > MaxFrameBytes - reserve || chunk.Count == MaxReportSessions))
             {
                 frames.Add(Report(new ReportMessage(node, nextSequence, [.. chunk]) { Term = term }));
@@ -189,13 +191,14 @@ public static class ClusterCodec
             return FrameError.Truncated;
         }
 
-        // Each session takes at least 2 (name length) + 1 (label count) bytes: refuse a count the bytes cannot hold.
+        // Each session takes at least 2 (name length) + 1 (label count) + 1 (address count) bytes: refuse a count the
+        // bytes cannot hold.
         if (count > MaxReportSessions)
         {
             return FrameError.BadValue;
         }
 
-        if (count * 3 > r.Remaining)
+        if (count * 4 > r.Remaining)
         {
             return FrameError.Truncated;
         }
@@ -215,7 +218,13 @@ public static class ClusterCodec
                 return error;
             }
 
-            sessions[i] = new ReportedSession(session, labels);
+            error = ReadAddresses(ref r, session.Flows.Count, out var local);
+            if (error != FrameError.None)
+            {
+                return error;
+            }
+
+            sessions[i] = new ReportedSession(session, labels, local);
         }
 
         message = new ReportMessage(node, next, sessions);

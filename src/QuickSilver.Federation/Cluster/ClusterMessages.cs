@@ -76,8 +76,12 @@ public sealed record ResetMessage(uint Node) : ClusterMessage(Node);
 /// (<see cref="ClusterMessage.Node"/> = the gateway's number): the sender leads <see cref="ClusterMessage.Term"/>.</summary>
 public sealed record LeadMessage(uint Node) : ClusterMessage(Node);
 
-/// <summary>One session a data node holds, as it reports it: the name and the gateway's flow labels for it.</summary>
-public sealed record ReportedSession(SessionName Session, FlowLabel[] Labels);
+/// <summary>One session a data node holds, as it reports it: the name, the gateway's flow labels for it, and the
+/// native addresses of its Down channels (local clients; empty when none).</summary>
+public sealed record ReportedSession(SessionName Session, FlowLabel[] Labels, string[]? LocalAddresses = null)
+{
+    public string[] LocalAddresses { get; init; } = LocalAddresses ?? [];
+}
 
 /// <summary>Data node → control nodes, when it starts following a newer term: the sessions it holds and the next
 /// sequence number it stamps (a control node that took over keeps sessions where they are, with their labels, and gives

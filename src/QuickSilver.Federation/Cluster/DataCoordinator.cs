@@ -86,6 +86,11 @@ public sealed class DataCoordinator
     /// holds yet (the gateway reuses them, so the data node keeps forwarding unchanged), else null.</summary>
     public FlowLabel[]? AdoptedLabels(SessionName session) => _placements.TryGetValue(session, out var p) ? p.AdoptedLabels : null;
 
+    /// <summary>Sessions adopted from REPORTs whose tree is not rebuilt yet and that had local clients: the name and the
+    /// Down channels' addresses (the gateway rebuilds these trees at once; the others wait for a neighbour's JOIN).</summary>
+    public IEnumerable<(SessionName Session, string[] Local)> AdoptedWithLocalClients
+        => _placements.Values.Where(p => p.AdoptedLabels is not null && p.AdoptedLocal.Length > 0).Select(p => (p.Session, p.AdoptedLocal));
+
     /// <summary>The largest flow label adopted from REPORTs: the gateway allocates new labels above it.</summary>
     public uint MaxAdoptedLabel => _maxAdoptedLabel;
 
@@ -222,7 +227,7 @@ public sealed class DataCoordinator
                     continue;
                 }
 
-                p = new Placement(r.Session) { AdoptedLabels = r.Labels, AdoptedUntil = now + _options.SessionHold };
+                p = new Placement(r.Session) { AdoptedLabels = r.Labels, AdoptedLocal = r.LocalAddresses, AdoptedUntil = now + _options.SessionHold };
                 _placements[r.Session] = p;
                 _maxAdoptedLabel = Math.Max(_maxAdoptedLabel, r.Labels.Max(l => l.Value));
             }
@@ -387,7 +392,7 @@ public sealed class DataCoordinator
 
         foreach (var p in _placements.Values.ToList())
         {
-            if (p.AdoptedLabels is not null && trees.TryGetValue(p.Session, out var rebuilt))
+            if (p.AdoptedLabels is not null && trees.TryGetValue(p.Session, out var rebuilt) && (rebuilt.IsRoot || rebuilt.UpstreamLabels is not null))
             {
                 p.AdoptedLabels = null; // its tree is back (with these labels if the gateway could reuse them)
                 if (p.Node is not null)
@@ -396,9 +401,15 @@ public sealed class DataCoordinator
                 }
             }
 
-            if (p.AdoptedLabels is not null && now <= p.AdoptedUntil)
+            if (p.AdoptedLabels is not null)
             {
-                continue; // adopted from a REPORT; its tree is not rebuilt yet: the data node keeps forwarding
+                if (now <= p.AdoptedUntil)
+                {
+                    continue; // adopted from a REPORT; its tree (or its upstream) is not back yet: the data node keeps forwarding
+                }
+
+                p.AdoptedLabels = null; // the grace is over: an ordinary placement now (RELEASEd below if no tree came back)
+                p.Sent = null;
             }
 
             if (!trees.ContainsKey(p.Session))
@@ -415,6 +426,11 @@ public sealed class DataCoordinator
 
         foreach (var tree in trees.Values)
         {
+            if (_placements.TryGetValue(tree.Name, out var adopted) && adopted.AdoptedLabels is not null)
+            {
+                continue; // rebuilt but not joined upstream yet: an ASSIGN now would cut the data node's upstream
+            }
+
             if (!_placements.TryGetValue(tree.Name, out var p))
             {
                 p = new Placement(tree.Name);
@@ -522,6 +538,9 @@ public sealed class DataCoordinator
 
         /// <summary>Adopted from a data node's REPORT after a takeover, its tree not rebuilt yet: the labels it has there.</summary>
         public FlowLabel[]? AdoptedLabels { get; set; }
+
+        /// <summary>With <see cref="AdoptedLabels"/>: the Down channels' addresses the data node delivers to.</summary>
+        public string[] AdoptedLocal { get; set; } = [];
 
         public TimeSpan AdoptedUntil { get; set; }
     }

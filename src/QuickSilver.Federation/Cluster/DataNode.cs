@@ -128,7 +128,7 @@ public sealed class DataNode : INativeNetUpcalls
             if (_sessions.Count > 0)
             {
                 // A control node took over: tell it what we hold, so the sessions stay here with their labels.
-                var held = _sessions.Values.Select(x => new ReportedSession(x.Name, x.Labels)).ToList();
+                var held = _sessions.Values.Select(x => new ReportedSession(x.Name, x.Labels, [.. x.Local.Select(c => c.Address)])).ToList();
                 foreach (var report in ClusterCodec.Reports(_id.Value, _term, _nextSequence + 1, held, ClusterAuthenticator.Overhead))
                 {
                     Counters.ReportsSent++;

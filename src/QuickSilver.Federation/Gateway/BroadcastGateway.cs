@@ -90,6 +90,48 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
     /// and client JOINs and holds no trees (docs/federation.md, "Standby control node").</summary>
     public bool IsActive => _cluster is null || _cluster.IsActive;
 
+    /// <summary>After a takeover: the trees of adopted sessions that have local clients, rebuilt at once from the data
+    /// nodes' REPORTs (same labels, the same Down channels when the plug-in can adopt them), so local clients keep their
+    /// addresses and the tree joins upstream as soon as a route is back. Sessions without local clients (roots, transit)
+    /// come back with their neighbours' JOINs.</summary>
+    private void RebuildAdopted()
+    {
+        foreach (var (session, local) in _cluster!.AdoptedWithLocalClients.ToList())
+        {
+            if (_sessions.ContainsKey(session) || session.Owner == Island || local.Length != session.Flows.Count)
+            {
+                continue;
+            }
+
+            var tree = CreateTree(session, isRoot: false);
+            if (tree is null)
+            {
+                continue;
+            }
+
+            var channels = new NativeChannel[local.Length];
+            for (int i = 0; i < local.Length; i++)
+            {
+                if (_native.AdoptChannel(session, i, local[i]) is not { } channel)
+                {
+                    for (int j = 0; j < i; j++)
+                    {
+                        _native.ReclaimChannel(channels[j]);
+                    }
+
+                    channels = null;
+                    break;
+                }
+
+                channels[i] = channel;
+            }
+
+            tree.LocalChannels = channels; // null: the next client JOIN allocates new ones (clients move)
+            tree.LocalUntil = _now + _options.JoinHoldTime;
+            Counters.TreesRebuilt++;
+        }
+    }
+
     /// <summary>Stepping down (a higher term leads): forget every peer and tree without a word to anyone, since the
     /// leader now speaks for this gateway number; the data nodes already ignore our term.</summary>
     private void Demote()
@@ -300,6 +342,11 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
             {
                 return;
             }
+        }
+
+        if (_cluster is not null)
+        {
+            RebuildAdopted();
         }
 
         foreach (var link in _peers.Values.ToList())

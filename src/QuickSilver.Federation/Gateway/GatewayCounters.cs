@@ -27,6 +27,7 @@ public sealed class GatewayCounters
     public long JoinsRefusedPassive;
     public long StepDowns;
     public long LabelsAdopted;
+    public long TreesRebuilt;
     public long PeersTimedOut;
     public long JoinsReceived;
     public long JoinLoops;

@@ -827,6 +827,17 @@ public sealed class FederationSim
             }
         }
 
+        public NativeChannel? AdoptChannel(SessionName session, int flow, string address)
+        {
+            if (island.FreeChannels <= 0)
+            {
+                return null;
+            }
+
+            island.FreeChannels--;
+            return new NativeChannel(session, flow, ChannelDirection.Down, address);
+        }
+
         public void ReclaimChannel(NativeChannel channel)
         {
             if (channel.Direction == ChannelDirection.Down)

@@ -21,8 +21,7 @@ public sealed partial class BroadcastGateway
         Counters.ClientJoins++;
         if (!IsActive)
         {
-            Counters.JoinsRefusedPassive++;
-            request.Reply(MediatorReply.NoRoute("standby control node: ask the active one"));
+            Counters.JoinsRefusedPassive++; // no answer: the active control node on the same mediator group answers
             return;
         }
 
