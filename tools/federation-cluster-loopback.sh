@@ -58,46 +58,26 @@ $QS gateway --data-node --id 202 --gateway 2 --island 2 --listen 127.0.0.1:47422
 sleep 4
 $QS island-recv --mediator 239.255.34.2:43209 --session bfed://1/239.255.37.1/43210 --count $((2 * COUNT)) --seconds 60 & recv=$!
 sleep 3
-if [ "${MODE:-}" = continuous ]; then
-  # Send through the kill (1,000 msg/s for 2 x COUNT messages) and report what was lost during the failover.
+# The node to kill: data node 201, or with MODE=control-crash g2's primary control node (then the standby answers).
+victim=$node201; what="data node 201"; admin=127.0.0.1:47332; settle=6
+if [ "${MODE:-}" = control-crash ]; then victim=$control; what="g2's primary control node"; admin=127.0.0.1:47333; settle=8; fi
+if [ "${MODE:-}" = continuous ] || [ "${CONTINUOUS:-}" = 1 ]; then
+  # Send through the kill (1,000 msg/s for 2 x COUNT messages) and report what was lost meanwhile.
   $QS island-send --group 239.255.37.1:43210 --count $((2 * COUNT)) --size 1000 --rate 1000 & send=$!
   sleep $((COUNT / 2000 + 1))
-  echo "killing data node 201 (pid $node201)"
-  kill -9 "$node201"
+  echo "killing $what (pid $victim)"
+  kill -9 "$victim"
   wait $send
-  $QS sessions --admin 127.0.0.1:47332
+  $QS sessions --admin "$admin"
   wait $recv || true
   exit 0
-fi
-if [ "${MODE:-}" = control-crash ] && [ "${CONTINUOUS:-}" = 1 ]; then
-  # Send 2 x COUNT at 1,000 msg/s through the kill of the primary control node and report what the client lost.
-  $QS island-send --group 239.255.37.1:43210 --count $((2 * COUNT)) --size 1000 --rate 1000 & send=$!
-  sleep $((COUNT / 2000 + 1))
-  echo "killing g2's primary control node (pid $control)"
-  kill -9 "$control"
-  wait $send
-  $QS sessions --admin 127.0.0.1:47333
-  wait $recv || true
-  exit 0
-fi
-if [ "${MODE:-}" = control-crash ]; then
-  $QS island-send --group 239.255.37.1:43210 --count "$COUNT" --size 1000 --rate 1000
-  sleep 1
-  echo "killing g2's primary control node (pid $control)"
-  kill -9 "$control"
-  sleep 8
-  $QS sessions --admin 127.0.0.1:47333
-  $QS island-send --group 239.255.37.1:43210 --count "$COUNT" --size 1000 --rate 1000 --first "$COUNT"
-  status=0
-  wait $recv || status=$?
-  exit $status
 fi
 $QS island-send --group 239.255.37.1:43210 --count "$COUNT" --size 1000 --rate 1000
 sleep 1
-echo "killing data node 201 (pid $node201)"
-kill -9 "$node201"
-sleep 6
-$QS sessions --admin 127.0.0.1:47332
+echo "killing $what (pid $victim)"
+kill -9 "$victim"
+sleep "$settle"
+$QS sessions --admin "$admin"
 $QS island-send --group 239.255.37.1:43210 --count "$COUNT" --size 1000 --rate 1000 --first "$COUNT"
 status=0
 wait $recv || status=$?

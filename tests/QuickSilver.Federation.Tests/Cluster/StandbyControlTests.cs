@@ -1,5 +1,6 @@
 using System.Buffers.Binary;
 using QuickSilver.Federation.Cluster;
+using QuickSilver.Federation.Gateway;
 using QuickSilver.Federation.Naming;
 using QuickSilver.Federation.NativeNet;
 using QuickSilver.Federation.Peering;
@@ -18,16 +19,9 @@ public class StandbyControlTests(ITestOutputHelper output)
     private static readonly byte[] OtherSecret = [.. Enumerable.Range(101, 32).Select(i => (byte)i)];
     private const int Sessions = 4;
 
-    private static SessionName Session(int i) => SessionName.Parse($"bfed://1/s{i}/d");
+    private static SessionName Session(int i) => ClusterSimTests.Session(i);
 
-    private static byte[] Packet(int i)
-    {
-        var p = new byte[100];
-        BinaryPrimitives.WriteInt32LittleEndian(p, i);
-        return p;
-    }
-
-    private static List<int> Ids(FederationSim.SimClient client) => client.Received.Select(p => BinaryPrimitives.ReadInt32LittleEndian(p)).ToList();
+    private static List<int> Ids(FederationSim.SimClient client) => ClusterSimTests.Ids(client);
 
     private static (FederationSim Sim, FederationSim.SimIsland I1, FederationSim.SimClient[] Clients) Setup(int seed, byte[]? secret = null)
     {
@@ -47,20 +41,16 @@ public class StandbyControlTests(ITestOutputHelper output)
         return (sim, i1, clients);
     }
 
-    /// <summary>One packet per session every <paramref name="every"/>, numbers [from, from + count).</summary>
     private static void Publish(FederationSim sim, FederationSim.SimIsland island, int from, int count, TimeSpan every)
+        => ClusterSimTests.Publish(sim, island, Sessions, from, count, every);
+
+    /// <summary>Sessions flow, the primary's process dies (links reset), the standby takes over: returns it.</summary>
+    private static BroadcastGateway TakeOver(FederationSim sim, FederationSim.SimIsland i1)
     {
-        for (int p = from; p < from + count; p++)
-        {
-            for (int s = 0; s < Sessions; s++)
-            {
-                island.Publish($"s{s}/d", Packet(p));
-            }
-
-            sim.RunFor(every);
-        }
-
-        sim.RunFor(TimeSpan.FromMilliseconds(200));
+        Publish(sim, i1, 0, 20, TimeSpan.FromMilliseconds(10));
+        sim.CrashClosingLinks(1);
+        Publish(sim, i1, 20, 100, TimeSpan.FromMilliseconds(100));
+        return sim.Standby(1);
     }
 
     /// <summary>The primary crashes silently (a machine stops; its peer notices only after the 30 s hold time) or its
@@ -205,10 +195,7 @@ public class StandbyControlTests(ITestOutputHelper output)
     public void TheOldPrimaryComingBackStepsDownAndNothingIsForwardedTwice()
     {
         var (sim, i1, clients) = Setup(33, Secret);
-        Publish(sim, i1, 0, 20, TimeSpan.FromMilliseconds(10));
-        sim.CrashClosingLinks(1);
-        Publish(sim, i1, 20, 100, TimeSpan.FromMilliseconds(100));
-        var standby = sim.Standby(1);
+        var standby = TakeOver(sim, i1);
         Assert.True(standby.IsActive);
 
         sim.Revive(1);
@@ -247,10 +234,7 @@ public class StandbyControlTests(ITestOutputHelper output)
     public void ForgedHigherTermAndReplayedFramesAreRefused()
     {
         var (sim, i1, clients) = Setup(34, Secret);
-        Publish(sim, i1, 0, 20, TimeSpan.FromMilliseconds(10));
-        sim.CrashClosingLinks(1);
-        Publish(sim, i1, 20, 100, TimeSpan.FromMilliseconds(100));
-        var standby = sim.Standby(1);
+        var standby = TakeOver(sim, i1);
         Assert.Equal(2u, standby.Cluster!.Term);
         var recorded = sim.ClusterFrames.Where(f => !f.ToControl && f.Node == 101 && f.Frame[1] == (byte)ClusterFrameType.Assign).Select(f => f.Frame).TakeLast(3).ToList();
         Assert.NotEmpty(recorded);
