@@ -329,12 +329,20 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
 
     public void Dispose()
     {
+        if (_disposed)
+        {
+            return; // idempotent, as .NET's guidance asks
+        }
+
+        _disposed = true;
         _stop.Cancel();
         _send.Dispose();
         _sendBatch.Dispose();
         _mediator?.Dispose();
         _stop.Dispose();
     }
+
+    private bool _disposed;
 
     private sealed class ChannelState(IPEndPoint group, int poolIndex)
     {
