@@ -159,8 +159,9 @@ public sealed partial class DataCoordinator
             Counters.NodesUp++;
             Send(node.Id, ClusterCodec.Reset(new ResetMessage(node.Id) { Term = _term }));
         }
-        else if (hb.Sessions < node.Sessions && hb.Term == _term)
+        else if (hb.Sessions < node.Sessions && (_options.ControlNodes == 1 || hb.Term == _term))
         {
+            // (With a standby: only a node that follows our term; one still on the old term has not reported yet.)
             // It lost sessions we think it has (a restart between two heartbeats): send every ASSIGN again.
             Counters.NodeRestarts++;
             foreach (var p in _placements.Values.Where(p => p.Node == node.Id))

@@ -147,6 +147,12 @@ public sealed partial class DataCoordinator
         Counters.TookOverAt = now;
         // Nodes that restart under this term get sequence bases past those the old leader may have given.
         _incarnations = Math.Max(_incarnations, Math.Min(255u, term << 4));
+        foreach (var n in _nodes.Values)
+        {
+            // A node that restarted unseen seeds its sequence from its first ASSIGN: never below the old leader's bases.
+            // (A node already forwarding keeps its own sequence; it seeds only once.)
+            n.SequenceBase = Math.Min(255u, ++_incarnations) << 24;
+        }
     }
 
     /// <summary>With two control nodes: the active one sends LEAD to every data node and to the other control node every

@@ -288,6 +288,29 @@ public class StandbyControlTests(ITestOutputHelper output)
         Assert.Equal(held, n.SessionCount);
     }
 
+    /// <summary>With one control node terms play no part: a HEARTBEAT reporting fewer sessions than placed (a restart
+    /// between two heartbeats) still makes the control node send that node's ASSIGNs again.</summary>
+    [Fact]
+    public void WithOneControlNodeAHeartbeatReportingFewerSessionsStillResendsAssigns()
+    {
+        var sim = new FederationSim(38);
+        var i1 = sim.AddIsland(1);
+        var i2 = sim.AddIsland(2);
+        sim.AddClusteredGateway(1, i1, [101]);
+        sim.AddGateway(2, i2);
+        sim.Connect(1, 2, Latency);
+        sim.RunFor(TimeSpan.FromSeconds(2));
+        _ = i2.Join(Session(0));
+        sim.RunFor(TimeSpan.FromSeconds(1));
+        var control = sim[1].Cluster!;
+        Assert.Equal(1, control.Load[101]);
+        long sent = control.Counters.AssignsSent;
+        sim.InjectToControl(1, ClusterCodec.Heartbeat(new HeartbeatMessage(101, 0, 0)));
+        sim.RunFor(TimeSpan.FromMilliseconds(300));
+        Assert.Equal(1, control.Counters.NodeRestarts);
+        Assert.True(control.Counters.AssignsSent > sent);
+    }
+
     [Fact]
     public void BadStandbyOptionsNameTheOption()
     {
