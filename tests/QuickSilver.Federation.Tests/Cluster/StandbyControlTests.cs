@@ -1,9 +1,12 @@
 using System.Buffers.Binary;
+using System.Net;
 using QuickSilver.Federation.Cluster;
 using QuickSilver.Federation.Gateway;
 using QuickSilver.Federation.Naming;
 using QuickSilver.Federation.NativeNet;
 using QuickSilver.Federation.Peering;
+using QuickSilver.Federation.Routing;
+using QuickSilver.Federation.Runtime;
 using QuickSilver.Federation.Simulation;
 using Xunit.Abstractions;
 
@@ -309,6 +312,21 @@ public class StandbyControlTests(ITestOutputHelper output)
         sim.RunFor(TimeSpan.FromMilliseconds(300));
         Assert.Equal(1, control.Counters.NodeRestarts);
         Assert.True(control.Counters.AssignsSent > sent);
+    }
+
+    [Fact]
+    public void APeerWithAStandbyIsTwoAddressesDialledInTurn()
+    {
+        var one = PeerConfig.Parse("2@127.0.0.1:47202/1,5,1");
+        Assert.Null(one.Standby);
+        Assert.Equal([IPEndPoint.Parse("127.0.0.1:47202")], one.Addresses);
+        var two = PeerConfig.Parse("2@127.0.0.1:47202,[::1]:47203/1,5,1");
+        Assert.Equal([IPEndPoint.Parse("127.0.0.1:47202"), IPEndPoint.Parse("[::1]:47203")], two.Addresses);
+        Assert.Equal(new LinkCosts(1, 5, 1), two.Costs);
+        foreach (var bad in new[] { "2@127.0.0.1:1,127.0.0.1:1", "2@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "2@127.0.0.1:1,", "2@127.0.0.1:1,nowhere" })
+        {
+            Assert.Throws<FormatException>(() => PeerConfig.Parse(bad));
+        }
     }
 
     [Fact]
