@@ -64,10 +64,9 @@ public class StandbyLoopbackTests
             using var receiver = Receiver(IPEndPoint.Parse(answer.Split(' ')[1]));
             Assert.True(await WaitAsync(async () => await node.InvokeAsync(n => n.SessionCount) == 1
                 && await g1.InvokeAsync(g => g.Sessions.Values.Count(s => s.PeerEndpoints.GetValueOrDefault(G2) == 201)) == 1), "the tree did not reach the data node");
-            await Task.Delay(300); // the ASSIGN with the upstream's labels
-
             using var source = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
             source.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastInterface, IPAddress.Loopback.GetAddressBytes());
+            Assert.True(await ThroughAsync(source, native, receiver), "no message got through before the crash");
             var before = ReceiveAsync(receiver, 100);
             Send(source, native, 0, 100);
             Assert.Equal(Enumerable.Range(0, 100), (await before).Order());
@@ -76,7 +75,7 @@ public class StandbyLoopbackTests
             primaryNet.Dispose();
             Assert.True(await WaitAsync(async () => await standby.InvokeAsync(g => g.IsActive && g.Sessions.Values.Any(s => s.Upstream == G1 && s.UpstreamLabels is not null))
                 && await node.InvokeAsync(n => n.Term) == 2, TimeSpan.FromSeconds(30)), "the standby did not take over and re-join");
-            await Task.Delay(300); // the new leader's ASSIGN with the upstream's labels
+            Assert.True(await ThroughAsync(source, native, receiver), "no message got through after the takeover");
 
             var after = ReceiveAsync(receiver, 200);
             Send(source, native, 100, 100);
@@ -85,6 +84,33 @@ public class StandbyLoopbackTests
             Assert.Equal(201u, await standby.InvokeAsync(g => g.Cluster!.NodeOf(g.Sessions.Keys.Single())));
             Assert.Equal(1, await standby.InvokeAsync(g => g.Counters.TreesRebuilt));
         }
+    }
+
+    /// <summary>Sends an uncounted probe (id 1,000,000, which <see cref="LoopbackSockets.ReceiveAsync"/> ignores) every
+    /// 100 ms until one reaches the receiver (the data node has its ASSIGN with the upstream's labels), for at most 20 s.</summary>
+    private static async Task<bool> ThroughAsync(Socket source, IPEndPoint group, Socket receiver)
+    {
+        var probe = new byte[100];
+        BinaryPrimitives.WriteInt32LittleEndian(probe, 1_000_000);
+        var buffer = new byte[2048];
+        for (int attempt = 0; attempt < 200; attempt++)
+        {
+            source.SendTo(probe, group);
+            using var cts = new CancellationTokenSource(TimeSpan.FromMilliseconds(100));
+            try
+            {
+                int n = await receiver.ReceiveAsync(buffer, SocketFlags.None, cts.Token);
+                if (n == 100 && BinaryPrimitives.ReadInt32LittleEndian(buffer) == 1_000_000)
+                {
+                    return true;
+                }
+            }
+            catch (OperationCanceledException)
+            {
+            }
+        }
+
+        return false;
     }
 
     private static void Send(Socket source, IPEndPoint group, int first, int count)
