@@ -34,6 +34,15 @@ public sealed class BadOptionTests
         // so only a bad file is refused: on a control node and on a data node.
         { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--cluster-node", "201@127.0.0.1:47393", "--peering-secret-file", "/nonexistent/peering-secret"], "--peering-secret-file" },
         { "qs", ["gateway", "--data-node", "--id", "201", "--gateway", "2", "--island", "1", "--listen", "127.0.0.1:47391", "--control", "127.0.0.1:47392", "--peering-secret-file", "/dev/null"], "--peering-secret-file" },
+        // A standby control node (issue 16): each bad or misplaced option is named.
+        { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--cluster-node", "201@127.0.0.1:47393", "--standby"], "--standby" },
+        { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--cluster-node", "201@127.0.0.1:47393", "--other-control", "127.0.0.1:47394", "--heartbeat-ms", "1000", "--takeover-ms", "1500"], "--takeover-ms" },
+        { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--other-control", "127.0.0.1:47394"], "--other-control" },
+        { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--cluster-node", "201@127.0.0.1:47393", "--other-control", "nowhere"], "--other-control" },
+        { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--standby-control", "127.0.0.1:47394"], "--standby-control" },
+        { "qs", ["gateway", "--data-node", "--id", "201", "--gateway", "2", "--island", "1", "--listen", "127.0.0.1:47391", "--control", "127.0.0.1:47392", "--standby-control", "127.0.0.1:47392"], "--standby-control" },
+        { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--peer", "2@127.0.0.1:47392,127.0.0.1:47392"], "--peer" },
+        { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--peer", "2@127.0.0.1:47392,127.0.0.1:47393,127.0.0.1:47394"], "--peer" },
         { "qs", ["sessions", "--admin", "10.1.2.3:47000"], "--admin" },
         { "qs", ["island-recv", "--mediator", "239.255.0.1:40000", "--session", "bfed://x/y/z"], "--session" },
         { "QuickStart", ["--receivers", "0"], "--receivers" },

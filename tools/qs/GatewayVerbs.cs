@@ -92,7 +92,7 @@ internal static class GatewayVerbs
         listen.Required = true;
         var peers = new Option<PeerConfig[]>("--peer")
         {
-            Description = "A peer: <gateway>@<ip>:<port>[/hops,latency,bandwidth]; repeat for each. Both ends list each other; the lower number dials.",
+            Description = "A peer: <gateway>@<ip>:<port>[,<standby ip>:<port>][/hops,latency,bandwidth]; repeat for each. Both ends list each other; the lower number dials (a peer with a standby control node: each address in turn).",
             AllowMultipleArgumentsPerToken = false,
             DefaultValueFactory = _ => [],
             CustomParser = result =>
@@ -132,6 +132,10 @@ internal static class GatewayVerbs
         var dataNode = new Option<bool>("--data-node") { Description = "Run a data node of a clustered gateway instead of a gateway: --id is the node's number, --gateway and --island its gateway's, --listen its address (UDP for control frames and real-time DATA, TCP for bulk data channels), --control the control node's --listen, --peer the peer gateways" };
         var control = Endpoint("--control", "With --data-node: the control node's peering address (it takes HEARTBEATs there, over UDP)", multicast: false);
         var clusterGateway = new Option<uint>("--gateway") { Description = "With --data-node: the number of the gateway this data node belongs to" };
+        var otherControl = Endpoint("--other-control", "Clustered gateway with a standby control node: on a control node, the other control node's --listen (LEAD frames go there over UDP); give the same --id, --cluster-node list and secret to both", multicast: false);
+        var standby = new Option<bool>("--standby") { Description = "With --other-control: this control node starts as the standby (no peering, no mediator answers) and takes over when the primary falls silent" };
+        var standbyControl = Endpoint("--standby-control", "With --data-node: the gateway's second control node's --listen (HEARTBEATs go to both; the higher term leads)", multicast: false);
+        var takeoverMs = Cli.Int("--takeover-ms", "Clustered gateway with a standby: a passive control node takes over after this long without a sign of the leader (more than twice --heartbeat-ms)", 3000, 30, 600_000);
         var heartbeatMs = Cli.Int("--heartbeat-ms", "Clustered gateway: a data node sends HEARTBEAT this often", 1000, 10, 60_000);
         var heartbeatTimeoutMs = Cli.Int("--heartbeat-timeout-ms", "Clustered gateway: the control node moves a silent data node's sessions after this long", 3000, 20, 600_000);
         var clusterSecretFile = new Option<string?>("--cluster-secret-file")
@@ -150,6 +154,7 @@ internal static class GatewayVerbs
         {
             id, island, listen, peers, admin, mediator, poolBase, poolSize, portBase, keepAlive, hold, refresh, joinHold, noTransit, seconds, fanout, qsmGms, qsmEmbedded,
             clusterNodes, peerDataNodes, dataNode, control, clusterGateway, heartbeatMs, heartbeatTimeoutMs, clusterSecretFile, peeringSecretFile,
+            otherControl, standby, standbyControl, takeoverMs,
         };
         command.SetAction(async (parse, cancellationToken) =>
         {
@@ -179,8 +184,32 @@ internal static class GatewayVerbs
                 return Cli.BadOptions;
             }
 
+            bool isDataNode = parse.GetValue(dataNode);
+            if (parse.GetValue(standby) && parse.GetValue(otherControl) is null)
+            {
+                await Console.Error.WriteLineAsync("--standby: a standby control node needs --other-control (the primary's --listen).");
+                return Cli.BadOptions;
+            }
+
+            if (isDataNode ? parse.GetValue(otherControl) is not null || parse.GetValue(standby) : parse.GetValue(standbyControl) is not null)
+            {
+                await Console.Error.WriteLineAsync(isDataNode ? $"--{(parse.GetValue(standby) ? "standby" : "other-control")}: a data node takes --standby-control (its gateway's second control node), not a control node's options."
+                    : "--standby-control: only a data node (--data-node) takes it; a control node names the other one with --other-control.");
+                return Cli.BadOptions;
+            }
+
+            if (!isDataNode && parse.GetValue(otherControl) is not null && parse.GetValue(clusterNodes)!.Length == 0)
+            {
+                await Console.Error.WriteLineAsync("--other-control: only a clustered gateway's control node (--cluster-node) has a standby.");
+                return Cli.BadOptions;
+            }
+
+            bool twoControls = isDataNode ? parse.GetValue(standbyControl) is not null : parse.GetValue(otherControl) is not null;
             var cluster = new ClusterOptions
             {
+                ControlNodes = twoControls ? 2 : 1,
+                Standby = parse.GetValue(standby),
+                TakeoverTimeout = TimeSpan.FromMilliseconds(parse.GetValue(takeoverMs)),
                 ClusterSecret = clusterSecret,
                 DataNodes = parse.GetValue(dataNode) ? [parse.GetValue(id)] : [.. parse.GetValue(clusterNodes)!.Select(n => n.Node)],
                 HeartbeatInterval = TimeSpan.FromMilliseconds(parse.GetValue(heartbeatMs)),
@@ -197,7 +226,8 @@ internal static class GatewayVerbs
                     string name = e.ParamName switch
                     {
                         nameof(ClusterOptions.HeartbeatTimeout) => "--heartbeat-timeout-ms", nameof(ClusterOptions.DataNodes) => "--cluster-node",
-                        nameof(ClusterOptions.ClusterSecret) => "--cluster-secret-file", _ => "--heartbeat-ms",
+                        nameof(ClusterOptions.ClusterSecret) => "--cluster-secret-file", nameof(ClusterOptions.TakeoverTimeout) => "--takeover-ms",
+                        nameof(ClusterOptions.ControlNodes) => "--other-control", nameof(ClusterOptions.Standby) => "--standby", _ => "--heartbeat-ms",
                     };
                     await Console.Error.WriteLineAsync($"{name}: {e.Message.Split(" (Parameter")[0]}");
                     return Cli.BadOptions;
@@ -207,7 +237,7 @@ internal static class GatewayVerbs
             if (parse.GetValue(dataNode))
             {
                 return await RunDataNodeAsync(parse.GetValue(id), parse.GetValue(clusterGateway), parse.GetValue(control), parse.GetValue(listen)!, parse.GetValue(peers)!,
-                    parse.GetValue(peerDataNodes)!, cluster, nativeOptions with { Mediator = null }, peeringSecret, parse.GetValue(seconds), cancellationToken);
+                    parse.GetValue(peerDataNodes)!, cluster, nativeOptions with { Mediator = null }, peeringSecret, parse.GetValue(seconds), cancellationToken, parse.GetValue(standbyControl));
             }
             var optionNames = new Dictionary<string, string>(StringComparer.Ordinal)
             {
@@ -266,7 +296,7 @@ internal static class GatewayVerbs
                 runtime = own.Length == 0 && parse.GetValue(peerDataNodes)!.Length == 0
                     ? new GatewayRuntime(options, native, parse.GetValue(listen)!, parse.GetValue(peers)!) { Logger = QsLogging.Factory.CreateLogger("gateway") }
                     : new GatewayRuntime(options, native, parse.GetValue(listen)!, parse.GetValue(peers)!,
-                        own.Length == 0 ? null : (cluster, own.ToDictionary(n => n.Node, n => n.Address)), parse.GetValue(peerDataNodes)) { Logger = QsLogging.Factory.CreateLogger("gateway") };
+                        own.Length == 0 ? null : (cluster, own.ToDictionary(n => n.Node, n => n.Address)), parse.GetValue(peerDataNodes), parse.GetValue(otherControl)) { Logger = QsLogging.Factory.CreateLogger("gateway") };
             }
             catch (ArgumentException e)
             {
@@ -285,7 +315,7 @@ internal static class GatewayVerbs
                 AdminEndpoint? adminEndpoint = parse.GetValue(admin) is { } a ? new AdminEndpoint(runtime, a) : null;
                 adminEndpoint?.Start();
                 Console.WriteLine($"gateway {options.Gateway} of island {options.Island} listening on {runtime.ListenEndpoint}"
-                    + (parse.GetValue(clusterNodes)!.Length > 0 ? $", control node of data nodes {string.Join(", ", parse.GetValue(clusterNodes)!.Select(n => n.Node))}" : "") + (adminEndpoint is null ? "" : $", admin {adminEndpoint.Endpoint}") + (hub is not null ? $", island medium: TCP fan-out hub {hub.Endpoint}" : qsm is not null ? $", island medium: QuickSilver groups (node {qsmNode!.Address})" : ", island medium: IP multicast"));
+                    + (parse.GetValue(clusterNodes)!.Length > 0 ? $", {(cluster.ControlNodes == 2 ? cluster.Standby ? "standby " : "primary " : "")}control node of data nodes {string.Join(", ", parse.GetValue(clusterNodes)!.Select(n => n.Node))}" : "") + (adminEndpoint is null ? "" : $", admin {adminEndpoint.Endpoint}") + (hub is not null ? $", island medium: TCP fan-out hub {hub.Endpoint}" : qsm is not null ? $", island medium: QuickSilver groups (node {qsmNode!.Address})" : ", island medium: IP multicast"));
                 try
                 {
                     int limit = parse.GetValue(seconds);
@@ -356,8 +386,15 @@ internal static class GatewayVerbs
         };
 
     private static async Task<int> RunDataNodeAsync(uint node, uint gateway, IPEndPoint? control, IPEndPoint listen, PeerConfig[] peers,
-        DataNodeAddress[] peerDataNodes, ClusterOptions cluster, MulticastNativeNetOptions island, byte[]? peeringSecret, int seconds, CancellationToken cancellationToken)
+        DataNodeAddress[] peerDataNodes, ClusterOptions cluster, MulticastNativeNetOptions island, byte[]? peeringSecret, int seconds, CancellationToken cancellationToken,
+        IPEndPoint? standbyControl = null)
     {
+        if (standbyControl is not null && standbyControl.Equals(control))
+        {
+            await Console.Error.WriteLineAsync("--standby-control: the second control node's address equals --control.");
+            return Cli.BadOptions;
+        }
+
         if (control is null)
         {
             await Console.Error.WriteLineAsync("--control: a data node needs its control node's address (the control node's --listen).");
@@ -380,7 +417,7 @@ internal static class GatewayVerbs
         DataNodeRuntime runtime;
         try
         {
-            runtime = new DataNodeRuntime(node, new GatewayId(gateway), cluster, native, listen, control, peers.ToDictionary(p => p.Gateway, p => p.Address), peerDataNodes, peeringSecret: peeringSecret);
+            runtime = new DataNodeRuntime(node, new GatewayId(gateway), cluster, native, listen, control, peers.ToDictionary(p => p.Gateway, p => p.Address), peerDataNodes, peeringSecret: peeringSecret, standbyControl: standbyControl);
         }
         catch (SocketException e)
         {
@@ -396,7 +433,7 @@ internal static class GatewayVerbs
         await using (runtime)
         {
             runtime.Start();
-            Console.WriteLine($"data node {node} of gateway {gateway} listening on {runtime.ListenEndpoint}, control {control}");
+            Console.WriteLine($"data node {node} of gateway {gateway} listening on {runtime.ListenEndpoint}, control {control}" + (standbyControl is null ? "" : $" and {standbyControl}"));
             try
             {
                 await Task.Delay(seconds == 0 ? Timeout.InfiniteTimeSpan : TimeSpan.FromSeconds(seconds), cancellationToken);

@@ -40,7 +40,7 @@ public sealed class ClusterAuthenticator
     public const int MinSecretBytes = 32;
 
     private const int Window = 64;
-    private const int MinFrameBytes = 6; // [u8 version][u8 type][u32 data node]
+    private const int MinFrameBytes = ClusterCodec.HeaderBytes; // [u8 version][u8 type][u32 node][u32 term]
 
     private readonly byte[] _key = new byte[32];
     private readonly Dictionary<uint, (ulong Highest, ulong Seen)> _senders = [];

@@ -4,14 +4,20 @@ using QuickSilver.Federation.Peering;
 namespace QuickSilver.Federation.Cluster;
 
 /// <summary>
-/// Encodes and decodes control↔data-node frames (docs/federation.md, "Clustered gateway"): [u8 version = 1][u8 type],
-/// little-endian integers, strings as u16 length + UTF-8. Like <see cref="PeerCodec"/> the decoder never throws, checks
+/// Encodes and decodes control↔data-node frames (docs/federation.md, "Clustered gateway"): [u8 version = 2][u8 type]
+/// [u32 node][u32 term], then the type's fields; little-endian integers, strings as u16 length + UTF-8. Like <see cref="PeerCodec"/> the decoder never throws, checks
 /// every count against its bound and the bytes left before allocating, and refuses trailing bytes; the reason is a
 /// <see cref="FrameError"/> so the receiver counts it.
 /// </summary>
 public static class ClusterCodec
 {
-    public const byte Version = 1;
+    public const byte Version = 2;
+
+    /// <summary>Bytes of the common header: version, type, node, term.</summary>
+    public const int HeaderBytes = 10;
+
+    /// <summary>Sessions in one REPORT (a u16 count; the frame bound stops it first with long names).</summary>
+    public const int MaxReportSessions = 1024;
 
     /// <summary>Largest control↔data frame.</summary>
     public const int MaxFrameBytes = 65_536;
@@ -23,15 +29,61 @@ public static class ClusterCodec
     public const int MaxAddressBytes = 256;
 
     public static byte[] Heartbeat(HeartbeatMessage m)
-        => Start(ClusterFrameType.Heartbeat, m.Node).U32(m.Sessions).U32(m.Forwarded).Written.ToArray();
+        => Start(ClusterFrameType.Heartbeat, m).U32(m.Sessions).U32(m.Forwarded).U8(m.LeaderHeard ? (byte)1 : (byte)0).Written.ToArray();
 
-    public static byte[] Release(ReleaseMessage m) => Start(ClusterFrameType.Release, m.Node).String(m.Session.Text).Written.ToArray();
+    public static byte[] Release(ReleaseMessage m) => Start(ClusterFrameType.Release, m).String(m.Session.Text).Written.ToArray();
 
-    public static byte[] Reset(ResetMessage m) => Start(ClusterFrameType.Reset, m.Node).Written.ToArray();
+    public static byte[] Reset(ResetMessage m) => Start(ClusterFrameType.Reset, m).Written.ToArray();
+
+    public static byte[] Lead(LeadMessage m) => Start(ClusterFrameType.Lead, m).Written.ToArray();
+
+    public static byte[] Report(ReportMessage m)
+    {
+        var w = Start(ClusterFrameType.Report, m).U32(m.NextSequence).U16(checked((ushort)m.Sessions.Length));
+        foreach (var s in m.Sessions)
+        {
+            w.String(s.Session.Text);
+            Labels(w, s.Labels);
+            Addresses(w, s.LocalAddresses);
+        }
+
+        return w.Written.ToArray();
+    }
+
+    /// <summary>The sessions as REPORT frames, each at most <see cref="MaxFrameBytes"/> less <paramref name="reserve"/>
+    /// bytes (room for an authentication trailer) and <see cref="MaxReportSessions"/> sessions; one empty REPORT when
+    /// there are none.</summary>
+    public static List<byte[]> Reports(uint node, uint term, uint nextSequence, IReadOnlyList<ReportedSession> sessions, int reserve = 0)
+    {
+        var frames = new List<byte[]>();
+        var chunk = new List<ReportedSession>();
+        int bytes = HeaderBytes + 6;
+        foreach (var s in sessions)
+        {
+            int size = 2 + System.Text.Encoding.UTF8.GetByteCount(s.Session.Text) + 1 + (4 * s.Labels.Length)
+                + 1 + s.LocalAddresses.Sum(a => 2 + System.Text.Encoding.UTF8.GetByteCount(a));
+            if (chunk.Count > 0 && (bytes + size > MaxFrameBytes - reserve || chunk.Count == MaxReportSessions))
+            {
+                frames.Add(Report(new ReportMessage(node, nextSequence, [.. chunk]) { Term = term }));
+                chunk.Clear();
+                bytes = HeaderBytes + 6;
+            }
+
+            chunk.Add(s);
+            bytes += size;
+        }
+
+        if (chunk.Count > 0 || frames.Count == 0)
+        {
+            frames.Add(Report(new ReportMessage(node, nextSequence, [.. chunk]) { Term = term }));
+        }
+
+        return frames;
+    }
 
     public static byte[] Assign(AssignMessage m)
     {
-        var w = Start(ClusterFrameType.Assign, m.Node).U32(m.SequenceBase).String(m.Session.Text).U8(m.Root ? (byte)1 : (byte)0);
+        var w = Start(ClusterFrameType.Assign, m).U32(m.SequenceBase).String(m.Session.Text).U8(m.Root ? (byte)1 : (byte)0);
         Labels(w, m.Labels);
         w.U32(m.Upstream.Value).U32(m.UpstreamEndpoint);
         Labels(w, m.UpstreamLabels);
@@ -55,9 +107,9 @@ public static class ClusterCodec
     public static FrameError Decode(ReadOnlySpan<byte> frame, out ClusterMessage? message)
     {
         message = null;
-        if (frame.Length < 6)
+        if (frame.Length < HeaderBytes)
         {
-            return FrameError.Truncated;
+            return frame.Length >= 1 && frame[0] != Version ? FrameError.BadVersion : FrameError.Truncated;
         }
 
         if (frame[0] != Version)
@@ -73,6 +125,7 @@ public static class ClusterCodec
         var type = (ClusterFrameType)frame[1];
         var r = new SpanReader(frame[2..]);
         r.U32(out uint node);
+        r.U32(out uint term);
         if (node == 0)
         {
             return FrameError.BadValue;
@@ -83,8 +136,18 @@ public static class ClusterCodec
         {
             case ClusterFrameType.Heartbeat:
                 uint forwarded = 0;
-                error = r.U32(out uint sessions) && r.U32(out forwarded) ? FrameError.None : FrameError.Truncated;
-                message = error == FrameError.None ? new HeartbeatMessage(node, sessions, forwarded) : null;
+                byte heard = 0;
+                error = r.U32(out uint sessions) && r.U32(out forwarded) && r.U8(out heard) ? FrameError.None : FrameError.Truncated;
+                error = error == FrameError.None && heard > 1 ? FrameError.BadValue : error;
+                message = error == FrameError.None ? new HeartbeatMessage(node, sessions, forwarded) { LeaderHeard = heard == 1 } : null;
+                break;
+            case ClusterFrameType.Lead:
+                error = FrameError.None;
+                message = new LeadMessage(node);
+                break;
+            case ClusterFrameType.Report:
+                error = DecodeReport(ref r, node, out var report);
+                message = report;
                 break;
             case ClusterFrameType.Release:
                 error = ReadSession(ref r, out var session);
@@ -112,8 +175,60 @@ public static class ClusterCodec
         {
             message = null;
         }
+        else
+        {
+            message = message! with { Term = term };
+        }
 
         return error;
+    }
+
+    private static FrameError DecodeReport(ref SpanReader r, uint node, out ReportMessage? message)
+    {
+        message = null;
+        if (!r.U32(out uint next) || !r.U16(out ushort count))
+        {
+            return FrameError.Truncated;
+        }
+
+        // Each session takes at least 2 (name length) + 1 (label count) + 1 (address count) bytes: refuse a count the
+        // bytes cannot hold.
+        if (count > MaxReportSessions)
+        {
+            return FrameError.BadValue;
+        }
+
+        if (count * 4 > r.Remaining)
+        {
+            return FrameError.Truncated;
+        }
+
+        var sessions = new ReportedSession[count];
+        for (int i = 0; i < count; i++)
+        {
+            var error = ReadSession(ref r, out var session);
+            if (error != FrameError.None)
+            {
+                return error;
+            }
+
+            error = ReadLabels(ref r, session!.Flows.Count, allowEmpty: false, out var labels);
+            if (error != FrameError.None)
+            {
+                return error;
+            }
+
+            error = ReadAddresses(ref r, session.Flows.Count, out var local);
+            if (error != FrameError.None)
+            {
+                return error;
+            }
+
+            sessions[i] = new ReportedSession(session, labels, local);
+        }
+
+        message = new ReportMessage(node, next, sessions);
+        return FrameError.None;
     }
 
     private static FrameError DecodeAssign(ref SpanReader r, uint node, out AssignMessage? message)
@@ -320,7 +435,7 @@ public static class ClusterCodec
         return FrameError.None;
     }
 
-    private static FrameWriter Start(ClusterFrameType type, uint node) => new FrameWriter().U8(Version).U8((byte)type).U32(node);
+    private static FrameWriter Start(ClusterFrameType type, ClusterMessage m) => new FrameWriter().U8(Version).U8((byte)type).U32(m.Node).U32(m.Term);
 
     private static void Labels(FrameWriter w, FlowLabel[] labels)
     {

@@ -9,13 +9,29 @@ public enum ClusterFrameType : byte
     Assign = 2,
     Release = 3,
     Reset = 4,
+
+    /// <summary>Active control node → data nodes and the other control node, every heartbeat interval: "I lead term T".</summary>
+    Lead = 5,
+
+    /// <summary>Data node → control nodes, when it starts following a newer term: the sessions it holds (placement
+    /// adoption by a control node that took over).</summary>
+    Report = 6,
 }
 
-/// <summary>A decoded control↔data-node frame.</summary>
-public abstract record ClusterMessage(uint Node);
+/// <summary>A decoded control↔data-node frame. <see cref="Term"/>: the control term (docs/federation.md, "Standby
+/// control node"): a control node stamps the term it leads, a data node the highest term it follows; 0 = none yet.</summary>
+public abstract record ClusterMessage(uint Node)
+{
+    public uint Term { get; init; }
+}
 
 /// <summary>Data node → control node: alive, how many sessions it holds, packets it forwarded (mod 2^32).</summary>
-public sealed record HeartbeatMessage(uint Node, uint Sessions, uint Forwarded) : ClusterMessage(Node);
+public sealed record HeartbeatMessage(uint Node, uint Sessions, uint Forwarded) : ClusterMessage(Node)
+{
+    /// <summary>The data node heard a frame from the leader of <see cref="ClusterMessage.Term"/> within two heartbeat
+    /// intervals (the standby's second witness that the primary lives).</summary>
+    public bool LeaderHeard { get; init; }
+}
 
 /// <summary>A downstream tree neighbour of a session: its gateway number and the data node that receives the session
 /// there (0: the gateway itself).</summary>
@@ -55,3 +71,19 @@ public sealed record ReleaseMessage(uint Node, SessionName Session) : ClusterMes
 
 /// <summary>Control node → data node: drop every session (sent to a node the control node had declared dead).</summary>
 public sealed record ResetMessage(uint Node) : ClusterMessage(Node);
+
+/// <summary>Active control node → a data node (<see cref="ClusterMessage.Node"/> = its number) or the other control node
+/// (<see cref="ClusterMessage.Node"/> = the gateway's number): the sender leads <see cref="ClusterMessage.Term"/>.</summary>
+public sealed record LeadMessage(uint Node) : ClusterMessage(Node);
+
+/// <summary>One session a data node holds, as it reports it: the name, the gateway's flow labels for it, and the
+/// native addresses of its Down channels (local clients; empty when none).</summary>
+public sealed record ReportedSession(SessionName Session, FlowLabel[] Labels, string[]? LocalAddresses = null)
+{
+    public string[] LocalAddresses { get; init; } = LocalAddresses ?? [];
+}
+
+/// <summary>Data node → control nodes, when it starts following a newer term: the sessions it holds and the next
+/// sequence number it stamps (a control node that took over keeps sessions where they are, with their labels, and gives
+/// a restarted node a sequence base above it). A node with many sessions sends several, each complete in itself.</summary>
+public sealed record ReportMessage(uint Node, uint NextSequence, ReportedSession[] Sessions) : ClusterMessage(Node);

@@ -32,6 +32,20 @@ public sealed record ClusterOptions
     /// trusted machine-room network only.</summary>
     public byte[]? ClusterSecret { get; init; }
 
+    /// <summary>Control nodes of this gateway: 1 (the seed's shape; the control node is a single point of failure) or 2
+    /// (a primary and a standby, docs/federation.md "Standby control node"). With 2, the active control node sends LEAD
+    /// to its data nodes and to the other control node every <see cref="HeartbeatInterval"/>.</summary>
+    public int ControlNodes { get; init; } = 1;
+
+    /// <summary>With <see cref="ControlNodes"/> = 2: this control node starts as the standby (passive: no peering, no
+    /// mediator, no placement) and takes over after <see cref="TakeoverTimeout"/> without a sign of the primary.</summary>
+    public bool Standby { get; init; }
+
+    /// <summary>A passive control node takes over after this long without a LEAD from the active one and without a data
+    /// node's HEARTBEAT saying it heard the leader. Must exceed twice <see cref="HeartbeatInterval"/> (a data node's
+    /// "leader heard" covers two intervals).</summary>
+    public TimeSpan TakeoverTimeout { get; init; } = TimeSpan.FromSeconds(3);
+
     public const int MaxDataNodesBound = 256;
 
     public void Validate()
@@ -69,6 +83,21 @@ public sealed record ClusterOptions
         if (ClusterSecret is { Length: < ClusterAuthenticator.MinSecretBytes })
         {
             throw new ArgumentOutOfRangeException(nameof(ClusterSecret), $"ClusterSecret must be at least {ClusterAuthenticator.MinSecretBytes} bytes; got {ClusterSecret.Length}");
+        }
+
+        if (ControlNodes is < 1 or > 2)
+        {
+            throw new ArgumentOutOfRangeException(nameof(ControlNodes), $"ControlNodes must be 1 or 2; got {ControlNodes}");
+        }
+
+        if (Standby && ControlNodes != 2)
+        {
+            throw new ArgumentOutOfRangeException(nameof(Standby), "a standby control node needs ControlNodes = 2");
+        }
+
+        if (ControlNodes == 2 && TakeoverTimeout <= 2 * HeartbeatInterval)
+        {
+            throw new ArgumentOutOfRangeException(nameof(TakeoverTimeout), $"TakeoverTimeout ({TakeoverTimeout.TotalSeconds} s) must exceed twice HeartbeatInterval ({HeartbeatInterval.TotalSeconds} s)");
         }
 
         if (MaxSessionsPerNode is < 1 or > 1_000_000)

@@ -33,6 +33,8 @@ public sealed class DataNode : INativeNetUpcalls
     private bool _seeded;
     private TimeSpan _now;
     private TimeSpan _lastHeartbeat = TimeSpan.MinValue;
+    private uint _term;
+    private TimeSpan _lastLeader = TimeSpan.MinValue;
 
     /// <param name="firstAuthCounter">With <see cref="ClusterOptions.ClusterSecret"/>: the counter of the first frame
     /// this node seals (the runtime passes <see cref="ClusterAuthenticator.WallClockCounter"/>).</param>
@@ -72,6 +74,10 @@ public sealed class DataNode : INativeNetUpcalls
 
     public IEnumerable<SessionName> Sessions => _sessions.Keys;
 
+    /// <summary>The highest control term this node has heard and follows (0: none yet). Frames of a lower term are
+    /// dropped and counted (<see cref="DataNodeCounters.StaleTerm"/>): a returning old primary moves nothing.</summary>
+    public uint Term => _term;
+
     /// <summary>A frame from the control node. Never throws on bad input: counted and dropped.</summary>
     public void OnControlFrame(ReadOnlySpan<byte> frame, TimeSpan now)
     {
@@ -90,9 +96,11 @@ public sealed class DataNode : INativeNetUpcalls
             return;
         }
 
-        if (_auth is not null && !_auth.Fresh(0, counter))
+        // Two control nodes seal with counters of their own; a term's parity names its control node (odd: the one
+        // configured primary, even: the standby), so each gets its own replay window.
+        if (_auth is not null && !_auth.Fresh(message!.Term & 1, counter))
         {
-            Counters.Replayed++; // sender 0: the control node, the only one that sends here
+            Counters.Replayed++;
             return;
         }
 
@@ -102,9 +110,39 @@ public sealed class DataNode : INativeNetUpcalls
             return;
         }
 
+        if (_options.ControlNodes == 1)
+        {
+            // One control node: terms mean nothing (it always leads term 1); a frame is not judged by one.
+        }
+        else if (message.Term < _term)
+        {
+            Counters.StaleTerm++; // an old primary that has not yet stepped down
+            return;
+        }
+
+        _lastLeader = now;
+        if (_options.ControlNodes == 2 && message.Term > _term)
+        {
+            _term = message.Term;
+            Counters.TermsFollowed++;
+            if (_sessions.Count > 0)
+            {
+                // A control node took over: tell it what we hold, so the sessions stay here with their labels.
+                var held = _sessions.Values.Select(x => new ReportedSession(x.Name, x.Labels, [.. x.Local.Select(c => c.Address)])).ToList();
+                foreach (var report in ClusterCodec.Reports(_id.Value, _term, _nextSequence + 1, held, ClusterAuthenticator.Overhead))
+                {
+                    Counters.ReportsSent++;
+                    _host.SendToControl(_auth is null ? report : _auth.Seal(report));
+                }
+            }
+        }
+
         Counters.ControlFrames++;
         switch (message)
         {
+            case LeadMessage:
+                Counters.Leads++;
+                break;
             case AssignMessage m:
                 Assign(m);
                 break;
@@ -138,7 +176,8 @@ public sealed class DataNode : INativeNetUpcalls
         {
             _lastHeartbeat = now;
             Counters.HeartbeatsSent++;
-            var heartbeat = ClusterCodec.Heartbeat(new HeartbeatMessage(_id.Value, (uint)_sessions.Count, (uint)Counters.DataForwarded));
+            bool heard = _term != 0 && _lastLeader != TimeSpan.MinValue && now - _lastLeader <= 2 * _options.HeartbeatInterval;
+            var heartbeat = ClusterCodec.Heartbeat(new HeartbeatMessage(_id.Value, (uint)_sessions.Count, (uint)Counters.DataForwarded) { Term = _term, LeaderHeard = heard });
             _host.SendToControl(_auth is null ? heartbeat : _auth.Seal(heartbeat));
         }
 

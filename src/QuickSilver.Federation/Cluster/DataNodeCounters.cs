@@ -25,6 +25,13 @@ public sealed class DataNodeCounters
     public long SendFailed;
     public long HeartbeatsSent;
 
+    /// <summary>Standby control node: control frames of a term lower than the one followed (dropped); newer terms
+    /// followed; LEADs heard; REPORT frames sent to a new leader.</summary>
+    public long StaleTerm;
+    public long TermsFollowed;
+    public long Leads;
+    public long ReportsSent;
+
     /// <summary>Control frames dropped because their tag did not verify (forged, altered, unauthenticated), and
     /// because their counter was a replay (<see cref="ClusterAuthenticator"/>).</summary>
     public long Unauthenticated;

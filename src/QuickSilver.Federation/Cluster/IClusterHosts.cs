@@ -11,9 +11,14 @@ public interface IControlHost
     /// <summary>Where data node <paramref name="node"/> takes DATA from peers (announced in DATA_ENDPOINT); null when
     /// the host does not know (peers then resolve the number by their configuration).</summary>
     System.Net.IPEndPoint? AddressOf(uint node) => null;
+
+    /// <summary>Sends <paramref name="frame"/> (a LEAD) to the gateway's other control node
+    /// (<see cref="ClusterOptions.ControlNodes"/> = 2); false when it could not or there is none.</summary>
+    bool SendToOtherControl(ReadOnlySpan<byte> frame) => false;
 }
 
-/// <summary>What a <see cref="DataNode"/> may do besides its NativeNet plug-in: send a frame to its control node, and
+/// <summary>What a <see cref="DataNode"/> may do besides its NativeNet plug-in: send a frame to its control node (to both
+/// control nodes, when the gateway has a standby: <see cref="ClusterOptions.ControlNodes"/>), and
 /// send a DATA frame to a peer gateway (to the data node `endpoint` there, 0: the gateway itself).</summary>
 public interface IDataNodeHost
 {

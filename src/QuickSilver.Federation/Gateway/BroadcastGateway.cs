@@ -52,7 +52,7 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
             throw new ArgumentOutOfRangeException(nameof(cluster), "a data node number equals the gateway's own number");
         }
 
-        _cluster = new DataCoordinator(cluster, controlHost, firstAuthCounter);
+        _cluster = new DataCoordinator(cluster, controlHost, firstAuthCounter, options.Gateway.Value) { SteppedDown = Demote };
         _controlHost = controlHost;
     }
 
@@ -86,6 +86,74 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
     /// <summary>The data-coordination layer when this gateway is a clustered gateway's control node, else null.</summary>
     public DataCoordinator? Cluster => _cluster;
 
+    /// <summary>False for a passive control node (a standby, or a primary that stepped down): it refuses peering links
+    /// and client JOINs and holds no trees (docs/federation.md, "Standby control node").</summary>
+    public bool IsActive => _cluster is null || _cluster.IsActive;
+
+    /// <summary>After a takeover: the trees of adopted sessions that have local clients, rebuilt at once from the data
+    /// nodes' REPORTs (same labels, the same Down channels when the plug-in can adopt them), so local clients keep their
+    /// addresses and the tree joins upstream as soon as a route is back. Sessions without local clients (roots, transit)
+    /// come back with their neighbours' JOINs.</summary>
+    private void RebuildAdopted()
+    {
+        foreach (var (session, local) in _cluster!.AdoptedWithLocalClients.ToList())
+        {
+            if (_sessions.ContainsKey(session) || session.Owner == Island || local.Length != session.Flows.Count)
+            {
+                continue;
+            }
+
+            var tree = CreateTree(session, isRoot: false);
+            if (tree is null)
+            {
+                continue;
+            }
+
+            var channels = new NativeChannel[local.Length];
+            for (int i = 0; i < local.Length; i++)
+            {
+                if (_native.AdoptChannel(session, i, local[i]) is not { } channel)
+                {
+                    for (int j = 0; j < i; j++)
+                    {
+                        _native.ReclaimChannel(channels[j]);
+                    }
+
+                    channels = null;
+                    break;
+                }
+
+                channels[i] = channel;
+            }
+
+            tree.LocalChannels = channels; // null: the next client JOIN allocates new ones (clients move)
+            tree.LocalUntil = _now + _options.JoinHoldTime;
+            Counters.TreesRebuilt++;
+        }
+    }
+
+    /// <summary>Stepping down (a higher term leads): forget every peer and tree without a word to anyone, since the
+    /// leader now speaks for this gateway number; the data nodes already ignore our term.</summary>
+    private void Demote()
+    {
+        Counters.StepDowns++;
+        foreach (var peer in _peers.Keys.ToList())
+        {
+            _peers.Remove(peer);
+            Router.PeerDown(peer);
+            _host.Disconnect(peer);
+        }
+
+        foreach (var tree in _sessions.Values.ToList())
+        {
+            RemoveTree(tree);
+        }
+
+        _upstreamLabels.Clear();
+        _sroutes.Clear();
+        _peerDataNodes.Clear();
+    }
+
     /// <summary>A frame from one of this control node's data nodes (HEARTBEAT). Never throws on bad input.</summary>
     public void OnDataNodeFrame(ReadOnlySpan<byte> frame, TimeSpan now)
     {
@@ -104,6 +172,12 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
     public bool PeerConnected(GatewayId peer, IslandId island, LinkCosts costs, TimeSpan now)
     {
         _now = now;
+        if (!IsActive)
+        {
+            Counters.PeersRefusedPassive++;
+            return false;
+        }
+
         if (peer == Id || peer.Value == 0 || island.Value == 0 || _peers.ContainsKey(peer) || _peers.Count >= _options.MaxPeers)
         {
             Counters.PeersRefused++;
@@ -151,8 +225,11 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
         Maintain(forceJoin: false);
     }
 
-    /// <summary>One frame from <paramref name="peer"/>. Never throws on bad input: a malformed frame is counted and dropped.</summary>
-    public void OnFrame(GatewayId peer, ReadOnlySpan<byte> frame, TimeSpan now)
+    /// <summary>One frame from <paramref name="peer"/>. Never throws on bad input: a malformed frame is counted and dropped.
+    /// <paramref name="fromPeerDataNode"/>: it came from one of the peer's data nodes, not on the peering link, so it
+    /// says nothing of the peer's control node and does not refresh the link's hold timer (a peer whose control node
+    /// crashed silently is noticed while its data nodes still forward, and a standby can be dialled).</summary>
+    public void OnFrame(GatewayId peer, ReadOnlySpan<byte> frame, TimeSpan now, bool fromPeerDataNode = false)
     {
         _now = now;
         Counters.FramesReceived++;
@@ -171,7 +248,11 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
 
         if (type == FrameType.Data)
         {
-            link.LastHeard = now;
+            if (!fromPeerDataNode)
+            {
+                link.LastHeard = now;
+            }
+
             if (_cluster is not null)
             {
                 Counters.DataAtControl++; // the control node never forwards data; the peer has not learnt our data node yet
@@ -184,7 +265,11 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
 
         if (type is FrameType.CoreCastPayload or FrameType.CoreCastHeader or FrameType.ReceiverData)
         {
-            link.LastHeard = now;
+            if (!fromPeerDataNode)
+            {
+                link.LastHeard = now;
+            }
+
             if (_cluster is not null)
             {
                 Counters.DataAtControl++; // per-receiver delivery is not built for clustered gateways (docs: Not built)
@@ -250,6 +335,20 @@ public sealed partial class BroadcastGateway : INativeNetUpcalls, IRouterOutput
     public void Tick(TimeSpan now)
     {
         _now = now;
+        if (_cluster is { IsActive: false })
+        {
+            _cluster.Tick(now); // a passive control node only watches the leader (and may take over here)
+            if (!_cluster.IsActive)
+            {
+                return;
+            }
+        }
+
+        if (_cluster is not null)
+        {
+            RebuildAdopted();
+        }
+
         foreach (var link in _peers.Values.ToList())
         {
             if (now - link.LastHeard > _options.HoldTime)

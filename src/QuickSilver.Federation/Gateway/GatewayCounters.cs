@@ -21,6 +21,13 @@ public sealed class GatewayCounters
     public long PeerSendFailed;
     public long FramesFromUnknownPeer;
     public long PeersRefused;
+
+    /// <summary>A passive control node: peering links and client JOINs refused, and step-downs.</summary>
+    public long PeersRefusedPassive;
+    public long JoinsRefusedPassive;
+    public long StepDowns;
+    public long LabelsAdopted;
+    public long TreesRebuilt;
     public long PeersTimedOut;
     public long JoinsReceived;
     public long JoinLoops;

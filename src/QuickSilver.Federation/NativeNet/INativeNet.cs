@@ -55,6 +55,12 @@ public interface INativeNet
     /// <summary>Returns the channel's address to the pool.</summary>
     void ReclaimChannel(NativeChannel channel);
 
+    /// <summary>Takes <paramref name="address"/> as the Down channel of one flow, as if this plug-in had allocated it:
+    /// a standby control node that took over adopts the channels its data nodes already deliver to (local clients keep
+    /// listening where they are). Null when the plug-in cannot (the default; clients then move to a new address on
+    /// their next JOIN) or the address is not free in its pool.</summary>
+    NativeChannel? AdoptChannel(SessionName session, int flow, string address) => null;
+
     /// <summary>Sends one packet on the native medium. False when it could not (counted by the gateway).</summary>
     bool SendData(NativeChannel channel, ReadOnlySpan<byte> data);
 

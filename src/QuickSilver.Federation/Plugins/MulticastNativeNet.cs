@@ -145,6 +145,25 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
         return new NativeChannel(session, flow, direction, $"{g}:{_options.PortBase + k}") { Handle = new ChannelState(IPEndPoint.Parse($"{g}:{_options.PortBase + k}"), k) };
     }
 
+    public NativeChannel? AdoptChannel(SessionName session, int flow, string address)
+    {
+        if (!IPEndPoint.TryParse(address, out var endpoint) || endpoint.AddressFamily != System.Net.Sockets.AddressFamily.InterNetwork)
+        {
+            return null;
+        }
+
+        var bytes = _options.PoolBase.GetAddressBytes();
+        var a = endpoint.Address.GetAddressBytes();
+        long k = (long)(uint)(a[0] << 24 | a[1] << 16 | a[2] << 8 | a[3]) - (uint)(bytes[0] << 24 | bytes[1] << 16 | bytes[2] << 8 | bytes[3]);
+        if (k < 0 || k >= _used.Length || _used[k] || endpoint.Port != _options.PortBase + k)
+        {
+            return null; // not this pool's address for that slot, or taken
+        }
+
+        _used[k] = true;
+        return new NativeChannel(session, flow, ChannelDirection.Down, address) { Handle = new ChannelState(endpoint, (int)k) };
+    }
+
     public void Subscribe(NativeChannel channel)
     {
         var state = State(channel);
@@ -310,12 +329,20 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
 
     public void Dispose()
     {
+        if (_disposed)
+        {
+            return; // idempotent, as .NET's guidance asks
+        }
+
+        _disposed = true;
         _stop.Cancel();
         _send.Dispose();
         _sendBatch.Dispose();
         _mediator?.Dispose();
         _stop.Dispose();
     }
+
+    private bool _disposed;
 
     private sealed class ChannelState(IPEndPoint group, int poolIndex)
     {

@@ -68,6 +68,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
 
     private readonly Socket _udp;
     private readonly IPEndPoint _control;
+    private readonly IPEndPoint? _standbyControl;
     private readonly Dictionary<GatewayId, IPEndPoint> _peers;
     private readonly Dictionary<uint, IPEndPoint> _peerNodes;
     private readonly ConcurrentDictionary<uint, DataNodeAddress> _peerNodeConfig; // read by the channel acceptor
@@ -102,8 +103,11 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
     /// <param name="peeringSecret">The federation's peering secret (<see cref="Gateway.GatewayOptions.PeeringSecret"/>,
     /// the same on every gateway and data node): bulk data channels both ways authenticate and seal, real-time datagrams
     /// to and from peers are sealed under their channel's keys; null: both in the clear.</param>
+    /// <param name="standbyControl">With <see cref="ClusterOptions.ControlNodes"/> = 2: the gateway's second control
+    /// node (HEARTBEATs and REPORTs go to both; control frames are taken from both, the higher term winning).</param>
     public DataNodeRuntime(uint node, GatewayId gateway, ClusterOptions options, IHostedNativeNet native, IPEndPoint listen, IPEndPoint control,
-        IReadOnlyDictionary<GatewayId, IPEndPoint> peers, IReadOnlyList<DataNodeAddress> peerDataNodes, int maxPayloadBytes = 65_000, byte[]? peeringSecret = null)
+        IReadOnlyDictionary<GatewayId, IPEndPoint> peers, IReadOnlyList<DataNodeAddress> peerDataNodes, int maxPayloadBytes = 65_000, byte[]? peeringSecret = null,
+        IPEndPoint? standbyControl = null)
     {
         ArgumentNullException.ThrowIfNull(options);
         ArgumentNullException.ThrowIfNull(peers);
@@ -120,6 +124,12 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         _opened = peeringSecret is null ? null : new byte[PeerCodec.MaxFrameBytes + 64];
         _native = native;
         _control = control;
+        if ((options.ControlNodes == 2) != (standbyControl is not null) || control.Equals(standbyControl))
+        {
+            throw new ArgumentException("two control nodes need a second, distinct control address, and only they", nameof(standbyControl));
+        }
+
+        _standbyControl = standbyControl;
         _peers = peers.ToDictionary();
         _peerNodes = peerDataNodes.ToDictionary(d => d.Node, d => d.Address);
         _peerNodeConfig = new ConcurrentDictionary<uint, DataNodeAddress>(peerDataNodes.ToDictionary(d => d.Node));
@@ -208,7 +218,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
         return done.Task;
     }
 
-    bool IDataNodeHost.SendToControl(ReadOnlySpan<byte> frame) => SendTo(frame, _control);
+    bool IDataNodeHost.SendToControl(ReadOnlySpan<byte> frame) => SendTo(frame, _control) | (_standbyControl is { } standby && SendTo(frame, standby));
 
     bool IDataNodeHost.SendData(GatewayId peer, uint endpoint, ReadOnlySpan<byte> frame, bool realTime)
     {
@@ -263,7 +273,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
             return;
         }
 
-        bool taken = address.Equals(_control) || (_sources.TryGetValue(address, out var owner) && owner != gateway);
+        bool taken = address.Equals(_control) || address.Equals(_standbyControl) || (_sources.TryGetValue(address, out var owner) && owner != gateway);
         if (taken || (known is null && _peerNodes.Count - _configuredNodes.Count >= MaxLearnedDataNodes))
         {
             Interlocked.Increment(ref _learnedRefused);
@@ -284,7 +294,8 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
     }
 
     // After any change to the addresses this node exchanges datagrams with (the loop thread, or the constructor).
-    private void RefreshAddresses() => _addresses.Replace(_sources.Keys.Append(_control).Concat(_peers.Values).Concat(_peerNodes.Values));
+    private void RefreshAddresses() => _addresses.Replace(_sources.Keys.Append(_control).Concat(_standbyControl is null ? [] : [_standbyControl])
+        .Concat(_peers.Values).Concat(_peerNodes.Values));
 
     // Who may open a bulk data channel to this node: a configured peer gateway, or a configured data node of one, from
     // its configured IP address.
@@ -404,7 +415,7 @@ public sealed class DataNodeRuntime : IDataNodeHost, IAsyncDisposable
 
     private Task ReceiveLoopAsync() => DatagramReceiveLoop.RunAsync(_udp, _addresses, (from, frame) =>
     {
-        if (from.Equals(_control))
+        if (from.Equals(_control) || from.Equals(_standbyControl))
         {
             _loop.TryWrite(ControlFrameKind, 0, null, frame);
         }

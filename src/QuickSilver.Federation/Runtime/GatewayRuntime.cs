@@ -61,6 +61,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     private long _helloRefused;
     private readonly Dictionary<uint, IPEndPoint> _ownNodes = []; // this control node's data nodes
     private readonly Dictionary<IPEndPoint, uint> _ownNodeSources = [];
+    private IPEndPoint? _otherControl; // the standby's (or the primary's) address, when the gateway has two control nodes
     private readonly Dictionary<uint, IPEndPoint> _peerNodes = []; // clustered peers' data nodes
     private readonly Dictionary<IPEndPoint, GatewayId> _peerNodeSources = [];
     private readonly Dictionary<IPEndPoint, uint> _peerNodeIds = []; // the same addresses: which data node
@@ -86,10 +87,18 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     /// addresses (the ASSIGN and HEARTBEAT frames travel as datagrams on the peering port).</param>
     /// <param name="peerDataNodes">Data nodes of clustered peer gateways: where to send a session's DATA when the peer
     /// announced one of them (DATA_ENDPOINT), and which sources to accept datagrams from as that peer.</param>
+    /// <param name="otherControl">With <see cref="ClusterOptions.ControlNodes"/> = 2: the gateway's other control node's
+    /// listen address (LEAD frames travel between the two as datagrams on the peering port).</param>
     public GatewayRuntime(GatewayOptions options, INativeNet native, IPEndPoint listen, IReadOnlyList<PeerConfig> peers,
-        (ClusterOptions Options, IReadOnlyDictionary<uint, IPEndPoint> Addresses)? cluster, IReadOnlyList<DataNodeAddress>? peerDataNodes = null)
+        (ClusterOptions Options, IReadOnlyDictionary<uint, IPEndPoint> Addresses)? cluster, IReadOnlyList<DataNodeAddress>? peerDataNodes = null, IPEndPoint? otherControl = null)
         : this(options, native, listen, peers, cluster?.Options)
     {
+        if ((cluster?.Options.ControlNodes == 2) != (otherControl is not null))
+        {
+            throw new ArgumentException("two control nodes need the other control node's address, and only they", nameof(otherControl));
+        }
+
+        _otherControl = otherControl;
         foreach (var (node, address) in cluster?.Addresses ?? new Dictionary<uint, IPEndPoint>())
         {
             if (!cluster!.Value.Options.DataNodes.Contains(node))
@@ -382,9 +391,12 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     // After any change to the tables of addresses (loop thread, or the constructor).
     private void RefreshAddresses()
-        => _addresses.Replace(_datagramSources.Keys.Concat(_ownNodeSources.Keys).Concat(_peerNodeSources.Keys).Concat(_peerNodes.Values));
+        => _addresses.Replace(_datagramSources.Keys.Concat(_ownNodeSources.Keys).Concat(_peerNodeSources.Keys).Concat(_peerNodes.Values)
+            .Concat(_otherControl is null ? [] : [_otherControl]));
 
     bool IControlHost.SendToDataNode(uint node, ReadOnlySpan<byte> frame) => _ownNodes.TryGetValue(node, out var address) && SendUdp(frame, address);
+
+    bool IControlHost.SendToOtherControl(ReadOnlySpan<byte> frame) => _otherControl is { } other && SendUdp(frame, other);
 
     private bool SendUdp(ReadOnlySpan<byte> frame, IPEndPoint address)
     {
@@ -441,7 +453,7 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
                 var from = new GatewayId(record.Key);
                 if (_links.ContainsKey(from))
                 {
-                    Gateway.OnFrame(from, frame, Now);
+                    Gateway.OnFrame(from, frame, Now, fromPeerDataNode: true);
                 }
                 else
                 {
@@ -459,20 +471,20 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
     {
         // Well-formed is not trusted: only a connected peer's announced address (or one of its configured data
         // nodes), or one of our own data nodes, may send datagrams.
-        if (_ownNodeSources.ContainsKey(from))
+        if (_ownNodeSources.ContainsKey(from) || from.Equals(_otherControl))
         {
-            Gateway.OnDataNodeFrame(frame, Now);
+            Gateway.OnDataNodeFrame(frame, Now); // a data node's HEARTBEAT or REPORT, or the other control node's LEAD
         }
         else if (_peerNodeSources.TryGetValue(from, out var viaNode) && _links.ContainsKey(viaNode))
         {
             if (_opened is null)
             {
-                Gateway.OnFrame(viaNode, frame, Now);
+                Gateway.OnFrame(viaNode, frame, Now, fromPeerDataNode: true);
             }
             else if (_peerNodeIds.TryGetValue(from, out uint node) && _nodeDatagramKeys.TryGetValue(node, out var keys) && keys.Open(frame, _opened, out int length))
             {
                 // Sealed under the keys of the data node's authenticated bulk data channel to this gateway.
-                Gateway.OnFrame(viaNode, _opened.AsSpan(0, length), Now);
+                Gateway.OnFrame(viaNode, _opened.AsSpan(0, length), Now, fromPeerDataNode: true);
             }
             else
             {
@@ -512,13 +524,23 @@ public sealed class GatewayRuntime : IGatewayHost, IControlHost, IAsyncDisposabl
 
     private async Task DialLoopAsync(PeerConfig peer)
     {
+        int next = 0;
         while (!_stop.IsCancellationRequested)
         {
-            var socket = new Socket(peer.Address.AddressFamily, SocketType.Stream, ProtocolType.Tcp);
+            // A passive control node (a standby) dials nobody; a peer with a standby is tried at each address in turn.
+            var address = peer.Addresses[next++ % peer.Addresses.Count];
+            var socket = new Socket(address.AddressFamily, SocketType.Stream, ProtocolType.Tcp);
             try
             {
-                await socket.ConnectAsync(peer.Address, _stop.Token).ConfigureAwait(false);
-                await RunLinkAsync(socket, peer.Gateway).ConfigureAwait(false);
+                if (Gateway.IsActive)
+                {
+                    await socket.ConnectAsync(address, _stop.Token).ConfigureAwait(false);
+                    await RunLinkAsync(socket, peer.Gateway).ConfigureAwait(false);
+                }
+                else
+                {
+                    socket.Dispose();
+                }
             }
             catch (OperationCanceledException)
             {

@@ -7,11 +7,19 @@ namespace QuickSilver.Federation.Runtime;
 
 /// <summary>
 /// One administratively configured peering link (seed §3.1): the peer's gateway number, its TCP address and the
-/// link's cost per metric. Text form <c>id@host:port[/hops,latency,bandwidth]</c>, e.g. <c>2@127.0.0.1:47202/1,5,1</c>.
-/// Both ends list each other; the lower-numbered gateway dials, the other accepts (so one link, never two).
+/// link's cost per metric. Text form <c>id@host:port[,host:port][/hops,latency,bandwidth]</c>, e.g.
+/// <c>2@127.0.0.1:47202/1,5,1</c>; a second address is the peer's standby control node (a clustered gateway with
+/// <c>--standby</c>): the dialler tries the addresses in turn. Both ends list each other; the lower-numbered gateway
+/// dials, the other accepts (so one link, never two).
 /// </summary>
 public sealed record PeerConfig(GatewayId Gateway, IPEndPoint Address, LinkCosts Costs)
 {
+    /// <summary>The peer's other control node, if it has a standby (tried after <see cref="Address"/>, in turn).</summary>
+    public IPEndPoint? Standby { get; init; }
+
+    /// <summary>The addresses to dial, in order.</summary>
+    public IReadOnlyList<IPEndPoint> Addresses => Standby is null ? [Address] : [Address, Standby];
+
     public static PeerConfig Parse(string text)
     {
         ArgumentNullException.ThrowIfNull(text);
@@ -37,11 +45,28 @@ public sealed record PeerConfig(GatewayId Gateway, IPEndPoint Address, LinkCosts
             rest = rest[..slash];
         }
 
-        if (!IPEndPoint.TryParse(rest, out var endpoint) || endpoint.Port == 0)
+        var addresses = rest.Split(',');
+        if (addresses.Length > 2)
         {
-            throw new FormatException($"peer '{text}': '{rest}' is not an ip:port with a non-zero port");
+            throw new FormatException($"peer '{text}': at most two addresses (a control node and its standby)");
         }
 
-        return new PeerConfig(new GatewayId(id), endpoint, costs);
+        var endpoints = new IPEndPoint[addresses.Length];
+        for (int i = 0; i < addresses.Length; i++)
+        {
+            if (!IPEndPoint.TryParse(addresses[i], out var endpoint) || endpoint.Port == 0)
+            {
+                throw new FormatException($"peer '{text}': '{addresses[i]}' is not an ip:port with a non-zero port");
+            }
+
+            endpoints[i] = endpoint;
+        }
+
+        if (endpoints.Length == 2 && endpoints[0].Equals(endpoints[1]))
+        {
+            throw new FormatException($"peer '{text}': the standby's address equals the primary's");
+        }
+
+        return new PeerConfig(new GatewayId(id), endpoints[0], costs) { Standby = endpoints.Length == 2 ? endpoints[1] : null };
     }
 }

@@ -15,7 +15,10 @@ namespace QuickSilver.Federation.Simulation;
 /// single-threaded: every frame, native packet and tick is an event in one queue ordered by (time, insertion), so a run
 /// replays exactly. Links can be cut (both ends see the close) or made silent (only keep-alives reveal it), and a
 /// gateway can crash (all its links fall silent). Every data frame sent on every directed link is recorded, so a test
-/// can assert no packet crossed a link twice.
+/// can assert no packet crossed a link twice. A clustered gateway may have a standby control node
+/// (<see cref="AddClusteredGateway"/> with <c>standby</c>): the same gateway number served by two instances, a peering
+/// link bound to whichever accepted it, and peers redialling the gateway's other control node when a link to it drops
+/// (as a runtime configured with both addresses does).
 /// </summary>
 public sealed class FederationSim
 {
@@ -23,6 +26,9 @@ public sealed class FederationSim
     private readonly Dictionary<GatewayId, SimGateway> _gateways = [];
     private readonly Dictionary<(GatewayId, GatewayId), SimLinkState> _links = [];
     private readonly Dictionary<uint, SimDataNode> _dataNodes = [];
+    private readonly Dictionary<GatewayId, SimGateway> _standbys = [];
+    private readonly Dictionary<(GatewayId, GatewayId), (TimeSpan Latency, LinkCosts Costs)> _peerings = [];
+    private readonly Dictionary<(uint, GatewayId), SimLinkState> _nodePaths = [];
     private long _order;
 
     public FederationSim(int seed, TimeSpan? tick = null)
@@ -80,6 +86,16 @@ public sealed class FederationSim
 
     public BroadcastGateway this[uint id] => _gateways[new GatewayId(id)].Gateway;
 
+    /// <summary>The standby control node of gateway <paramref name="id"/>.</summary>
+    public BroadcastGateway Standby(uint id) => _standbys[new GatewayId(id)].Gateway;
+
+    /// <summary>How long a peer waits before redialling a gateway with a standby after its link dropped (and between
+    /// attempts while neither control node accepts).</summary>
+    public TimeSpan RedialInterval { get; set; } = TimeSpan.FromSeconds(1);
+
+    /// <summary>Peering links established (HELLO both ways), counting redials.</summary>
+    public long LinksEstablished { get; private set; }
+
     public SimIsland AddIsland(uint island) => new(this, new IslandId(island));
 
     public BroadcastGateway AddGateway(uint id, SimIsland island, Func<GatewayOptions, GatewayOptions>? configure = null)
@@ -99,19 +115,35 @@ public sealed class FederationSim
     /// <summary>A clustered gateway (seed §4): a control node numbered <paramref name="id"/> with data nodes numbered
     /// <paramref name="dataNodes"/>, all in <paramref name="island"/>. Data nodes have their own plug-in on the island's
     /// medium, their own ticks, and can crash on their own (<see cref="CrashDataNode"/>).</summary>
-    public BroadcastGateway AddClusteredGateway(uint id, SimIsland island, uint[] dataNodes, Func<GatewayOptions, GatewayOptions>? configure = null, Func<ClusterOptions, ClusterOptions>? cluster = null)
+    /// <param name="standby">Adds a standby control node for the same gateway number (<see cref="ClusterOptions.ControlNodes"/>
+    /// = 2); <see cref="Crash"/> and <see cref="Revive"/> act on the primary, <see cref="CrashStandby"/> on the standby.</param>
+    public BroadcastGateway AddClusteredGateway(uint id, SimIsland island, uint[] dataNodes, Func<GatewayOptions, GatewayOptions>? configure = null, Func<ClusterOptions, ClusterOptions>? cluster = null, bool standby = false)
     {
         var options = new GatewayOptions { Gateway = new GatewayId(id), Island = island.Id };
         options = configure?.Invoke(options) ?? options;
-        var clusterOptions = new ClusterOptions { DataNodes = dataNodes };
+        var clusterOptions = new ClusterOptions { DataNodes = dataNodes, ControlNodes = standby ? 2 : 1 };
         clusterOptions = cluster?.Invoke(clusterOptions) ?? clusterOptions;
         var sim = new SimGateway(this, options.Gateway);
         var native = new SimNativeNet(island, options.Gateway);
         sim.Gateway = new BroadcastGateway(options, sim, native, clusterOptions, sim);
         native.Upcalls = sim.Gateway;
-        island.Mediator.AddGateway(options.Gateway, sim.Gateway);
         _gateways[options.Gateway] = sim;
         ScheduleTick(sim);
+        if (standby)
+        {
+            var second = new SimGateway(this, options.Gateway);
+            var secondNative = new SimNativeNet(island, options.Gateway);
+            second.Gateway = new BroadcastGateway(options, second, secondNative, clusterOptions with { Standby = true }, second);
+            secondNative.Upcalls = second.Gateway;
+            _standbys[options.Gateway] = second;
+            ScheduleTick(second);
+            island.Mediator.AddGateway(options.Gateway, new ActiveControl(this, options.Gateway));
+        }
+        else
+        {
+            island.Mediator.AddGateway(options.Gateway, sim.Gateway);
+        }
+
         foreach (var n in dataNodes)
         {
             var nodeNative = new SimNativeNet(island, new GatewayId(n));
@@ -140,43 +172,169 @@ public sealed class FederationSim
     /// <summary>Injects raw bytes as a frame from a data node to the control node <paramref name="gateway"/>.</summary>
     public void InjectToControl(uint gateway, byte[] frame) => _gateways[new GatewayId(gateway)].Gateway.OnDataNodeFrame(frame, Now);
 
+    /// <summary>Injects raw bytes as a frame to the standby control node of <paramref name="gateway"/>.</summary>
+    public void InjectToStandby(uint gateway, byte[] frame) => _standbys[new GatewayId(gateway)].Gateway.OnDataNodeFrame(frame, Now);
+
     /// <summary>Injects raw bytes as a control frame to data node <paramref name="node"/> (hostile-input tests).</summary>
     public void InjectToDataNode(uint node, byte[] frame) => _dataNodes[node].Node.OnControlFrame(frame, Now);
 
     /// <summary>Peers <paramref name="a"/> and <paramref name="b"/> (HELLO both ways after one latency).</summary>
     public void Connect(uint a, uint b, TimeSpan latency, LinkCosts? costs = null)
     {
-        var ga = _gateways[new GatewayId(a)];
-        var gb = _gateways[new GatewayId(b)];
+        var ia = new GatewayId(a);
+        var ib = new GatewayId(b);
         var c = costs ?? LinkCosts.Default;
-        _links[(ga.Id, gb.Id)] = new SimLinkState(latency);
-        _links[(gb.Id, ga.Id)] = new SimLinkState(latency);
+        _peerings[(ia, ib)] = (latency, c);
+        Dial(ia, ib, latency, c);
+    }
+
+    private void Dial(GatewayId ia, GatewayId ib, TimeSpan latency, LinkCosts c)
+    {
+        var ab = new SimLinkState(latency);
+        var ba = new SimLinkState(latency);
+        _links[(ia, ib)] = ab;
+        _links[(ib, ia)] = ba;
         At(Now + latency, () =>
         {
-            if (ga.Alive && gb.Alive && Up(ga.Id, gb.Id))
+            if (!_links.TryGetValue((ia, ib), out var now) || now != ab)
             {
-                ga.Gateway.PeerConnected(gb.Id, gb.Gateway.Island, c, Now);
-                gb.Gateway.PeerConnected(ga.Id, ga.Gateway.Island, c, Now);
+                return; // cut (or redialled) meanwhile
+            }
+
+            var ga = Accepting(ia);
+            var gb = Accepting(ib);
+            if (ga is null || gb is null)
+            {
+                _links.Remove((ia, ib));
+                _links.Remove((ib, ia));
+                Redial(ia, ib);
+                return;
+            }
+
+            ab.From = ba.To = ga;
+            ab.To = ba.From = gb;
+            bool okA = ga.Gateway.PeerConnected(gb.Id, gb.Gateway.Island, c, Now);
+            bool okB = gb.Gateway.PeerConnected(ga.Id, ga.Gateway.Island, c, Now);
+            if (okA && okB)
+            {
+                LinksEstablished++;
+            }
+            else if (HasStandby(ia) || HasStandby(ib))
+            {
+                // Refused (a control node stepped down between the check and the HELLO): close and try again later.
+                _links.Remove((ia, ib));
+                _links.Remove((ib, ia));
+                if (okA)
+                {
+                    ga.Gateway.PeerDisconnected(ib, Now);
+                }
+
+                if (okB)
+                {
+                    gb.Gateway.PeerDisconnected(ia, Now);
+                }
+
+                Redial(ia, ib);
             }
         });
     }
+
+    private bool HasStandby(GatewayId id) => _standbys.ContainsKey(id);
+
+    /// <summary>A configured peering that dropped is dialled again after <see cref="RedialInterval"/> when one side has a
+    /// standby control node (its peers know both addresses); other links stay down, as before.</summary>
+    private void Redial(GatewayId a, GatewayId b)
+    {
+        var key = _peerings.ContainsKey((a, b)) ? (a, b) : (b, a);
+        if (!_peerings.TryGetValue(key, out var p) || !(HasStandby(a) || HasStandby(b)))
+        {
+            return;
+        }
+
+        At(Now + RedialInterval, () =>
+        {
+            if (_peerings.ContainsKey(key) && !_links.ContainsKey(key))
+            {
+                Dial(key.Item1, key.Item2, p.Latency, p.Costs);
+            }
+        });
+    }
+
+    private IEnumerable<SimGateway> Instances(GatewayId id)
+    {
+        if (_gateways.TryGetValue(id, out var g))
+        {
+            yield return g;
+        }
+
+        if (_standbys.TryGetValue(id, out var s))
+        {
+            yield return s;
+        }
+    }
+
+    /// <summary>The instance of <paramref name="id"/> that takes a peering link now: alive and active (the leader with the
+    /// highest term when, for a moment, two think they lead).</summary>
+    private SimGateway? Accepting(GatewayId id)
+        => Instances(id).Where(g => g.Alive && g.Gateway.IsActive).OrderByDescending(g => g.Gateway.Cluster?.Term ?? 0).FirstOrDefault();
 
     /// <summary>Closes the link: both ends learn at once (a TCP reset).</summary>
     public void Cut(uint a, uint b)
     {
         var ia = new GatewayId(a);
         var ib = new GatewayId(b);
-        _links.Remove((ia, ib));
+        _peerings.Remove((ia, ib));
+        _peerings.Remove((ib, ia));
+        _links.Remove((ia, ib), out var ab);
         _links.Remove((ib, ia));
-        _gateways[ia].Gateway.PeerDisconnected(ib, Now);
-        _gateways[ib].Gateway.PeerDisconnected(ia, Now);
+        (ab?.From ?? _gateways[ia]).Gateway.PeerDisconnected(ib, Now);
+        (ab?.To ?? _gateways[ib]).Gateway.PeerDisconnected(ia, Now);
     }
 
     /// <summary>The gateway stops: no ticks, no frames in or out. Its peers notice only when keep-alives stop.</summary>
     public void Crash(uint id) => _gateways[new GatewayId(id)].Alive = false;
 
+    /// <summary>The (primary) gateway process dies and its host resets its connections: peers learn at once (a TCP reset)
+    /// and, where the gateway has a standby, redial.</summary>
+    public void CrashClosingLinks(uint id)
+    {
+        var g = _gateways[new GatewayId(id)];
+        g.Alive = false;
+        foreach (var ((from, to), link) in _links.Where(l => l.Value.From == g).ToList())
+        {
+            _links.Remove((from, to));
+            _links.Remove((to, from));
+            if (link.To is { Alive: true } other)
+            {
+                other.Gateway.PeerDisconnected(from, Now);
+            }
+
+            Redial(from, to);
+        }
+    }
+
+    /// <summary>The standby control node of <paramref name="id"/> stops.</summary>
+    public void CrashStandby(uint id) => _standbys[new GatewayId(id)].Alive = false;
+
+    /// <summary>A crashed (primary) gateway instance runs again with the state it had (a process that was paused or cut
+    /// off, not restarted): its ticks resume and it believes what it believed.</summary>
+    public void Revive(uint id)
+    {
+        var g = _gateways[new GatewayId(id)];
+        if (!g.Alive)
+        {
+            g.Alive = true;
+            ScheduleTick(g);
+        }
+    }
+
     /// <summary>Injects raw bytes as a frame from <paramref name="from"/> to <paramref name="to"/> (hostile-peer tests).</summary>
     public void Inject(uint from, uint to, byte[] frame) => _gateways[new GatewayId(to)].Gateway.OnFrame(new GatewayId(from), frame, Now);
+
+    /// <summary>The instance of gateway <paramref name="id"/> its peering link to <paramref name="peer"/> is bound to
+    /// (null: no link up).</summary>
+    public BroadcastGateway? LinkedInstance(uint id, uint peer)
+        => _links.TryGetValue((new GatewayId(id), new GatewayId(peer)), out var l) ? l.From?.Gateway : null;
 
     public void RunFor(TimeSpan duration)
     {
@@ -209,8 +367,6 @@ public sealed class FederationSim
 
     internal void At(TimeSpan when, Action action) => _events.Enqueue(action, (when, _order++));
 
-    private bool Up(GatewayId a, GatewayId b) => _links.ContainsKey((a, b));
-
     private void ScheduleTick(SimGateway g)
     {
         // Ticks are jittered so gateways do not run in lock step.
@@ -240,8 +396,9 @@ public sealed class FederationSim
         });
     }
 
-    private void ToDataNode(GatewayId gateway, uint node, ReadOnlySpan<byte> frame)
+    private void ToDataNode(SimGateway sender, uint node, ReadOnlySpan<byte> frame)
     {
+        var gateway = sender.Id;
         ClusterFramesSent++;
         ClusterBytesSent += frame.Length;
         var copy = frame.ToArray();
@@ -252,7 +409,7 @@ public sealed class FederationSim
 
         At(Now + ClusterLatency, () =>
         {
-            if (_dataNodes.TryGetValue(node, out var n) && n.Alive && n.Gateway == gateway && _gateways[gateway].Alive)
+            if (_dataNodes.TryGetValue(node, out var n) && n.Alive && n.Gateway == gateway && sender.Alive)
             {
                 n.Node.OnControlFrame(copy, Now);
             }
@@ -271,16 +428,55 @@ public sealed class FederationSim
 
         At(Now + ClusterLatency, () =>
         {
-            if (node.Alive && _gateways[node.Gateway].Alive)
+            if (!node.Alive)
             {
-                _gateways[node.Gateway].Gateway.OnDataNodeFrame(copy, Now);
+                return;
+            }
+
+            foreach (var control in Instances(node.Gateway).Where(c => c.Alive))
+            {
+                control.Gateway.OnDataNodeFrame(copy, Now); // both control nodes, when there is a standby
             }
         });
     }
 
-    private bool Send(GatewayId from, GatewayId to, ReadOnlySpan<byte> frame, uint fromNode = 0, uint toNode = 0, bool datagram = false)
+    private void ToOtherControl(SimGateway sender, ReadOnlySpan<byte> frame)
     {
-        if (!_links.TryGetValue((from, to), out var link) || (fromNode == 0 ? !_gateways[from].Alive : !_dataNodes[fromNode].Alive))
+        ClusterFramesSent++;
+        ClusterBytesSent += frame.Length;
+        var copy = frame.ToArray();
+        var other = Instances(sender.Id).FirstOrDefault(g => g != sender);
+        if (other is null)
+        {
+            return;
+        }
+
+        At(Now + ClusterLatency, () =>
+        {
+            if (sender.Alive && other.Alive)
+            {
+                other.Gateway.OnDataNodeFrame(copy, Now);
+            }
+        });
+    }
+
+    private bool Send(SimGateway? sender, GatewayId from, GatewayId to, ReadOnlySpan<byte> frame, uint fromNode = 0, uint toNode = 0, bool datagram = false)
+    {
+        SimLinkState? link;
+        if (fromNode != 0 && HasStandby(from) && _peerings.Keys.FirstOrDefault(k => k == (from, to) || k == (to, from)) is { Item1.Value: not 0 } key)
+        {
+            // A data node of a gateway with a standby sends on its own sockets, whichever control node holds the link.
+            if (!_nodePaths.TryGetValue((fromNode, to), out link))
+            {
+                _nodePaths[(fromNode, to)] = link = new SimLinkState(_peerings[key].Latency);
+            }
+        }
+        else if (!_links.TryGetValue((from, to), out link) || (fromNode == 0 && link.From is not null && link.From != sender))
+        {
+            return false;
+        }
+
+        if (fromNode == 0 ? !(sender?.Alive ?? false) : !_dataNodes[fromNode].Alive)
         {
             return false;
         }
@@ -324,11 +520,12 @@ public sealed class FederationSim
         }
 
         link.LastArrival = when;
+        var bound = link;
         At(when, () =>
         {
-            if (!_links.ContainsKey((from, to)))
+            if (fromNode == 0 ? !_links.TryGetValue((from, to), out var still) || still != bound : !_links.ContainsKey((from, to)) && !_nodePaths.ContainsKey((fromNode, to)))
             {
-                return;
+                return; // the link closed (or was redialled to another control node) while the frame was on it
             }
 
             if (toNode != 0 && _dataNodes.TryGetValue(toNode, out var target) && target.Gateway == to)
@@ -342,9 +539,10 @@ public sealed class FederationSim
                 return;
             }
 
-            if (_gateways[to].Alive && (fromNode != 0 || _gateways[from].Alive))
+            var receiver = _links.TryGetValue((to, from), out var back) ? back.From ?? _gateways[to] : null;
+            if (receiver is { Alive: true } && (fromNode != 0 || sender!.Alive))
             {
-                _gateways[to].Gateway.OnFrame(from, copy, Now);
+                receiver.Gateway.OnFrame(from, copy, Now, fromPeerDataNode: fromNode != 0);
             }
         });
         return true;
@@ -353,6 +551,11 @@ public sealed class FederationSim
     private sealed class SimLinkState(TimeSpan latency)
     {
         public TimeSpan Latency { get; } = latency;
+
+        /// <summary>The gateway instances at each end, once the HELLOs were exchanged.</summary>
+        public SimGateway? From { get; set; }
+
+        public SimGateway? To { get; set; }
 
         public TimeSpan LastArrival { get; set; }
     }
@@ -374,7 +577,7 @@ public sealed class FederationSim
         }
 
         // Real-time: a UDP datagram; bulk: a TCP bulk data channel (GatewayRuntime / DataNodeRuntime do the same).
-        public bool SendData(GatewayId peer, uint endpoint, ReadOnlySpan<byte> frame, bool realTime) => sim.Send(Gateway, peer, frame, Id, endpoint, datagram: realTime);
+        public bool SendData(GatewayId peer, uint endpoint, ReadOnlySpan<byte> frame, bool realTime) => sim.Send(null, Gateway, peer, frame, Id, endpoint, datagram: realTime);
     }
 
     private sealed class SimGateway(FederationSim sim, GatewayId id) : IGatewayHost, IControlHost
@@ -385,28 +588,68 @@ public sealed class FederationSim
 
         public bool Alive { get; set; } = true;
 
-        public bool Send(GatewayId peer, ReadOnlySpan<byte> frame) => sim.Send(Id, peer, frame);
+        public bool Send(GatewayId peer, ReadOnlySpan<byte> frame) => sim.Send(this, Id, peer, frame);
 
         // The simulated links carry datagrams like frames (in order), lost with probability DatagramLoss.
-        public bool SendDatagram(GatewayId peer, ReadOnlySpan<byte> frame) => sim.Send(Id, peer, frame, datagram: true);
+        public bool SendDatagram(GatewayId peer, ReadOnlySpan<byte> frame) => sim.Send(this, Id, peer, frame, datagram: true);
 
-        public bool SendToDataNode(GatewayId peer, uint node, ReadOnlySpan<byte> frame, bool realTime) => sim.Send(Id, peer, frame, toNode: node, datagram: realTime);
+        public bool SendToDataNode(GatewayId peer, uint node, ReadOnlySpan<byte> frame, bool realTime) => sim.Send(this, Id, peer, frame, toNode: node, datagram: realTime);
 
         public bool SendToDataNode(uint node, ReadOnlySpan<byte> frame)
         {
-            sim.ToDataNode(Id, node, frame);
+            sim.ToDataNode(this, node, frame);
+            return true;
+        }
+
+        public bool SendToOtherControl(ReadOnlySpan<byte> frame)
+        {
+            sim.ToOtherControl(this, frame);
             return true;
         }
 
         public void Disconnect(GatewayId peer)
         {
+            if (!sim._links.TryGetValue((Id, peer), out var link) || (link.From is not null && link.From != this))
+            {
+                return; // not our link (it was redialled to the other control node)
+            }
+
             sim._links.Remove((Id, peer));
             sim._links.Remove((peer, Id));
-            if (sim._gateways.TryGetValue(peer, out var other) && other.Alive)
+            var other = link.To ?? (sim._gateways.TryGetValue(peer, out var g) ? g : null);
+            if (other is { Alive: true })
             {
                 other.Gateway.PeerDisconnected(Id, sim.Now);
             }
+
+            sim.Redial(Id, peer);
         }
+    }
+
+    /// <summary>The island mediator's handle on a gateway with a standby: client JOINs and LEAVEs go to the control node
+    /// that is alive and active (a NO_ROUTE when, during a takeover, none is).</summary>
+    private sealed class ActiveControl(FederationSim sim, GatewayId id) : INativeNetUpcalls
+    {
+        private BroadcastGateway? Leader => sim.Instances(id).Where(g => g.Alive && g.Gateway.IsActive)
+            .OrderByDescending(g => g.Gateway.Cluster?.Term ?? 0).FirstOrDefault()?.Gateway;
+
+        public void RecvdData(NativeChannel channel, ReadOnlySpan<byte> data)
+        {
+        }
+
+        public void RecvdJoinRequest(JoinRequest request)
+        {
+            if (Leader is { } leader)
+            {
+                leader.RecvdJoinRequest(request);
+            }
+            else
+            {
+                request.Reply(MediatorReply.NoRoute("no active control node"));
+            }
+        }
+
+        public void RecvdLeaveRequest(SessionName session) => Leader?.RecvdLeaveRequest(session);
     }
 
     /// <summary>An island: an in-memory broadcast medium (address → subscribers), a mediator, clients and sources.</summary>
@@ -582,6 +825,17 @@ public sealed class FederationSim
                 island.Unlisten(channel.Address, handler);
                 channel.Handle = null;
             }
+        }
+
+        public NativeChannel? AdoptChannel(SessionName session, int flow, string address)
+        {
+            if (island.FreeChannels <= 0)
+            {
+                return null;
+            }
+
+            island.FreeChannels--;
+            return new NativeChannel(session, flow, ChannelDirection.Down, address);
         }
 
         public void ReclaimChannel(NativeChannel channel)

@@ -19,6 +19,12 @@ public sealed partial class BroadcastGateway
     public void RecvdJoinRequest(JoinRequest request)
     {
         Counters.ClientJoins++;
+        if (!IsActive)
+        {
+            Counters.JoinsRefusedPassive++; // no answer: the active control node on the same mediator group answers
+            return;
+        }
+
         var session = request.Session;
         if (_sessions.TryGetValue(session, out var tree) && (tree.IsRoot || tree.Upstream is not null))
         {

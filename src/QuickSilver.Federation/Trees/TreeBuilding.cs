@@ -202,7 +202,18 @@ public sealed partial class BroadcastGateway
         }
 
         var labels = new FlowLabel[session.Flows.Count];
-        for (int i = 0; i < labels.Length; i++)
+        if (_cluster is not null)
+        {
+            // After a takeover: allocate above every label a data node still uses, and reuse a session's own.
+            _nextLabel = Math.Max(_nextLabel, _cluster.MaxAdoptedLabel);
+            if (_cluster.AdoptedLabels(session) is { } adopted && adopted.Length == labels.Length && !adopted.Any(_myLabels.ContainsKey))
+            {
+                adopted.CopyTo(labels, 0);
+                Counters.LabelsAdopted++;
+            }
+        }
+
+        for (int i = 0; i < labels.Length && labels[i].Value == 0; i++)
         {
             do
             {

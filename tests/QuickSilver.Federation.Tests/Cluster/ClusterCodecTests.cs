@@ -14,6 +14,10 @@ public class ClusterCodecTests
         yield return [ClusterCodec.Heartbeat(new HeartbeatMessage(7, 3, 123456))];
         yield return [ClusterCodec.Release(new ReleaseMessage(7, Two))];
         yield return [ClusterCodec.Reset(new ResetMessage(7))];
+        yield return [ClusterCodec.Heartbeat(new HeartbeatMessage(7, 3, 9) { Term = 2, LeaderHeard = true })];
+        yield return [ClusterCodec.Lead(new LeadMessage(7) { Term = 5 })];
+        yield return [ClusterCodec.Report(new ReportMessage(7, 3 << 24, [new ReportedSession(Two, [new FlowLabel(1), new FlowLabel(2)])]) { Term = 2 })];
+        yield return [ClusterCodec.Report(new ReportMessage(7, 1, []) { Term = 2 })];
         yield return [ClusterCodec.Assign(new AssignMessage(7, 1 << 24, Two, false, [new FlowLabel(1), new FlowLabel(2)], new GatewayId(4), 9, [new FlowLabel(3), new FlowLabel(4)], [new DownstreamPeer(new GatewayId(5), 0), new DownstreamPeer(new GatewayId(6), 61)], ["239.1.1.1:5000", "239.1.1.2:5000"], []))];
         yield return [ClusterCodec.Assign(new AssignMessage(7, 0, Two, true, [new FlowLabel(1), new FlowLabel(2)], default, 0, [], [], [], ["tv/audio", "tv/video"]))];
         yield return [ClusterCodec.Assign(new AssignMessage(7, 1 << 24, Two, false, [new FlowLabel(1), new FlowLabel(2)], new GatewayId(4), 9, [new FlowLabel(3), new FlowLabel(4)],
@@ -32,6 +36,8 @@ public class ClusterCodecTests
             ReleaseMessage r => ClusterCodec.Release(r),
             ResetMessage r => ClusterCodec.Reset(r),
             AssignMessage a => ClusterCodec.Assign(a),
+            LeadMessage l => ClusterCodec.Lead(l),
+            ReportMessage r => ClusterCodec.Report(r),
             _ => throw new InvalidOperationException(),
         };
         Assert.Equal(frame, again);
@@ -56,8 +62,9 @@ public class ClusterCodecTests
         Assert.Equal(FrameError.BadValue, ClusterCodec.Decode(ClusterCodec.Assign(new AssignMessage(7, 0, Two, false, [new FlowLabel(0), new FlowLabel(2)], default, 0, [], [], [], [])), out _));
         Assert.Equal(FrameError.BadLength, ClusterCodec.Decode(ClusterCodec.Assign(new AssignMessage(7, 0, Two, false, [new FlowLabel(1)], default, 0, [], [], [], [])), out _));
         Assert.Equal(FrameError.BadValue, ClusterCodec.Decode(ClusterCodec.Reset(new ResetMessage(0)), out _));
-        Assert.Equal(FrameError.UnknownType, ClusterCodec.Decode([1, 99, 7, 0, 0, 0], out _));
-        Assert.Equal(FrameError.BadVersion, ClusterCodec.Decode([2, 1, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], out _));
+        Assert.Equal(FrameError.UnknownType, ClusterCodec.Decode([ClusterCodec.Version, 99, 7, 0, 0, 0, 1, 0, 0, 0], out _));
+        Assert.Equal(FrameError.BadVersion, ClusterCodec.Decode([3, 1, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], out _));
+        Assert.Equal(FrameError.BadVersion, ClusterCodec.Decode([1, 4, 7, 0, 0, 0], out _)); // version 1 (no term) is refused
     }
 
     [Fact]
@@ -71,7 +78,7 @@ public class ClusterCodecTests
             if (junk.Length > 1)
             {
                 junk[0] = ClusterCodec.Version;
-                junk[1] = (byte)random.Next(0, 6);
+                junk[1] = (byte)random.Next(0, 8);
             }
 
             _ = ClusterCodec.Decode(junk, out _);

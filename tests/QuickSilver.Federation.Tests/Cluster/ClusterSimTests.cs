@@ -12,16 +12,16 @@ public class ClusterSimTests(ITestOutputHelper output)
 {
     private static readonly TimeSpan Latency = TimeSpan.FromMilliseconds(5);
 
-    private static byte[] Packet(int i)
+    internal static byte[] Packet(int i)
     {
         var p = new byte[100];
         BinaryPrimitives.WriteInt32LittleEndian(p, i);
         return p;
     }
 
-    private static List<int> Ids(FederationSim.SimClient client) => client.Received.Select(p => BinaryPrimitives.ReadInt32LittleEndian(p)).ToList();
+    internal static List<int> Ids(FederationSim.SimClient client) => client.Received.Select(p => BinaryPrimitives.ReadInt32LittleEndian(p)).ToList();
 
-    private static SessionName Session(int i) => SessionName.Parse($"bfed://1/s{i}/d");
+    internal static SessionName Session(int i) => SessionName.Parse($"bfed://1/s{i}/d");
 
     /// <summary>Island 1 (owner) and island 2, one gateway each; g1 clustered with data nodes 101.. when
     /// <paramref name="rootNodes"/> &gt; 0, g2 clustered with data nodes 201.. (<paramref name="leafNodes"/>).</summary>
@@ -54,7 +54,7 @@ public class ClusterSimTests(ITestOutputHelper output)
     }
 
     /// <summary>Publishes packets [from, from + count) on every session, one round every <paramref name="every"/>.</summary>
-    private static void Publish(FederationSim sim, FederationSim.SimIsland island, int sessions, int from, int count, TimeSpan every)
+    internal static void Publish(FederationSim sim, FederationSim.SimIsland island, int sessions, int from, int count, TimeSpan every)
     {
         for (int p = from; p < from + count; p++)
         {
