@@ -45,6 +45,7 @@ public sealed class BadOptionTests
         { "qs", ["gateway", "--id", "1", "--island", "1", "--listen", "127.0.0.1:47391", "--peer", "2@127.0.0.1:47392,127.0.0.1:47393,127.0.0.1:47394"], "--peer" },
         { "qs", ["sessions", "--admin", "10.1.2.3:47000"], "--admin" },
         { "qs", ["island-recv", "--mediator", "239.255.0.1:40000", "--session", "bfed://x/y/z"], "--session" },
+        { "qs", ["island-recv", "--mediator", "239.255.0.1:40000", "--session", "bfed://1/239.1.1.1/5000", "--receiver", "-1"], "--receiver" },
         { "QuickStart", ["--receivers", "0"], "--receivers" },
         { "QuickStart", ["--size", "100000"], "--size" },
         { "QuickStart", ["--gms-replicas", "2"], "--gms-replicas" },

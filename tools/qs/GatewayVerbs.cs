@@ -542,7 +542,8 @@ internal static class GatewayVerbs
         var flow = Cli.Int("--flow", "Which flow of the session to receive (0 = first)", 0, 0, 15);
         var count = Cli.Int("--count", "Stop after this many distinct messages", 10_000, 1, 100_000_000);
         var seconds = Cli.Int("--seconds", "Stop after this many seconds whatever happens", 60, 1, 86_400);
-        var command = new Command("island-recv", "Join a federation session through the island's mediator and count the messages received.") { mediator, session, flow, count, seconds };
+        var receiver = Cli.Int("--receiver", "Join as numbered receiver N (1..2^31): a per-receiver session's packets (delivery=unicast|corecast) come by unicast to a socket of this process, not on the session's channel (0: an anonymous client)", 0, 0, int.MaxValue);
+        var command = new Command("island-recv", "Join a federation session through the island's mediator and count the messages received.") { mediator, session, flow, count, seconds, receiver };
         command.SetAction(async (parse, cancellationToken) =>
         {
             if (!SessionName.TryParse(parse.GetValue(session), out var name, out string error))
@@ -555,9 +556,19 @@ internal static class GatewayVerbs
             using var deadline = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
             deadline.CancelAfter(TimeSpan.FromSeconds(parse.GetValue(seconds)));
             string? answer = null;
+            uint number = (uint)parse.GetValue(receiver);
+            using var own = number == 0 ? null : new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
+            (uint, int)? numbered = null;
+            if (own is not null)
+            {
+                own.ReceiveBufferSize = 4 << 20;
+                own.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+                numbered = (number, ((IPEndPoint)own.LocalEndPoint!).Port);
+            }
+
             for (int attempt = 0; attempt < 10 && answer is null && !deadline.IsCancellationRequested; attempt++)
             {
-                answer = await MediatorClient.RequestAsync(group, "JOIN", name, TimeSpan.FromSeconds(2));
+                answer = await MediatorClient.RequestAsync(group, "JOIN", name, TimeSpan.FromSeconds(2), receiver: numbered);
             }
 
             if (answer is null || !answer.StartsWith("TRANSLATION ", StringComparison.Ordinal))
@@ -575,12 +586,17 @@ internal static class GatewayVerbs
             }
 
             var channel = IPEndPoint.Parse(addresses[index]);
-            Console.WriteLine($"joined {name}: {answer}");
-            using var socket = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-            socket.SetSocketOption(SocketOptionLevel.Socket, SocketOptionName.ReuseAddress, true);
-            socket.ReceiveBufferSize = 4 << 20;
-            socket.Bind(channel);
-            socket.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.AddMembership, new MulticastOption(channel.Address, IPAddress.Loopback));
+            Console.WriteLine($"joined {name}: {answer}" + (numbered is { } r ? $" as receiver {r.Item1} at port {r.Item2}" : ""));
+            using var multicast = own is null ? new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp) : null;
+            if (multicast is not null)
+            {
+                multicast.SetSocketOption(SocketOptionLevel.Socket, SocketOptionName.ReuseAddress, true);
+                multicast.ReceiveBufferSize = 4 << 20;
+                multicast.Bind(channel);
+                multicast.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.AddMembership, new MulticastOption(channel.Address, IPAddress.Loopback));
+            }
+
+            var socket = own ?? multicast!;
             var seen = new HashSet<int>();
             var buffer = new byte[65_536];
             int target = parse.GetValue(count);
@@ -599,7 +615,7 @@ internal static class GatewayVerbs
                     if (refresh.Elapsed > TimeSpan.FromSeconds(20))
                     {
                         refresh.Restart();
-                        _ = MediatorClient.RequestAsync(group, "JOIN", name, TimeSpan.FromSeconds(1)); // soft state
+                        _ = MediatorClient.RequestAsync(group, "JOIN", name, TimeSpan.FromSeconds(1), receiver: numbered); // soft state
                     }
                 }
             }

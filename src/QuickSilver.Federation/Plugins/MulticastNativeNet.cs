@@ -25,6 +25,14 @@ public sealed record MulticastNativeNetOptions
     /// <summary>The island's well-known mediator group (seed §5.4): clients send JOIN / LEAVE datagrams here.</summary>
     public IPEndPoint? Mediator { get; init; }
 
+    /// <summary>Numbered receivers (clients that joined with <c>RECEIVER n port</c>, for per-receiver sessions) this
+    /// plug-in keeps an address for. Beyond it, a new number takes the place of the one not heard from the longest if
+    /// that one has not joined for <see cref="ReceiverHold"/>; otherwise its JOIN is refused and counted.</summary>
+    public int MaxReceivers { get; init; } = 1024;
+
+    /// <summary>How long a numbered receiver's address is kept without a JOIN refreshing it, at the least.</summary>
+    public TimeSpan ReceiverHold { get; init; } = TimeSpan.FromSeconds(60);
+
     public void Validate()
     {
         if (!IsMulticast(PoolBase))
@@ -46,6 +54,16 @@ public sealed record MulticastNativeNetOptions
         {
             throw new ArgumentOutOfRangeException(nameof(Mediator), $"mediator {m} is not an IPv4 multicast group");
         }
+
+        if (MaxReceivers < 1 || MaxReceivers > 65_536)
+        {
+            throw new ArgumentOutOfRangeException(nameof(MaxReceivers), $"MaxReceivers must be 1..65536; got {MaxReceivers}");
+        }
+
+        if (ReceiverHold <= TimeSpan.Zero)
+        {
+            throw new ArgumentOutOfRangeException(nameof(ReceiverHold), $"ReceiverHold must be positive; got {ReceiverHold}");
+        }
     }
 
     internal static bool IsMulticast(IPAddress a) => a.AddressFamily == AddressFamily.InterNetwork && (a.GetAddressBytes()[0] & 0xF0) == 0xE0;
@@ -60,11 +78,17 @@ public sealed record MulticastNativeNetOptions
 /// (the island exposes nothing). Datagrams the plug-in sent itself are not handed back (own-echo filter by source
 /// address). The mediator is the island's well-known group: a client sends <c>JOIN &lt;url&gt;</c> or
 /// <c>LEAVE &lt;url&gt;</c> (ASCII) and gets back, unicast, <c>TRANSLATION addr…</c>, <c>NO_ROUTE reason</c> or
-/// <c>REDIRECT gateway owner-gateway</c>.
+/// <c>REDIRECT gateway owner-gateway</c>. A client that wants its own copy of a per-receiver session's packets
+/// (<c>delivery=unicast|corecast</c>) joins as a numbered receiver, <c>JOIN &lt;url&gt; RECEIVER n port</c>: the
+/// gateway then sends it each packet by unicast, to the JOIN's source address and that port
+/// (<see cref="IReceiverNativeNet.SendToReceiver"/>).
 /// Receive loops run on the thread pool and post to the gateway's loop through <see cref="Bind"/>'s poster.
 /// </summary>
-public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
+public sealed class MulticastNativeNet : IHostedNativeNet, IReceiverNativeNet, IDisposable
 {
+    /// <summary>Numbered receivers' addresses (loop thread only).</summary>
+    private readonly Dictionary<uint, (Destination To, IPEndPoint Address, long LastJoin)> _receivers = new();
+    private long _receiversRefused;
     private readonly MulticastNativeNetOptions _options;
     private readonly Socket _send;
     private readonly DatagramSendBatch _sendBatch;
@@ -197,6 +221,43 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
     /// sends everything gathered with one <c>sendmmsg</c> per 64 datagrams.</summary>
     public bool SendData(NativeChannel channel, ReadOnlySpan<byte> data) => _sendBatch.Add(data, State(channel).Destination);
 
+    /// <summary>Per-receiver delivery: the packet goes by unicast to the address the numbered receiver joined with.</summary>
+    public bool SendToReceiver(NativeChannel channel, uint receiver, ReadOnlySpan<byte> data)
+        => _receivers.TryGetValue(receiver, out var known) && _sendBatch.Add(data, known.To);
+
+    /// <summary>Numbered receivers whose JOIN was refused because <see cref="MulticastNativeNetOptions.MaxReceivers"/>
+    /// were held and none was stale.</summary>
+    public long ReceiversRefused => Interlocked.Read(ref _receiversRefused);
+
+    /// <summary>Numbered receivers held now (loop thread).</summary>
+    public int ReceiverCount => _receivers.Count;
+
+    /// <summary>Keeps (or refreshes) a numbered receiver's address; at the bound, takes the place of the one not heard from
+    /// the longest if it is older than the hold. Loop thread.</summary>
+    private bool Remember(uint receiver, IPEndPoint address)
+    {
+        long now = Environment.TickCount64;
+        if (_receivers.TryGetValue(receiver, out var known))
+        {
+            _receivers[receiver] = (known.Address.Equals(address) ? known.To : DatagramSendBatch.To(address), address, now);
+            return true;
+        }
+
+        if (_receivers.Count >= _options.MaxReceivers)
+        {
+            var (oldest, entry) = _receivers.MinBy(r => r.Value.LastJoin);
+            if (now - entry.LastJoin < (long)_options.ReceiverHold.TotalMilliseconds)
+            {
+                return false;
+            }
+
+            _receivers.Remove(oldest);
+        }
+
+        _receivers[receiver] = (DatagramSendBatch.To(address), address, now);
+        return true;
+    }
+
     public void FlushSends() => _sendBatch.Flush();
 
     public IReadOnlyList<SrouteCost>? GetSroutes(SessionName session, IReadOnlyList<GatewayId> gateways) => null;
@@ -283,18 +344,28 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
                 continue;
             }
 
-            var parts = text.Split(' ', 2);
-            if (parts.Length != 2 || parts[0] is not ("JOIN" or "LEAVE"))
+            var parts = text.Split(' ', StringSplitOptions.RemoveEmptyEntries);
+            if (parts.Length is not (2 or 5) || parts[0] is not ("JOIN" or "LEAVE"))
             {
                 Interlocked.Increment(ref _badMediatorRequests);
-                Reply(client, "NO_ROUTE expected 'JOIN <bfed url>' or 'LEAVE <bfed url>'");
+                Reply(client, "NO_ROUTE expected 'JOIN <bfed url> [RECEIVER <n> <port>]' or 'LEAVE <bfed url>'");
                 continue;
             }
 
-            if (!SessionName.TryParse(parts[1].Trim(), out var session, out string error))
+            if (!SessionName.TryParse(parts[1], out var session, out string error))
             {
                 Interlocked.Increment(ref _badMediatorRequests);
                 Reply(client, "NO_ROUTE bad session name: " + error);
+                continue;
+            }
+
+            uint receiver = 0;
+            ushort port = 0;
+            if (parts.Length == 5 && (parts[2] != "RECEIVER" || !uint.TryParse(parts[3], NumberStyles.None, CultureInfo.InvariantCulture, out receiver)
+                || receiver == 0 || !ushort.TryParse(parts[4], NumberStyles.None, CultureInfo.InvariantCulture, out port) || port == 0))
+            {
+                Interlocked.Increment(ref _badMediatorRequests);
+                Reply(client, "NO_ROUTE expected 'RECEIVER <n> <port>' with n and port above 0");
                 continue;
             }
 
@@ -304,7 +375,18 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
                 continue;
             }
 
-            _loop?.TryPost(() => _upcalls!.RecvdJoinRequest(new JoinRequest(session, reply => Reply(client, Format(reply)))));
+            var address = new IPEndPoint(client.Address, port);
+            _loop?.TryPost(() =>
+            {
+                if (receiver != 0 && !Remember(receiver, address))
+                {
+                    Interlocked.Increment(ref _receiversRefused);
+                    Reply(client, $"NO_ROUTE too many receivers (at most {_options.MaxReceivers})");
+                    return;
+                }
+
+                _upcalls!.RecvdJoinRequest(new JoinRequest(session, reply => Reply(client, Format(reply)), Receiver: receiver));
+            });
         }
     }
 
@@ -359,8 +441,11 @@ public sealed class MulticastNativeNet : IHostedNativeNet, IDisposable
 /// <summary>A client of a multicast island's mediator: sends <c>JOIN url</c> to the mediator group and waits for the answer.</summary>
 public static class MediatorClient
 {
-    /// <summary>Sends JOIN (or LEAVE, which has no answer) and returns the answer's text, or null after <paramref name="timeout"/>.</summary>
-    public static async Task<string?> RequestAsync(IPEndPoint mediator, string verb, SessionName session, TimeSpan timeout, IPAddress? networkInterface = null)
+    /// <summary>Sends JOIN (or LEAVE, which has no answer) and returns the answer's text, or null after <paramref name="timeout"/>.
+    /// With <paramref name="receiver"/>, joins as numbered receiver n whose packets of a per-receiver session come by
+    /// unicast to this host at the given port.</summary>
+    public static async Task<string?> RequestAsync(IPEndPoint mediator, string verb, SessionName session, TimeSpan timeout, IPAddress? networkInterface = null,
+        (uint Number, int Port)? receiver = null)
     {
         ArgumentNullException.ThrowIfNull(mediator);
         ArgumentNullException.ThrowIfNull(session);
@@ -368,7 +453,8 @@ public static class MediatorClient
         socket.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastInterface, (networkInterface ?? IPAddress.Loopback).GetAddressBytes());
         socket.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastLoopback, true);
         socket.Bind(new IPEndPoint(networkInterface ?? IPAddress.Loopback, 0));
-        await socket.SendToAsync(Encoding.UTF8.GetBytes($"{verb} {session.Text}"), mediator).ConfigureAwait(false);
+        string text = receiver is { } r ? $"{verb} {session.Text} RECEIVER {r.Number} {r.Port}" : $"{verb} {session.Text}";
+        await socket.SendToAsync(Encoding.UTF8.GetBytes(text), mediator).ConfigureAwait(false);
         if (verb != "JOIN")
         {
             return null;
