@@ -27,6 +27,11 @@ internal enum GmsOpKind : byte
     /// <summary>Node <see cref="GmsOp.Node"/> asks for a new key for region <see cref="GmsOp.Number"/> (it sealed its
     /// limit of datagrams under the current one): the region gets a new view, same members, new key.</summary>
     Rekey = 6,
+
+    /// <summary>Region ids from now on start at <see cref="GmsOp.Number"/> at least (a restarted GMS numbers its regions
+    /// above every region id its old members still know, so no node confuses a new region with an old one:
+    /// docs/membership.md, "A restarted GMS"). Never lowers the next id.</summary>
+    RegionFloor = 7,
 }
 
 /// <summary>One operation of a <see cref="GmsCommand"/>. Fields that its kind does not use are zero or null.</summary>
@@ -52,6 +57,8 @@ internal sealed record GmsOp
     public static GmsOp Down(NodeId node) => new() { Kind = GmsOpKind.Down, Node = node.Value };
 
     public static GmsOp Rekey(NodeId node, RegionId region) => new() { Kind = GmsOpKind.Rekey, Node = node.Value, Number = region.Value };
+
+    public static GmsOp RegionFloor(uint firstRegion) => new() { Kind = GmsOpKind.RegionFloor, Number = firstRegion };
 }
 
 /// <summary>

@@ -97,6 +97,9 @@ internal sealed class GmsStateMachine
                 case GmsOpKind.Rekey when op.Number is > 0 and <= uint.MaxValue && _byNode.ContainsKey(new NodeId(op.Node)):
                     requests.Add(new RekeyRequest(new NodeId(op.Node), new RegionId((uint)op.Number)));
                     break;
+                case GmsOpKind.RegionFloor when op.Number is > 0 and <= MembershipState.MaxRegionFloor:
+                    State.RaiseNextRegion((uint)op.Number);
+                    break;
                 case GmsOpKind.Down when _byNode.TryGetValue(new NodeId(op.Node), out var down):
                     Unregister(down);
                     removed.Add(down);

@@ -23,6 +23,17 @@ internal sealed class MembershipState
     private uint _nextNode = 1;
     private uint _nextGroup = 1;
     private uint _nextRegion = 1;
+
+    /// <summary>The highest first region id a <see cref="RaiseNextRegion"/> may set (2^30): a forged floor cannot use up
+    /// the id space.</summary>
+    public const uint MaxRegionFloor = 1u << 30;
+
+    /// <summary>New regions get ids from <paramref name="first"/> on, if that is above the next id (a restarted GMS:
+    /// <c>GmsOpKind.RegionFloor</c>).</summary>
+    public void RaiseNextRegion(uint first) => _nextRegion = Math.Max(_nextRegion, Math.Min(first, MaxRegionFloor));
+
+    /// <summary>The id the next new region gets.</summary>
+    public uint NextRegion => _nextRegion;
     private uint _nextKeyId = 1;
 
     /// <param name="pool">Multicast addresses for regions.</param>

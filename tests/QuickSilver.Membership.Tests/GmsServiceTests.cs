@@ -155,9 +155,15 @@ public sealed class GmsServiceTests
         c.World.Restore(GmsAddress);
         c.Server = new GmsServer(c.World, c.World.Channel(GmsAddress), 2, Options);
         Assert.True(c.World.RunUntil(() => c.Nodes.All(n => n.Client.IsRegistered && n.Client.Epoch == 2), TimeSpan.FromSeconds(5)));
+
+        // Their Hellos named epoch 1, so the new GMS holds the joins for its restart grace, then applies them together.
+        Assert.Equal(1, c.Server.RestartGraces);
+        Assert.Same(before, c[0].FindGroup("a"));
+        Assert.True(c.World.RunUntil(() => c.Nodes.All(n => n.Client.ViewsEpoch == 2), Options.RestartGrace + TimeSpan.FromSeconds(5)));
         c.Settle();
         var after = c[0].FindGroup("a")!;
         Assert.NotSame(before, after);
+        Assert.Equal(1u, after.ViewNumber); // both joins in the first batch of the new epoch
         Assert.Equal(2, after.Regions.Sum(r => c[0].FindRegion(r.Region)!.Count));
         Assert.Equal(c.Server.State.FindGroup("a"), after);
     }

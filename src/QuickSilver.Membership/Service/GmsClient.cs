@@ -95,6 +95,16 @@ internal sealed class GmsClient
     /// <summary>The GMS incarnation this node last registered with (0 before the first Welcome).</summary>
     public ulong Epoch => _epoch;
 
+    /// <summary>The GMS epoch of the views this client holds (0 before the first update). It changes when the first
+    /// update from a restarted GMS replaces the old views wholesale: node ids, region ids and view numbers of the old
+    /// epoch mean nothing in the new one, and the layers above start afresh (<c>RegionLayer.StartNewEpoch</c>).</summary>
+    public ulong ViewsEpoch { get; private set; }
+
+    /// <summary>The node ids of the epoch before <see cref="ViewsEpoch"/> and their addresses, as this client's views
+    /// had them when a restarted GMS's first update replaced them (empty before any restart): a node keeps its address
+    /// across a GMS restart but not its id, so the layers above carry per-sender state over by address.</summary>
+    public IReadOnlyDictionary<uint, NetAddress> PreviousEpochAddresses { get; private set; } = new Dictionary<uint, NetAddress>();
+
     /// <summary>The id the GMS gave this node, once registered.</summary>
     public NodeId? Node { get; private set; }
 
@@ -224,7 +234,9 @@ internal sealed class GmsClient
 
     private void SendHello()
     {
-        var hello = new GmsMessage { Kind = GmsMessageKind.Hello, Number = _incarnation };
+        // The epoch it was registered in (0: never) and the highest region id it knows: a restarted GMS waits for its old
+        // members and numbers its regions above theirs.
+        var hello = new GmsMessage { Kind = GmsMessageKind.Hello, Number = _incarnation, Epoch = _epoch, RegionFloor = _regions.Count > 0 ? _regions.Keys.Max(r => r.Value) : 0 };
         _heardSinceHello = false;
         if (SeekingLeader)
         {
@@ -507,10 +519,13 @@ internal sealed class GmsClient
         if (_epochChanged)
         {
             _epochChanged = false;
+            PreviousEpochAddresses = _regions.Values.SelectMany(r => r.Members).GroupBy(m => m.Node.Value).ToDictionary(g => g.Key, g => g.First().Address);
             _groups.Clear();
             _groupsByName.Clear();
             _regions.Clear();
         }
+
+        ViewsEpoch = _epoch;
 
         foreach (var region in update.RegionViews)
         {

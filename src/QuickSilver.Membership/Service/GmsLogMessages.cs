@@ -30,4 +30,7 @@ internal static partial class GmsLogMessages
 
     [LoggerMessage(EventId = 207, Level = LogLevel.Information, Message = "GMS replica {Replica}: replica set change ({Change} {Address}) committed: {Committed}")]
     public static partial void ReplicaSetChanged(ILogger logger, uint replica, NetAddress address, string change, bool committed);
+
+    [LoggerMessage(EventId = 208, Level = LogLevel.Warning, Message = "GMS epoch {Epoch}: a node registered with epoch {Earlier} says Hello, so this GMS restarted; joins and views wait {Grace} for the old members to register again")]
+    public static partial void RestartGrace(ILogger logger, ulong epoch, ulong earlier, TimeSpan grace);
 }

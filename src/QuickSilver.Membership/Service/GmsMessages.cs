@@ -70,11 +70,17 @@ internal sealed class GmsMessage
     /// <summary>Welcome: heartbeat interval the node must keep, in milliseconds.</summary>
     [Key(4)] public int HeartbeatMs { get; set; }
 
-    /// <summary>Welcome: the GMS incarnation. Ids and view numbers are only comparable within one epoch.</summary>
+    /// <summary>Welcome: the GMS incarnation. Ids and view numbers are only comparable within one epoch. Hello: the epoch the
+    /// node was last registered in (0: never), so a restarted GMS knows its old members are coming back
+    /// (<see cref="GmsOptions.RestartGrace"/>).</summary>
     [Key(5)] public ulong Epoch { get; set; }
 
     /// <summary>Refused: the value of the limit the request ran into.</summary>
     [Key(6)] public long Limit { get; set; }
+
+    /// <summary>Hello: the highest region id in the views the node holds (0: none). A restarted GMS numbers its regions
+    /// above the highest its old members report (<see cref="GmsOpKind.RegionFloor"/>).</summary>
+    [Key(7)] public ulong RegionFloor { get; set; }
 }
 
 [MessagePackObject]

@@ -9,6 +9,13 @@ public sealed record GmsOptions
     /// <summary>How often the GMS applies the requests it has collected (the "predefined maximum rate" of QSM §2.1).</summary>
     public TimeSpan BatchInterval { get; init; } = TimeSpan.FromMilliseconds(100);
 
+    /// <summary>After a restart (a node says Hello naming an earlier epoch of the GMS: docs/membership.md, "A restarted
+    /// GMS"), how long the GMS registers nodes but holds back joins, leaves and the views they make, so that every node
+    /// that was a member before has registered again and the first views of the new epoch include them all (a node
+    /// missing from the first view would miss what its groups' senders send in it). Once per GMS lifetime, so a forged
+    /// old epoch can delay views at most this long once. Zero: no hold. At most one minute.</summary>
+    public TimeSpan RestartGrace { get; init; } = TimeSpan.FromSeconds(2);
+
     /// <summary>The longest <see cref="HeartbeatInterval"/>: a node takes no longer one from a Welcome (so a forged or
     /// broken one cannot make it go silent for days and be declared dead).</summary>
     public static readonly TimeSpan MaxHeartbeatInterval = TimeSpan.FromMinutes(1);
@@ -114,6 +121,12 @@ public sealed record GmsOptions
         {
             throw new ArgumentOutOfRangeException(nameof(HeartbeatInterval), HeartbeatInterval,
                 $"GmsOptions.HeartbeatInterval ({HeartbeatInterval}) must be at most {MaxHeartbeatInterval}.");
+        }
+
+        if (RestartGrace < TimeSpan.Zero || RestartGrace > TimeSpan.FromMinutes(1))
+        {
+            throw new ArgumentOutOfRangeException(nameof(RestartGrace), RestartGrace,
+                $"GmsOptions.RestartGrace ({RestartGrace}) must be between 0 and 1 minute.");
         }
 
         OptionChecks.Positive(FailureTimeout, $"GmsOptions.{nameof(FailureTimeout)}");

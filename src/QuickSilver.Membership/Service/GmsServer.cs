@@ -40,6 +40,7 @@ internal sealed class GmsServer
     private readonly Dictionary<NetAddress, Session> _sessions = new();
     private readonly List<GmsOp> _pending = new();
     private readonly Alarm _batchAlarm;
+    private readonly Alarm _graceAlarm;
     private readonly Alarm _failureAlarm;
     private readonly Dictionary<uint, int> _nodesPerIp = new();
     private readonly long[] _refusals = new long[Enum.GetValues<GmsRefusal>().Max(r => (int)r) + 1];
@@ -73,6 +74,7 @@ internal sealed class GmsServer
         var gmsOptions = _options;
         Machine = new GmsStateMachine(() => new MembershipState(new MulticastAddressPool(gmsOptions.MulticastPoolStart, gmsOptions.MulticastPoolSize), gmsOptions.PinRegion, gmsOptions.UseMulticast));
         _batchAlarm = new Alarm(_ => TryPropose());
+        _graceAlarm = new Alarm(_ => TryPropose());
         _failureAlarm = new Alarm(_ => DetectFailures());
         _replicaAlarm = new Alarm(_ => AskReplicaChange());
         _channel.SetReceiver(OnMessage, OnPeerFailed);
@@ -276,6 +278,7 @@ internal sealed class GmsServer
         _sessions.Clear();
         _nodesPerIp.Clear();
         _scheduler.Cancel(_batchAlarm);
+        _scheduler.Cancel(_graceAlarm);
         _scheduler.Cancel(_failureAlarm);
     }
 
@@ -443,7 +446,7 @@ internal sealed class GmsServer
 
         if (message.Kind == GmsMessageKind.Hello)
         {
-            OnHello(from, message.Number);
+            OnHello(from, message.Number, message.Epoch, message.RegionFloor);
             return;
         }
 
@@ -574,8 +577,35 @@ internal sealed class GmsServer
         Enqueue(GmsOp.Join(node, group));
     }
 
-    private void OnHello(NetAddress from, ulong incarnation)
+    private bool _restartGraceUsed;
+    private ulong _regionFloor;
+    private TimeSpan _graceUntil;
+
+    /// <summary>Times this GMS held views back after a restart (<see cref="GmsOptions.RestartGrace"/>): 0 or 1.</summary>
+    public long RestartGraces { get; private set; }
+
+    /// <summary>Joins and leaves waiting for the restart grace's end, when last counted.</summary>
+    public int HeldDuringGrace { get; private set; }
+
+    private void OnHello(NetAddress from, ulong incarnation, ulong lastEpoch, ulong regionFloor)
     {
+        bool oldMember = lastEpoch != 0 && lastEpoch != Epoch && Epoch != 0 && IsLeading;
+        if (oldMember && (_scheduler.Now < _graceUntil || !_restartGraceUsed))
+        {
+            // Its regions' ids: this GMS's new regions must not reuse them (a node still holding an old region's member
+            // would take a new region's packets and tokens as its own). Bounded, so a forged floor cannot use up the ids.
+            _regionFloor = Math.Max(_regionFloor, Math.Min(regionFloor, MembershipState.MaxRegionFloor - 1));
+        }
+
+        if (oldMember && !_restartGraceUsed && _options.RestartGrace > TimeSpan.Zero)
+        {
+            // A node registered with an earlier GMS: this one restarted. Hold views back while the old members come back.
+            _restartGraceUsed = true;
+            _graceUntil = _scheduler.Now + _options.RestartGrace;
+            RestartGraces++;
+            GmsLogMessages.RestartGrace(_log, Epoch, lastEpoch, _options.RestartGrace);
+        }
+
         if (_sessions.TryGetValue(from, out var existing))
         {
             existing.LastHeard = _scheduler.Now;
@@ -733,8 +763,37 @@ internal sealed class GmsServer
             return;
         }
 
-        var command = new GmsCommand { Ops = [.. _pending], KeySeed = DrawKeySeed() };
-        _pending.Clear();
+        GmsOp[] ops;
+        var now = _scheduler.Now;
+        if (now < _graceUntil && !_pending.Any(op => op.Kind == GmsOpKind.Down))
+        {
+            // The restart grace: registrations go through (they change no view), joins and leaves wait for its end, so the
+            // first views of this epoch hold every old member that came back. A Down ends the hold for its batch: it
+            // must not be overtaken by the registration of the node it removes (see OnHello).
+            ops = [.. _pending.Where(op => op.Kind == GmsOpKind.Register)];
+            if (ops.Length == 0)
+            {
+                if (!_graceAlarm.IsScheduled)
+                {
+                    _scheduler.ScheduleAfter(_graceAlarm, _graceUntil - now); // the held ops go then
+                }
+
+                return;
+            }
+
+            _pending.RemoveAll(op => op.Kind == GmsOpKind.Register);
+            HeldDuringGrace = _pending.Count;
+        }
+        else
+        {
+            ops = _regionFloor > 0 && State.NextRegion <= _regionFloor
+                ? [GmsOp.RegionFloor((uint)_regionFloor + 1), .. _pending] // before the batch makes any region
+                : [.. _pending];
+            _regionFloor = 0;
+            _pending.Clear();
+        }
+
+        var command = new GmsCommand { Ops = ops, KeySeed = DrawKeySeed() };
         _inFlight = ++_sequence;
         _inFlightCommand = command;
         _gmsLog.Propose(command, _inFlight);

@@ -194,6 +194,12 @@ internal sealed class GroupLayer : IProtocolLayer
     private void OnViews(NodeUpdate update)
     {
         uint node = _gms.Node!.Value.Value;
+        if (_viewsEpoch != 0 && _gms.ViewsEpoch != _viewsEpoch)
+        {
+            StartNewEpoch(update);
+        }
+
+        _viewsEpoch = _gms.ViewsEpoch;
         if (_regions.NodeId is { } old && old != node)
         {
             // Registered again under a new id: the region layer retires the senders of the old one, so each feed gets a
@@ -233,6 +239,62 @@ internal sealed class GroupLayer : IProtocolLayer
     }
 
     private readonly List<uint> _idleScratch = new();
+
+    /// <summary>Messages of packets sent and not acknowledged when the GMS restarted that no group's outbox had room for
+    /// (<see cref="GroupOutbox.Restart"/>): lost for the members that had not received them.</summary>
+    public long ResendsDroppedAtNewEpoch { get; private set; }
+
+    /// <summary>The GMS restarted (docs/membership.md, "A restarted GMS"): ids, region ids and view numbers of the old
+    /// epoch mean nothing now. The region layer stops its member and senders (<see cref="RegionLayer.StartNewEpoch"/>),
+    /// handing back the group records of every packet they had not had acknowledged; each group puts those messages
+    /// (by their group numbers, oldest first) ahead of what its outbox still holds, for the new epoch's regions to send
+    /// again; and each group carries its per-sender duplicate filter over to the senders' new ids by address, so a
+    /// member that delivered a message before drops it when it comes again.</summary>
+    private void StartNewEpoch(NodeUpdate update)
+    {
+        var resend = new Dictionary<NodeGroup, SortedList<ulong, ReadOnlyMemory<byte>>>();
+        _regions.StartNewEpoch(payload =>
+        {
+            var rest = payload;
+            while (GroupWire.TryRead(rest.Span, out uint group, out ulong sequence, out var body, out int consumed))
+            {
+                if (_groupsById.TryGetValue(group, out var target))
+                {
+                    if (!resend.TryGetValue(target, out var list))
+                    {
+                        resend[target] = list = new SortedList<ulong, ReadOnlyMemory<byte>>();
+                    }
+
+                    list.TryAdd(sequence, rest.Slice(GroupWire.HeaderSize, body.Length)); // one copy per region it went to
+                }
+
+                rest = rest[consumed..];
+            }
+        });
+        foreach (var feed in _feeds.Values)
+        {
+            feed.Sender = null;
+        }
+
+        var previous = _gms.PreviousEpochAddresses;
+        var now = new Dictionary<Core.Io.NetAddress, uint>();
+        foreach (var member in update.RegionViews.SelectMany(r => r.Members))
+        {
+            now[member.Address] = member.Node.Value;
+        }
+
+        foreach (var group in _groupsByName.Values)
+        {
+            group.RenumberSenders(old => previous.TryGetValue(old, out var address) && now.TryGetValue(address, out uint id) ? id : null);
+            var list = resend.GetValueOrDefault(group);
+            ResendsDroppedAtNewEpoch += group.Outbox.Restart(list is null ? [] : [.. list.Select(p => (p.Key, p.Value))]);
+        }
+
+        _groupsById.Clear(); // group ids of the old epoch; each group is adopted again under its new id
+    }
+
+    /// <summary>The GMS epoch of the views last applied (0: none yet).</summary>
+    private ulong _viewsEpoch;
 
     /// <summary>Regions none of this node's groups maps to any more (every group of their feed left, or its view moved to
     /// other regions): the feed goes, and the region layer retires the sender (<see cref="RegionLayer.Release"/>), so a

@@ -32,7 +32,7 @@ internal sealed class GroupOutbox(int capacity)
         var cursors = new (uint, long)[regions.Count];
         for (int i = 0; i < regions.Count; i++)
         {
-            long cursor = _tail;
+            long cursor = _restarted ? _head : _tail;
             foreach (var (region, existing) in _cursors)
             {
                 if (region == regions[i])
@@ -45,7 +45,50 @@ internal sealed class GroupOutbox(int capacity)
         }
 
         _cursors = cursors;
+        _restarted = false;
         Release();
+    }
+
+    private bool _restarted;
+
+    /// <summary>The node starts afresh at a new GMS epoch (<c>RegionLayer.StartNewEpoch</c>): the old regions are gone,
+    /// and everything held here (not yet written by all of them) goes to every region of the next view, after
+    /// <paramref name="replay"/>: the messages of packets the old regions' senders had sent and not had acknowledged,
+    /// in sequence order, each as (sequence, message). Those at or above the oldest message held are held already; those
+    /// beyond the free room are dropped (returned: how many). Receivers drop what they delivered before
+    /// (duplicate suppression by sequence).</summary>
+    public int Restart(IReadOnlyList<(ulong Sequence, ReadOnlyMemory<byte> Message)> replay)
+    {
+        _cursors = [];
+        if (_head < _items.Length)
+        {
+            _head += _items.Length; // positions are taken modulo the capacity: room to step back before the head
+            _tail += _items.Length;
+        }
+
+        ulong oldest = Count > 0 ? _items[_head % _items.Length].Sequence : ulong.MaxValue;
+        int dropped = 0;
+        for (int i = replay.Count - 1; i >= 0; i--)
+        {
+            var (sequence, message) = replay[i];
+            if (sequence >= oldest)
+            {
+                continue;
+            }
+
+            if (IsFull)
+            {
+                dropped++;
+                continue;
+            }
+
+            _head--;
+            _items[_head % _items.Length] = new Item(message, sequence, false);
+            oldest = sequence;
+        }
+
+        _restarted = true;
+        return dropped;
     }
 
     /// <summary>Appends a numbered message; the caller checked <see cref="IsFull"/>.</summary>

@@ -146,6 +146,22 @@ internal sealed class NodeGroup
         return true;
     }
 
+    /// <summary>Carries each sender's delivery progress over to the id it has in a new GMS epoch (<paramref name="renumber"/>:
+    /// old id to new id, by the sender's address); progress of a sender with no new id is forgotten. So a message sent
+    /// again in the new epoch (<c>GroupOutbox.Restart</c>) that this node delivered before is dropped as a duplicate.</summary>
+    public void RenumberSenders(Func<uint, uint?> renumber)
+    {
+        var old = _lastDelivered.ToList();
+        _lastDelivered.Clear();
+        foreach (var (sender, last) in old)
+        {
+            if (renumber(sender) is { } id)
+            {
+                _lastDelivered[id] = Math.Max(last, _lastDelivered.GetValueOrDefault(id));
+            }
+        }
+    }
+
     /// <summary>Senders whose delivery progress this group keeps (for duplicate suppression).</summary>
     public int SendersTracked => _lastDelivered.Count;
 

@@ -300,6 +300,68 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         _node = node;
     }
 
+    /// <summary>The GMS this node registers with restarted empty (a new epoch; docs/membership.md, "A restarted GMS"):
+    /// it draws node ids, region ids and view numbers anew from 1, so an id this layer knows may now name another node
+    /// or region, and a view number may go back. Nothing keyed by them can be kept: every sender and retired sender
+    /// stops at once, first handing the payloads of the packets it sent and had not had acknowledged to
+    /// <paramref name="resend"/> (the group layer sends their messages again in the new epoch; without it they are
+    /// counted in <see cref="PacketsAbandonedAtNewEpoch"/>), the member stops and leaves its address, and numbering
+    /// starts again at 1 under the id the new GMS gives. The new epoch's views then build member and senders afresh; the layer
+    /// above makes new senders for its groups, which take what their sources still hold.</summary>
+    public void StartNewEpoch(Action<ReadOnlyMemory<byte>>? resend = null)
+    {
+        foreach (var sender in _retired.Concat(_senders.Values))
+        {
+            if (resend is null)
+            {
+                PacketsAbandonedAtNewEpoch += sender.Unacknowledged;
+                continue;
+            }
+
+            foreach (var payload in sender.UnacknowledgedPayloads())
+            {
+                PacketsResentAtNewEpoch++;
+                resend(payload);
+            }
+        }
+
+        foreach (var sender in _senders.Values)
+        {
+            sender.Source = null;
+            sender.PeersWaiting = null;
+            SenderRetired?.Invoke(sender);
+            sender.Stop();
+            SendersStopped++;
+        }
+
+        foreach (var retired in _retired)
+        {
+            retired.Stop();
+            SendersStopped++;
+        }
+
+        _senders.Clear();
+        _retired.Clear();
+        _retiredAt.Clear();
+        _continuation.Clear();
+        _pendingStarts.Clear();
+        LeaveRegion();
+        _admitted = [];
+        _node = null;
+        NewEpochs++;
+    }
+
+    /// <summary>Times <see cref="StartNewEpoch"/> reset this layer (the GMS restarted).</summary>
+    public long NewEpochs { get; private set; }
+
+    /// <summary>Packets this node's senders had sent and not had acknowledged when the GMS restarted
+    /// (<see cref="StartNewEpoch"/>) and that nobody took to send again: a member that had not received them misses them.</summary>
+    public long PacketsAbandonedAtNewEpoch { get; private set; }
+
+    /// <summary>Packets sent and not acknowledged when the GMS restarted whose payloads were handed back to be sent again
+    /// in the new epoch (<see cref="StartNewEpoch"/>).</summary>
+    public long PacketsResentAtNewEpoch { get; private set; }
+
     /// <summary>The id <see cref="SetNode"/> gave, if any.</summary>
     public uint? NodeId => _node;
 

@@ -146,6 +146,21 @@ internal sealed class RegionSender : IDatagramFeed
     /// <summary>Packets numbered and not yet acknowledged (at most <see cref="RegionOptions.SenderWindow"/>).</summary>
     public int Unacknowledged => (int)(LastSequence - Acknowledged);
 
+    /// <summary>The payloads (group records) of the packets sent and not yet acknowledged, oldest first: what a node that
+    /// starts afresh at a new GMS epoch sends again (<see cref="RegionLayer.StartNewEpoch"/>). Views of this sender's
+    /// window buffers: valid while it is stopped and not reused.</summary>
+    internal IEnumerable<ReadOnlyMemory<byte>> UnacknowledgedPayloads()
+    {
+        for (ulong seq = Acknowledged + 1; seq <= LastSequence; seq++)
+        {
+            var outgoing = _window[seq % (ulong)_window.Length];
+            if (outgoing.Datagram is { } datagram && outgoing.Length >= RegionWire.DataHeaderSize)
+            {
+                yield return datagram.AsMemory(RegionWire.DataHeaderSize, outgoing.Length - RegionWire.DataHeaderSize);
+            }
+        }
+    }
+
     public bool HasSpace => Unacknowledged < _options.SenderWindow;
 
     public long Retransmissions => RetransmittedOnNak + RetransmittedOnTimeout + RetransmittedOnStatus;

@@ -57,18 +57,48 @@ internal sealed class NodeCluster
             return;
         }
 
-        var gmsNode = Network.AddNode();
-        var gmsEndpoint = gmsNode.Open(47001, _options.DatagramSize);
-        GmsEndpoint = gmsEndpoint.LocalAddress;
-        gmsNode.TryPost(_ =>
+        _gmsNode = Network.AddNode();
+        _gmsLogger = gmsLogger;
+        StartGms();
+    }
+
+    private GmsServer? _gms;
+    private SimNode? _gmsNode;
+    private Microsoft.Extensions.Logging.ILogger? _gmsLogger;
+    private uint _gmsIncarnation;
+
+    /// <summary>Builds the single GMS on its host, with a new epoch each time (a restarted process starts with no state).</summary>
+    private void StartGms()
+    {
+        var host = _gmsNode!;
+        var endpoint = host.Open(47001, _options.DatagramSize);
+        GmsEndpoint = endpoint.LocalAddress;
+        uint epoch = 7 + _gmsIncarnation++;
+        host.TryPost(_ =>
         {
-            GmsStack = QsmStack.BuildGms(gmsEndpoint, gmsNode, 7, 7, GmsOptions, logger: gmsLogger, security: _options.Security);
+            GmsStack = QsmStack.BuildGms(endpoint, host, epoch, epoch, GmsOptions, logger: _gmsLogger, security: _options.Security);
             _gms = GmsStack.Get<GmsServerLayer>().Server;
         }, null);
         Network.RunFor(TimeSpan.FromMilliseconds(1));
     }
 
-    private GmsServer? _gms;
+    /// <summary>The single GMS's host crashes: its state (registrations, views) is gone; nodes keep their last views.</summary>
+    public void CrashGms()
+    {
+        var host = _gmsNode ?? throw new InvalidOperationException("This cluster runs replicated GMSs: use CrashGmsLeader.");
+        host.Crash();
+        _gms = null;
+        GmsStack = null;
+    }
+
+    /// <summary>The single GMS starts again at the same address, empty and with a new epoch (docs/membership.md: every
+    /// node registers again under a new id and re-joins its groups).</summary>
+    public void RestartGms()
+    {
+        var host = _gmsNode ?? throw new InvalidOperationException("This cluster runs replicated GMSs.");
+        host.Restart();
+        StartGms();
+    }
 
     /// <summary>The replicated GMS's stand-in engine (null with a single GMS).</summary>
     public SimulatedConsensus? Consensus { get; private set; }
