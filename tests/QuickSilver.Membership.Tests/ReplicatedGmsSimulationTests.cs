@@ -112,6 +112,43 @@ public sealed class ReplicatedGmsSimulationTests
         Assert.Equal(1, gms[2].Server!.FailuresDetected);
     }
 
+    /// <summary>Soak seeds 3912, 4099, 4450, 6059 and 9028: after a failover, a registered node got a redirect from a
+    /// follower that answered its first-contact Hello, retransmitted late, and named the crashed leader. The node moved
+    /// there, dropped the new leader's update that changed its view (it came from a replica it no longer talked to),
+    /// came back at its Hello retry and was welcomed by the replica it had moved to, so it did not read its views:
+    /// it stayed in the old view for good (a region leader that never started a round in the new view).</summary>
+    [Fact]
+    public void A_stale_redirect_does_not_move_a_registered_node_and_it_installs_the_views_that_follow()
+    {
+        var world = new VirtualWorld();
+        var gms = new SimulatedGmsCluster(world, Options, Replicas);
+        gms.Elect(gms[0]);
+        var clients = Enumerable.Range(0, 2).Select(i => Client(world, i, Replicas[0])).ToList();
+        Assert.True(world.RunUntil(() => clients.All(c => c.IsRegistered), TimeSpan.FromSeconds(5)));
+        clients.ForEach(c => c.Join("g"));
+        Assert.True(world.RunUntil(() => clients.All(c => c.FindGroup("g") is { } v && v.Regions.Sum(r => c.FindRegion(r.Region)?.Count ?? 0) == 2),
+            TimeSpan.FromSeconds(5)));
+
+        gms.Kill(gms[0]);
+        world.RunFor(TimeSpan.FromMilliseconds(300));
+        gms.Elect(gms[1]);
+        Assert.True(world.RunUntil(() => clients.All(c => c.CurrentGms == Replicas[1] && c.IsRegistered), TimeSpan.FromSeconds(5)));
+        world.RunFor(world.FailureNotice + TimeSpan.FromSeconds(1)); // the dead leader's failure was noticed: nothing more says so
+
+        // A follower's late answer to a Hello from before the failover names the dead leader.
+        world.Inject(Replicas[2], NetAddress.Loopback(8000), GmsCodec.Encode(new GmsMessage { Kind = GmsMessageKind.Redirect, Number = LeaderAddress.Pack(Replicas[0]) }));
+        world.RunFor(TimeSpan.FromMilliseconds(10));
+
+        // The other node leaves: the view that follows reaches the first one, and it holds it.
+        clients[1].Leave("g");
+        Assert.True(world.RunUntil(() => clients[0].FindGroup("g") is { } v && v.Regions.Sum(r => clients[0].FindRegion(r.Region)?.Count ?? 0) == 1,
+            TimeSpan.FromSeconds(10)));
+        world.RunFor(Options.FailureTimeout * 2);
+        Assert.Equal(1, clients[0].FindGroup("g")!.Regions.Sum(r => clients[0].FindRegion(r.Region)?.Count ?? 0));
+        Assert.Equal(Replicas[1], clients[0].CurrentGms);
+        Assert.Equal(1, clients[0].StaleRedirectsIgnored);
+    }
+
     [Fact]
     public void A_batch_the_log_refuses_is_proposed_again_while_the_replica_still_leads()
     {

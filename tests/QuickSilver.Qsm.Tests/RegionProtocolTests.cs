@@ -327,3 +327,34 @@ public sealed class RegionHostileDataTests(ITestOutputHelper output)
             $"the sender's ACK froze at {sender.Acknowledged} of {sender.LastSequence}");
     }
 }
+
+public sealed class RegionShortStreamTests(ITestOutputHelper output)
+{
+    private static readonly RegionOptions FastTokens = new() { TokenInterval = TimeSpan.FromMilliseconds(50) };
+
+    /// <summary>Soak seeds 5138, 5676 and 5825: a member of the view lost every packet of a sender's stream (two
+    /// packets; or a burst on the sender's uplink), so it had no stream to NAK with and got no stream-start hint (a
+    /// sender sends those only to members new in its view). The members that had the packets acknowledged them, the
+    /// sender resent nothing, and the member never delivered a message. It now holds the sender's stability where its
+    /// stream would start, so the sender resends on its timeout.</summary>
+    [Theory]
+    [InlineData(4, 1)]
+    [InlineData(4, 2)]
+    [InlineData(7, 3)]
+    public void A_member_that_lost_every_packet_of_a_short_stream_still_gets_it(int members, int seed)
+    {
+        const int Messages = 2;
+        var cluster = new RegionCluster(seed, members, 1, new LinkOptions(), FastTokens);
+        var deaf = cluster.Nodes.Where(n => n.IsMember).ElementAt(members / 2);
+        cluster.Network.Partition([deaf.Sim], cluster.Network.Nodes.Where(n => n != deaf.Sim));
+        cluster.SendFromAll(Messages);
+        cluster.Network.RunFor(TimeSpan.FromMilliseconds(20)); // both packets multicast, before the first token
+        cluster.Network.Heal();
+        bool done = cluster.Network.RunUntil(() => cluster.AllDelivered(Messages), TimeSpan.FromSeconds(20));
+        var sender = cluster.Senders[0].Sender!;
+        output.WriteLine($"seed {seed}: virtual {cluster.Network.Now}, acknowledged {sender.Acknowledged}, resent on timeout {sender.RetransmittedOnTimeout}");
+        Assert.True(done, $"seed {seed}: the member cut off while the stream went out did not get it: {cluster.CheckDelivery(Messages)}");
+        Assert.Null(cluster.CheckDelivery(Messages));
+        Assert.True(sender.RetransmittedOnTimeout > 0);
+    }
+}

@@ -42,10 +42,12 @@ internal sealed record GmsClientOptions
 /// <see cref="GmsRefusedException"/>: a refused join through <see cref="JoinRefused"/> (the group is no longer wanted), a
 /// refused registration through <see cref="RegistrationRefusal"/> (it keeps asking, at <see cref="GmsClientOptions.RetryInterval"/>).
 /// <para>With a replicated GMS (<see cref="GmsClientOptions.Replicas"/>) it talks to one replica at a time: a
-/// <see cref="GmsMessageKind.Redirect"/> sends it to the leader named, a Welcome from another replica (a new leader
-/// taking over) makes that replica the one it talks to, and a replica that fails or stays silent makes it try the next.
-/// Across such a change it keeps its node id and views (the replicated GMS keeps them too), and asks the new leader again
-/// for every join and leave that may have been lost with the old one.</para>
+/// <see cref="GmsMessageKind.Redirect"/> sends it to the leader named (once registered, only a redirect from the replica
+/// it talks to, or one answering its read: any other answers an earlier Hello and is stale), a Welcome from another
+/// replica (a new leader taking over) makes that replica the one it talks to, and a replica that fails or stays silent
+/// makes it try the next. Across such a change it keeps its node id and views (the replicated GMS keeps them too), asks
+/// the new leader again for every join and leave that may have been lost with the old one, and reads its views there
+/// (updates sent while it talked to another replica were dropped).</para>
 /// I/O-free; core thread only.
 /// </summary>
 internal sealed class GmsClient
@@ -121,6 +123,10 @@ internal sealed class GmsClient
 
     /// <summary>Reads a follower redirected to the leader (it was too far behind, or cut off from the leader).</summary>
     public long ReadsRedirected { get; private set; }
+
+    /// <summary>Redirects from a replica this registered client does not talk to, outside a read: answers to an earlier
+    /// Hello, ignored.</summary>
+    public long StaleRedirectsIgnored { get; private set; }
 
     /// <summary>Views in read answers that were not newer than the ones this node held, and so were not applied.</summary>
     public long StaleViewsIgnored { get; private set; }
@@ -338,6 +344,17 @@ internal sealed class GmsClient
             return; // a replica this client no longer talks to (a deposed leader's late message)
         }
 
+        if (from != _gms && message.Kind == GmsMessageKind.Redirect && IsRegistered && !_readPending)
+        {
+            // A registered node sends its Hellos only to the replica it talks to, so a redirect from another one answers a
+            // Hello from before (the first contact's, sent to every replica and retransmitted late by reliable unicast):
+            // stale. Following it moved a node from the live leader to the crashed one it named, where the leader's
+            // updates were dropped (soak seeds 3912, 4099, 4450, 9028), or, naming the leader it talked to, made it
+            // Hello again as if it had moved; its Hello retry then left the leader for a follower (soak seed 6059).
+            StaleRedirectsIgnored++;
+            return;
+        }
+
         _heardSinceHello = true;
         switch (message.Kind)
         {
@@ -376,6 +393,7 @@ internal sealed class GmsClient
                     MoveTo(from, hello: false, forget: false); // a new leader took over and says so
                 }
 
+                bool movedBefore = _welcomesPending && IsRegistered; // a registered client that moved and is welcomed now
                 bool first = !IsRegistered || moved || Node!.Value.Value != message.Number || _welcomesPending;
                 _welcomesPending = false;
                 if (message.Epoch != _epoch)
@@ -389,11 +407,13 @@ internal sealed class GmsClient
                 _heartbeatInterval = TimeSpan.FromMilliseconds(message.HeartbeatMs);
                 _scheduler.Cancel(_helloAlarm);
                 _scheduler.ScheduleAfter(_heartbeatAlarm, _heartbeatInterval);
-                if (moved)
+                if (moved || movedBefore)
                 {
-                    // Views the new leader sent before this Welcome came from a replica this client was not talking to
-                    // and were dropped (soak seed 8255: a node pointed back at the crashed leader missed the view that
-                    // removed two crashed members, and nothing changed after, so it never installed it): read them.
+                    // Views the leader sent while this client talked to another replica came from a replica it was not
+                    // talking to and were dropped (soak seed 8255: a node pointed back at the crashed leader missed the
+                    // view that removed two crashed members, and nothing changed after, so it never installed it): read
+                    // them. Also when the client moved first and the Welcome then came from the replica it had moved to
+                    // (a replica left at the Hello retry as silent: soak seeds 3912, 4099, 4450, 6059 and 9028).
                     RequestViews(from);
                 }
 

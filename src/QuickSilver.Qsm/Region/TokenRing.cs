@@ -258,8 +258,16 @@ internal sealed class TokenRing
                 // view that had not heard the sender yet was left out of the purge point, the region purged packets
                 // it was owed, and no peer could repair them.
                 // A sender whose stream this member retired (StreamRetirement) had delivered everything it was owed.
+                // It holds the sender's stability (the region's ACK) there too: a member of the view that lost every
+                // packet a sender has sent (a stream of one or two packets, or a burst on the sender's uplink) gets no
+                // stream-start hint (the sender sends those only to members new in its view, once it has sent) and
+                // has nothing to NAK with, so the ACK, computed by the members that had the packets, told the sender
+                // everyone had them: nothing was resent, and the member waited for good (soak seeds 5138, 5676, 5825).
+                // Held, the ACK stays below the packets and the sender resends them on its timeout; a resend from
+                // the sender starts the member's stream like an original.
                 ulong start = stream?.Candidate ?? (stream is null && _member.Retirement.TryDelivered(section.Sender, out ulong retired) ? retired : 0);
                 section.ReceivedMin = Math.Min(section.ReceivedMin, start);
+                section.StableMin = Math.Min(section.StableMin, start);
             }
         }
     }

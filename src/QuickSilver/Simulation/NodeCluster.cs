@@ -34,7 +34,7 @@ internal sealed class NodeCluster
     /// <param name="gmsReplicas">1: the single GMS. More: that many GMS replicas, each on its own simulated host, on
     /// <see cref="SimulatedConsensus"/> (the stand-in for the Raft engine); the first leads until
     /// <see cref="CrashGmsLeader"/> and <see cref="ElectGms"/> say otherwise, and every node lists them all.</param>
-    /// <param name="gmsLogger">Where the single GMS logs (registrations, removals); null: nowhere.</param>
+    /// <param name="gmsLogger">Where the GMS (or every replica) logs (registrations, removals); null: nowhere.</param>
     public NodeCluster(int seed, LinkOptions link, RegionOptions? region = null, bool multicast = true, Action<SimNode>? configureNode = null,
         RateControlOptions? rate = null, int maxDatagramSize = 16 * 1024, GmsOptions? gms = null, DatagramSecurityOptions? security = null,
         int gmsReplicas = 1, Microsoft.Extensions.Logging.ILogger? gmsLogger = null, AerOptions? aer = null)
@@ -53,7 +53,7 @@ internal sealed class NodeCluster
         };
         if (gmsReplicas > 1)
         {
-            StartReplicas(gmsReplicas);
+            StartReplicas(gmsReplicas, gmsLogger);
             return;
         }
 
@@ -106,7 +106,7 @@ internal sealed class NodeCluster
     /// <summary>The simulated hosts of the GMS replicas, in <see cref="SimulatedConsensus.Members"/> order.</summary>
     public List<SimNode> GmsHosts { get; } = new();
 
-    private void StartReplicas(int count)
+    private void StartReplicas(int count, Microsoft.Extensions.Logging.ILogger? logger)
     {
         var clock = Network.AddNode(); // the stand-in engine's clock: a host that never crashes and has no socket
         Consensus = new SimulatedConsensus(clock);
@@ -116,7 +116,7 @@ internal sealed class NodeCluster
             var endpoint = host.Open(47001, _options.DatagramSize);
             var member = Consensus.Add(endpoint.LocalAddress);
             GmsHosts.Add(host);
-            host.TryPost(_ => QsmStack.BuildGms(endpoint, host, (uint)(7 + i), 7, GmsOptions with { Log = member }, security: _options.Security), null);
+            host.TryPost(_ => QsmStack.BuildGms(endpoint, host, (uint)(7 + i), 7, GmsOptions with { Log = member }, logger: logger, security: _options.Security), null);
         }
 
         GmsEndpoint = Consensus[0].Address;

@@ -100,7 +100,7 @@ internal static class SoakScenario
             DuplicateRate = faults.Duplicate,
         };
         var cluster = faults.GmsFailover
-            ? new NodeCluster(seed, link, region, gmsReplicas: 3)
+            ? new NodeCluster(seed, link, region, gmsReplicas: 3, gmsLogger: gmsLogger)
             : new NodeCluster(seed, link, region, gmsLogger: gmsLogger);
         VirtualNow = () => cluster.Network.Now;
         try
