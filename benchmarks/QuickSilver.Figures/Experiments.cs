@@ -103,12 +103,12 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
     private ResultTable TokenInterval()
     {
         var table = new ResultTable("(c) Token interval at 25 nodes (Fig. 15)",
-            "token interval s", "msgs/s", "recovery ms", "recovery rounds", "repaired %", "ACK ms", "window s", "wall s");
+            "token interval s", "msgs/s", "recovery ms", "recovery rounds", "repaired %", "ACK ms", "arrival ms", "arrival rounds", "ACK rounds", "window s", "wall s");
         foreach (double interval in mode.TokenIntervals)
         {
             var r = Run(new RunSpec(25, TokenIntervalSeconds: interval));
             table.Add(interval, R0(r.MessagesPerSecond), R0(r.RecoveryMeanMs), R2(r.RecoveryRounds), R2(r.RepairedPercent),
-                R0(r.AckMeanMs), Window(r), R1(r.WallSeconds));
+                R0(r.AckMeanMs), R0(r.ArrivalMeanMs), R2(r.ArrivalRounds), R2(r.AckRounds), Window(r), R1(r.WallSeconds));
         }
 
         return table;
@@ -118,13 +118,13 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
     private ResultTable Senders()
     {
         var table = new ResultTable("(d) Senders into a 25-node region (Fig. 16)",
-            "senders", "total msgs/s", "vs 1 sender %", "paper %", "recv-queue drops", "window s", "wall s");
+            "senders", "total msgs/s", "vs 1 sender %", "paper %", "recv-queue drops", "window s", "wall s", "Jain's index", "slowest sender msgs/s", "fastest sender msgs/s");
         double reference = Run(new RunSpec(25)).MessagesPerSecond;
         foreach (int s in mode.SenderCounts)
         {
             var r = Run(new RunSpec(25, Senders: s));
             table.Add(s, R0(r.MessagesPerSecond), R0(100 * r.MessagesPerSecond / reference), s == 10 ? "80" : "",
-                r.ReceiveQueueDrops, Window(r), R1(r.WallSeconds));
+                r.ReceiveQueueDrops, Window(r), R1(r.WallSeconds), R3(r.JainIndex), R0(r.PerSenderMessagesPerSecond.Min()), R0(r.PerSenderMessagesPerSecond.Max()));
         }
 
         return table;
@@ -135,12 +135,13 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
     {
         var table = new ResultTable("(e) Recovery latency under ~1 % loss (Fig. 19)",
             "nodes", "loss per link", "recovery ms", "recovery rounds", "paper rounds", "median ms", "repaired %", "msgs/s",
-            "NAK resends", "timeout resends", "window s", "wall s");
+            "NAK resends", "timeout resends", "window s", "wall s", "arrival ms", "arrival rounds", "arrival median ms", "ACK ms", "ACK rounds");
         foreach (int n in mode.RecoveryNodeCounts)
         {
             var r = Run(new RunSpec(n, LossRate: FigureMode.RecoveryLossPerLink));
             table.Add(n, FigureMode.RecoveryLossPerLink, R0(r.RecoveryMeanMs), R2(r.RecoveryRounds), "2.5", R0(r.RecoveryMedianMs),
-                R2(r.RepairedPercent), R0(r.MessagesPerSecond), r.RetransmittedOnNak, r.RetransmittedOnTimeout, Window(r), R1(r.WallSeconds));
+                R2(r.RepairedPercent), R0(r.MessagesPerSecond), r.RetransmittedOnNak, r.RetransmittedOnTimeout, Window(r), R1(r.WallSeconds),
+                R0(r.ArrivalMeanMs), R2(r.ArrivalRounds), R0(r.ArrivalMedianMs), R0(r.AckMeanMs), R2(r.AckRounds));
         }
 
         return table;
@@ -195,4 +196,6 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
     private static double R1(double v) => Math.Round(v, 1);
 
     private static double R2(double v) => Math.Round(v, 2);
+
+    private static double R3(double v) => Math.Round(v, 3);
 }

@@ -110,9 +110,9 @@ internal sealed class RegionClusterNode
 
     private void OnArrival(NetAddress from, in DataHeader header)
     {
-        if (_isMember && _cluster.IsSenderAddress(header.Sender, from))
+        if (_isMember)
         {
-            _cluster.Timeline.OnArrivalFromSender(Slot, header.Sender, header.Seq);
+            _cluster.Timeline.OnArrival(Slot, header.Sender, header.Seq, _cluster.IsSenderAddress(header.Sender, from), Sim.Now);
         }
     }
 
