@@ -135,13 +135,16 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
     {
         var table = new ResultTable("(e) Recovery latency under ~1 % loss (Fig. 19)",
             "nodes", "loss per link", "recovery ms", "recovery rounds", "paper rounds", "median ms", "repaired %", "msgs/s",
-            "NAK resends", "timeout resends", "window s", "wall s", "arrival ms", "arrival rounds", "arrival median ms", "ACK ms", "ACK rounds");
+            "NAK resends", "timeout resends", "window s", "wall s", "arrival ms", "arrival rounds", "arrival median ms", "ACK ms", "ACK rounds",
+            "from sender n", "from sender rounds", "from ring n", "from ring rounds", "from other partition n", "from other partition rounds");
         foreach (int n in mode.RecoveryNodeCounts)
         {
             var r = Run(new RunSpec(n, LossRate: FigureMode.RecoveryLossPerLink));
             table.Add(n, FigureMode.RecoveryLossPerLink, R0(r.RecoveryMeanMs), R2(r.RecoveryRounds), "2.5", R0(r.RecoveryMedianMs),
                 R2(r.RepairedPercent), R0(r.MessagesPerSecond), r.RetransmittedOnNak, r.RetransmittedOnTimeout, Window(r), R1(r.WallSeconds),
-                R0(r.ArrivalMeanMs), R2(r.ArrivalRounds), R0(r.ArrivalMedianMs), R0(r.AckMeanMs), R2(r.AckRounds));
+                R0(r.ArrivalMeanMs), R2(r.ArrivalRounds), R0(r.ArrivalMedianMs), R0(r.AckMeanMs), R2(r.AckRounds),
+                r.ArrivalFromSender.Count, Rounds(r, r.ArrivalFromSender.MeanMs), r.ArrivalFromRing.Count, Rounds(r, r.ArrivalFromRing.MeanMs),
+                r.ArrivalFromOtherPartition.Count, Rounds(r, r.ArrivalFromOtherPartition.MeanMs));
         }
 
         return table;
@@ -190,6 +193,8 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
     }
 
     private static string Window(RunResult r) => string.Create(CultureInfo.InvariantCulture, $"{R1(r.WindowSeconds)}{(r.StoppedEarly ? " (cut)" : "")}");
+
+    private static double Rounds(RunResult r, double ms) => R2(ms / 1000 / r.Spec.TokenIntervalSeconds);
 
     private static double R0(double v) => Math.Round(v);
 

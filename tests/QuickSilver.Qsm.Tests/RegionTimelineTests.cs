@@ -36,6 +36,9 @@ public sealed class RegionTimelineTests(ITestOutputHelper output)
 
         Assert.Equal(2, timeline.RecoveryAtArrival.Count);
         Assert.Equal(200, timeline.RecoveryAtArrival.Mean, 6);
+        Assert.Equal(300, timeline.ArrivalFromSender.Mean, 6);
+        Assert.Equal(100, timeline.ArrivalFromRing.Mean, 6);
+        Assert.Equal(0, timeline.ArrivalFromOtherPartition.Count);
         Assert.Equal(2, timeline.Recovery.Count);
         Assert.Equal(300, timeline.Recovery.Mean, 6);
         Assert.Equal(3, timeline.SampledDeliveries);
@@ -48,9 +51,10 @@ public sealed class RegionTimelineTests(ITestOutputHelper output)
         timeline.OnTransmit(Sender, 1, Ms(0));
         timeline.OnTransmit(Sender, 2, Ms(15));
         timeline.OnArrival(0, Sender, 1, fromSender: false, Ms(50));
-        timeline.OnArrival(0, Sender, 2, fromSender: false, Ms(65));
+        timeline.OnArrival(0, Sender, 2, fromSender: false, Ms(65), ownClass: false);
 
         Assert.Equal(1, timeline.RecoveryAtArrival.Count);
+        Assert.Equal(1, timeline.ArrivalFromOtherPartition.Count);
         Assert.Equal(50, timeline.RecoveryAtArrival.Mean, 6);
     }
 
@@ -77,6 +81,7 @@ public sealed class RegionTimelineTests(ITestOutputHelper output)
                          $"(samples {timeline.RecoveryAtArrival.Count}), at delivery {timeline.Recovery.Mean:F1} ms");
         Assert.True(timeline.Recovery.Count > 10, "too few repairs to test anything");
         Assert.Equal(timeline.Recovery.Count, timeline.RecoveryAtArrival.Count); // every repaired packet, once, both ways
+        Assert.Equal(timeline.RecoveryAtArrival.Count, timeline.ArrivalFromSender.Count + timeline.ArrivalFromRing.Count + timeline.ArrivalFromOtherPartition.Count);
         Assert.True(timeline.RecoveryAtArrival.Mean <= timeline.Recovery.Mean, $"arrival {timeline.RecoveryAtArrival.Mean} ms after delivery {timeline.Recovery.Mean} ms");
     }
 }

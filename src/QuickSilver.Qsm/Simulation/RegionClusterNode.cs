@@ -112,7 +112,9 @@ internal sealed class RegionClusterNode
     {
         if (_isMember)
         {
-            _cluster.Timeline.OnArrival(Slot, header.Sender, header.Seq, _cluster.IsSenderAddress(header.Sender, from), Sim.Now);
+            var member = Region.Member;
+            bool ownClass = member is null || (int)(header.Seq % (ulong)member.Partitions) == member.Partition;
+            _cluster.Timeline.OnArrival(Slot, header.Sender, header.Seq, _cluster.IsSenderAddress(header.Sender, from), Sim.Now, ownClass);
         }
     }
 

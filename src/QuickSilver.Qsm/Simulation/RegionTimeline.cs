@@ -36,6 +36,17 @@ internal sealed class RegionTimeline
     /// first multicast (as <see cref="Recovery"/>, but when the repaired copy arrived, not when it was delivered).</summary>
     public LatencySamples RecoveryAtArrival { get; } = new();
 
+    /// <summary><see cref="RecoveryAtArrival"/> by where the repaired copy came from: the sender's retransmission (on a
+    /// collective NAK, a receiver's report or the timeout), a peer of the member's own partition (a push or pull on the
+    /// ring, for a packet of the member's class), or another partition (a pull of a packet cached elsewhere).</summary>
+    public LatencySamples ArrivalFromSender { get; } = new();
+
+    /// <inheritdoc cref="ArrivalFromSender"/>
+    public LatencySamples ArrivalFromRing { get; } = new();
+
+    /// <inheritdoc cref="ArrivalFromSender"/>
+    public LatencySamples ArrivalFromOtherPartition { get; } = new();
+
     /// <summary>Sender's ACK time − first transmission.</summary>
     public LatencySamples Ack { get; } = new();
 
@@ -59,8 +70,9 @@ internal sealed class RegionTimeline
     }
 
     /// <summary>A data datagram of <paramref name="sender"/>'s stream reached <paramref name="member"/>, straight from
-    /// the sender (<paramref name="fromSender"/>) or from a peer.</summary>
-    internal void OnArrival(int member, uint sender, ulong seq, bool fromSender, TimeSpan now)
+    /// the sender (<paramref name="fromSender"/>) or from a peer; <paramref name="ownClass"/>: the member's partition
+    /// caches it (packet i by partition i mod p).</summary>
+    internal void OnArrival(int member, uint sender, ulong seq, bool fromSender, TimeSpan now, bool ownClass = true)
     {
         if (_originals is null || _arrived is null || !_sends.TryGetValue(sender, out var log))
         {
@@ -89,6 +101,7 @@ internal sealed class RegionTimeline
         if (!original)
         {
             RecoveryAtArrival.Add(now - sent);
+            (fromSender ? ArrivalFromSender : ownClass ? ArrivalFromRing : ArrivalFromOtherPartition).Add(now - sent);
         }
     }
 
