@@ -11,8 +11,9 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
 {
     private readonly Dictionary<RunSpec, RunResult> _runs = new();
 
-    /// <summary>Every experiment, or only those whose CSV file name starts with <paramref name="only"/>. Each table is
-    /// built only when enumerated, so a filter skips the others' runs.</summary>
+    /// <summary>Every experiment, or only those whose CSV file name starts with one of the comma-separated prefixes of
+    /// <paramref name="only"/>, in the order given (runs shared between them run once). Each table is built only when
+    /// enumerated, so a filter skips the others' runs.</summary>
     public IEnumerable<(string File, ResultTable Table)> All(string? only = null)
     {
         var experiments = new (string File, Func<ResultTable> Build)[]
@@ -26,11 +27,16 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
             ("rate_over_time.csv", RateOverTime),
             ("groups.csv", Groups),
         };
-        foreach (var (file, build) in experiments)
+        string[] prefixes = only is null ? [""] : only.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries);
+        var done = new HashSet<string>();
+        foreach (string prefix in prefixes)
         {
-            if (only is null || file.StartsWith(only, StringComparison.Ordinal))
+            foreach (var (file, build) in experiments)
             {
-                yield return (file, build());
+                if (file.StartsWith(prefix, StringComparison.Ordinal) && done.Add(file))
+                {
+                    yield return (file, build());
+                }
             }
         }
     }

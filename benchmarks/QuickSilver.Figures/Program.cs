@@ -8,7 +8,7 @@ using QuickSilver.Figures;
 var quick = new Option<bool>("--quick") { Description = "Short windows and a subset of each sweep (about 2 minutes)." };
 var output = new Option<string>("--out") { Description = "Folder for the CSV and PNG files.", DefaultValueFactory = _ => "docs/figures" };
 var plotOnly = new Option<bool>("--plot-only") { Description = "Run nothing: redraw the PNG of every experiment CSV already in the --out folder." };
-var only = new Option<string?>("--only") { Description = "Run only the experiment whose CSV file name starts with this (e.g. groups, throughput)." };
+var only = new Option<string?>("--only") { Description = "Run only the experiments whose CSV file names start with these comma-separated prefixes, in that order (e.g. groups, or recovery,ack)." };
 var maxNodes = new Option<int>("--max-nodes") { Description = "Largest region (250 by default; 1000 adds 1,000-node runs, which need far more memory and time).", DefaultValueFactory = _ => 250 };
 var flow = new Option<string>("--flow")
 {
