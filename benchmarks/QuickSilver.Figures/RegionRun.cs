@@ -32,6 +32,7 @@ internal static class RegionRun
                 SenderWindow = spec.SenderWindow,
                 MaxHeldPackets = Math.Max(new RegionOptions().MaxHeldPackets, 4 * spec.SenderWindow), // the window plus the purge lag
             },
+            Rate = Testbed.Rate,
             ProcessingCostPerPacket = Testbed.ProcessingCostPerPacket,
             ReceiveQueueLimit = Testbed.ReceiveQueueLimit,
             PayloadBytes = Testbed.PayloadBytes,
