@@ -27,15 +27,25 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
             ("rate_over_time.csv", RateOverTime),
             ("groups.csv", Groups),
         };
+        foreach (string file in Selected(only, [.. experiments.Select(e => e.File)]))
+        {
+            yield return (file, experiments.First(e => e.File == file).Build());
+        }
+    }
+
+    /// <summary>The files of <paramref name="files"/> that <paramref name="only"/> selects (see <see cref="All"/>), each
+    /// once, in the order of its prefixes; all of them, in order, without a filter.</summary>
+    internal static IEnumerable<string> Selected(string? only, IReadOnlyList<string> files)
+    {
         string[] prefixes = only is null ? [""] : only.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries);
         var done = new HashSet<string>();
         foreach (string prefix in prefixes)
         {
-            foreach (var (file, build) in experiments)
+            foreach (string file in files)
             {
                 if (file.StartsWith(prefix, StringComparison.Ordinal) && done.Add(file))
                 {
-                    yield return (file, build());
+                    yield return file;
                 }
             }
         }
