@@ -11,8 +11,9 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
 {
     private readonly Dictionary<RunSpec, RunResult> _runs = new();
 
-    /// <summary>Every experiment, or only those whose CSV file name starts with <paramref name="only"/>. Each table is
-    /// built only when enumerated, so a filter skips the others' runs.</summary>
+    /// <summary>Every experiment, or only those whose CSV file name starts with one of the comma-separated prefixes of
+    /// <paramref name="only"/>, in the order given (runs shared between them run once). Each table is built only when
+    /// enumerated, so a filter skips the others' runs.</summary>
     public IEnumerable<(string File, ResultTable Table)> All(string? only = null)
     {
         var experiments = new (string File, Func<ResultTable> Build)[]
@@ -26,11 +27,26 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
             ("rate_over_time.csv", RateOverTime),
             ("groups.csv", Groups),
         };
-        foreach (var (file, build) in experiments)
+        foreach (string file in Selected(only, [.. experiments.Select(e => e.File)]))
         {
-            if (only is null || file.StartsWith(only, StringComparison.Ordinal))
+            yield return (file, experiments.First(e => e.File == file).Build());
+        }
+    }
+
+    /// <summary>The files of <paramref name="files"/> that <paramref name="only"/> selects (see <see cref="All"/>), each
+    /// once, in the order of its prefixes; all of them, in order, without a filter.</summary>
+    internal static IEnumerable<string> Selected(string? only, IReadOnlyList<string> files)
+    {
+        string[] prefixes = only is null ? [""] : only.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries);
+        var done = new HashSet<string>();
+        foreach (string prefix in prefixes)
+        {
+            foreach (string file in files)
             {
-                yield return (file, build());
+                if (file.StartsWith(prefix, StringComparison.Ordinal) && done.Add(file))
+                {
+                    yield return file;
+                }
             }
         }
     }
@@ -103,12 +119,12 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
     private ResultTable TokenInterval()
     {
         var table = new ResultTable("(c) Token interval at 25 nodes (Fig. 15)",
-            "token interval s", "msgs/s", "recovery ms", "recovery rounds", "repaired %", "ACK ms", "window s", "wall s");
+            "token interval s", "msgs/s", "recovery ms", "recovery rounds", "repaired %", "ACK ms", "arrival ms", "arrival rounds", "ACK rounds", "window s", "wall s");
         foreach (double interval in mode.TokenIntervals)
         {
             var r = Run(new RunSpec(25, TokenIntervalSeconds: interval));
             table.Add(interval, R0(r.MessagesPerSecond), R0(r.RecoveryMeanMs), R2(r.RecoveryRounds), R2(r.RepairedPercent),
-                R0(r.AckMeanMs), Window(r), R1(r.WallSeconds));
+                R0(r.AckMeanMs), R0(r.ArrivalMeanMs), R2(r.ArrivalRounds), R2(r.AckRounds), Window(r), R1(r.WallSeconds));
         }
 
         return table;
@@ -118,13 +134,13 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
     private ResultTable Senders()
     {
         var table = new ResultTable("(d) Senders into a 25-node region (Fig. 16)",
-            "senders", "total msgs/s", "vs 1 sender %", "paper %", "recv-queue drops", "window s", "wall s");
+            "senders", "total msgs/s", "vs 1 sender %", "paper %", "recv-queue drops", "window s", "wall s", "Jain's index", "slowest sender msgs/s", "fastest sender msgs/s");
         double reference = Run(new RunSpec(25)).MessagesPerSecond;
         foreach (int s in mode.SenderCounts)
         {
             var r = Run(new RunSpec(25, Senders: s));
             table.Add(s, R0(r.MessagesPerSecond), R0(100 * r.MessagesPerSecond / reference), s == 10 ? "80" : "",
-                r.ReceiveQueueDrops, Window(r), R1(r.WallSeconds));
+                r.ReceiveQueueDrops, Window(r), R1(r.WallSeconds), R3(r.JainIndex), R0(r.PerSenderMessagesPerSecond.Min()), R0(r.PerSenderMessagesPerSecond.Max()));
         }
 
         return table;
@@ -135,12 +151,16 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
     {
         var table = new ResultTable("(e) Recovery latency under ~1 % loss (Fig. 19)",
             "nodes", "loss per link", "recovery ms", "recovery rounds", "paper rounds", "median ms", "repaired %", "msgs/s",
-            "NAK resends", "timeout resends", "window s", "wall s");
+            "NAK resends", "timeout resends", "window s", "wall s", "arrival ms", "arrival rounds", "arrival median ms", "ACK ms", "ACK rounds",
+            "from sender n", "from sender rounds", "from ring n", "from ring rounds", "from other partition n", "from other partition rounds");
         foreach (int n in mode.RecoveryNodeCounts)
         {
             var r = Run(new RunSpec(n, LossRate: FigureMode.RecoveryLossPerLink));
             table.Add(n, FigureMode.RecoveryLossPerLink, R0(r.RecoveryMeanMs), R2(r.RecoveryRounds), "2.5", R0(r.RecoveryMedianMs),
-                R2(r.RepairedPercent), R0(r.MessagesPerSecond), r.RetransmittedOnNak, r.RetransmittedOnTimeout, Window(r), R1(r.WallSeconds));
+                R2(r.RepairedPercent), R0(r.MessagesPerSecond), r.RetransmittedOnNak, r.RetransmittedOnTimeout, Window(r), R1(r.WallSeconds),
+                R0(r.ArrivalMeanMs), R2(r.ArrivalRounds), R0(r.ArrivalMedianMs), R0(r.AckMeanMs), R2(r.AckRounds),
+                r.ArrivalFromSender.Count, Rounds(r, r.ArrivalFromSender.MeanMs), r.ArrivalFromRing.Count, Rounds(r, r.ArrivalFromRing.MeanMs),
+                r.ArrivalFromOtherPartition.Count, Rounds(r, r.ArrivalFromOtherPartition.MeanMs));
         }
 
         return table;
@@ -190,9 +210,13 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
 
     private static string Window(RunResult r) => string.Create(CultureInfo.InvariantCulture, $"{R1(r.WindowSeconds)}{(r.StoppedEarly ? " (cut)" : "")}");
 
+    private static double Rounds(RunResult r, double ms) => R2(ms / 1000 / r.Spec.TokenIntervalSeconds);
+
     private static double R0(double v) => Math.Round(v);
 
     private static double R1(double v) => Math.Round(v, 1);
 
     private static double R2(double v) => Math.Round(v, 2);
+
+    private static double R3(double v) => Math.Round(v, 3);
 }

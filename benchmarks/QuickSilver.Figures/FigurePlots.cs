@@ -95,12 +95,14 @@ internal static class FigurePlots
             Subtitle = "the paper's text gives no values for Fig. 15",
         }
         .Add(Measured("measured throughput (left)", t, "token interval s", "msgs/s"))
-        .Add(Measured("measured recovery latency (right)", t, "token interval s", "recovery ms", right: true));
+        .Add(Measured("measured recovery latency at delivery (right)", t, "token interval s", "recovery ms", right: true))
+        .AddIf(t, "arrival ms", c => Measured("measured recovery latency at arrival (right)", t, "token interval s", c, right: true));
 
     private static LineChart Senders(CsvTable t) => new LineChart("Senders into a 25-node region (paper Fig. 16)", "senders",
-            "total throughput, % of 1 sender") { XScale = XScale.Categorical }
+            "total throughput, % of 1 sender") { XScale = XScale.Categorical, RightLabel = t.IndexOf("Jain's index") >= 0 ? "Jain's fairness index over the senders" : null }
         .Add(Measured("measured (simulation)", t, "senders", "vs 1 sender %"))
-        .Add(Of(Paper.Fig16Senders));
+        .Add(Of(Paper.Fig16Senders))
+        .AddIf(t, "Jain's index", c => Measured("measured: Jain's index (right)", t, "senders", c, right: true));
 
     private static LineChart Recovery(CsvTable t) => new LineChart("Recovery latency under ~1 % loss (paper Fig. 19)", "nodes in the region",
             "mean recovery latency (token rounds)")
@@ -108,7 +110,8 @@ internal static class FigurePlots
             XScale = XScale.Categorical,
             RightLabel = "packets repaired (%)",
         }
-        .Add(Measured("measured latency (left)", t, "nodes", "recovery rounds"))
+        .Add(Measured("measured at delivery (left)", t, "nodes", "recovery rounds"))
+        .AddIf(t, "arrival rounds", c => Measured("measured at arrival of the repair (left)", t, "nodes", c))
         .Add(Of(Paper.Fig19Recovery))
         .Add(Measured("measured: packets repaired, % (right)", t, "nodes", "repaired %", right: true));
 
@@ -150,4 +153,9 @@ internal static class FigurePlots
         .Add(Measured("measured QuickSilver (simulation)", t, "groups", "vs 1 group %"))
         .Add(Of(Paper.Fig1Qsm))
         .Add(Of(Paper.Fig1JGroups));
+
+    /// <summary>Adds the series <paramref name="series"/> draws from <paramref name="column"/> if the table has that column
+    /// (CSVs written before it was measured have not).</summary>
+    private static LineChart AddIf(this LineChart chart, CsvTable t, string column, Func<string, ChartSeries> series)
+        => t.IndexOf(column) >= 0 ? chart.Add(series(column)) : chart;
 }

@@ -8,7 +8,7 @@ using QuickSilver.Figures;
 var quick = new Option<bool>("--quick") { Description = "Short windows and a subset of each sweep (about 2 minutes)." };
 var output = new Option<string>("--out") { Description = "Folder for the CSV and PNG files.", DefaultValueFactory = _ => "docs/figures" };
 var plotOnly = new Option<bool>("--plot-only") { Description = "Run nothing: redraw the PNG of every experiment CSV already in the --out folder." };
-var only = new Option<string?>("--only") { Description = "Run only the experiment whose CSV file name starts with this (e.g. groups, throughput)." };
+var only = new Option<string?>("--only") { Description = "Run only the experiments whose CSV file names start with these comma-separated prefixes, in that order (e.g. groups, or recovery,ack)." };
 var maxNodes = new Option<int>("--max-nodes") { Description = "Largest region (250 by default; 1000 adds 1,000-node runs, which need far more memory and time).", DefaultValueFactory = _ => 250 };
 var flow = new Option<string>("--flow")
 {
@@ -29,11 +29,12 @@ var share = new Option<string>("--partition-share")
     DefaultValueFactory = _ => "on",
 };
 share.AcceptOnlyFromAmong("on", "off");
+var fixedRate = new Option<int?>("--fixed-rate") { Description = "With --flow paper: send at this many packets/s throughout (μ_min = this, λ = 0), below what the receivers take, to measure recovery without overload." };
 var wallBudget = new Option<int?>("--wall-budget") { Description = "Seconds of wall time after which one run is cut (default 60 quick, 240 full)." };
 
 var root = new RootCommand("QuickSilver QSM figures: throughput, partitioning, token rate, senders, recovery and ACK latency in simulation.")
 {
-    quick, output, maxNodes, only, plotOnly, wallBudget, flow, receiveWindow, congestion, share,
+    quick, output, maxNodes, only, plotOnly, wallBudget, flow, receiveWindow, congestion, share, fixedRate,
 };
 
 root.SetAction(parse =>
@@ -48,6 +49,17 @@ root.SetAction(parse =>
         }
 
         Testbed.ReceiveWindowBytes = window;
+    }
+
+    if (parse.GetValue(fixedRate) is { } rate)
+    {
+        if (rate < 1 || rate > 1_000_000 || Testbed.FlowControl != QuickSilver.Qsm.Region.RegionFlowControl.PaperRate)
+        {
+            Console.Error.WriteLine("--fixed-rate must be between 1 and 1,000,000 packets/s, with --flow paper");
+            return 2;
+        }
+
+        Testbed.FixedRate = rate;
     }
 
     Testbed.CongestionControl = parse.GetValue(congestion) == "on";

@@ -32,6 +32,7 @@ internal static class RegionRun
                 SenderWindow = spec.SenderWindow,
                 MaxHeldPackets = Math.Max(new RegionOptions().MaxHeldPackets, 4 * spec.SenderWindow), // the window plus the purge lag
             },
+            Rate = Testbed.Rate,
             ProcessingCostPerPacket = Testbed.ProcessingCostPerPacket,
             ReceiveQueueLimit = Testbed.ReceiveQueueLimit,
             PayloadBytes = Testbed.PayloadBytes,
@@ -43,6 +44,7 @@ internal static class RegionRun
         bool early = !RunBounded(cluster, length.Warmup, wall, length.WallBudget, trace);
         var start = cluster.Network.Now;
         long deliveredAtStart = cluster.DeliveredToAll();
+        long[] perSenderAtStart = [.. cluster.Senders.Select(s => cluster.DeliveredToAll(s))];
         var tail = TimeSpan.FromTicks(Math.Min(length.Window.Ticks / 2, tokenInterval.Ticks * 5));
         cluster.Timeline.MeasureFrom = start;
         cluster.Timeline.MeasureUntil = start + length.Window - tail;
@@ -66,6 +68,11 @@ internal static class RegionRun
             cluster.Senders.Average(s => s.Sender!.RateController.TargetRate),
             timeline.Recovery.Mean,
             timeline.Recovery.Quantile(0.5),
+            timeline.RecoveryAtArrival.Mean,
+            timeline.RecoveryAtArrival.Quantile(0.5),
+            (timeline.ArrivalFromSender.Count, timeline.ArrivalFromSender.Mean),
+            (timeline.ArrivalFromRing.Count, timeline.ArrivalFromRing.Mean),
+            (timeline.ArrivalFromOtherPartition.Count, timeline.ArrivalFromOtherPartition.Mean),
             timeline.SampledDeliveries == 0 ? double.NaN : 100.0 * timeline.Recovery.Count / timeline.SampledDeliveries,
             timeline.Ack.Mean,
             timeline.Ack.Max,
@@ -77,7 +84,8 @@ internal static class RegionRun
             early,
             cluster.LiveMembers.Average(n => (double)n.Member!.PeakHeldPackets),
             cluster.LiveMembers.Average(n => (double)n.Member!.PeakHeldBytes),
-            trace.Samples);
+            trace.Samples,
+            [.. cluster.Senders.Select((s, i) => window > 0 ? (cluster.DeliveredToAll(s) - perSenderAtStart[i]) / window : double.NaN)]);
     }
 
     /// <summary>Runs <paramref name="duration"/> of virtual time in steps; false if the wall budget ran out first.</summary>

@@ -44,6 +44,16 @@ internal static class Testbed
     /// receivers' windows (<c>--flow receivers</c>). Set once, at start.</summary>
     public static QuickSilver.Qsm.Region.RegionFlowControl FlowControl { get; set; } = QuickSilver.Qsm.Region.RegionFlowControl.PaperRate;
 
+    /// <summary>With <c>--flow paper</c>: a fixed sending rate in packets/s (<c>--fixed-rate</c>: μ_min at that rate and
+    /// λ = 0, so the sender neither grows nor falls below it), to measure recovery without overload; null (the default)
+    /// leaves the controller free from μ_min = 2,000/s. Set once, at start.</summary>
+    public static double? FixedRate { get; set; }
+
+    /// <summary>The paper's rate controller's options for the region runs.</summary>
+    public static QuickSilver.Qsm.RateControl.RateControlOptions Rate => FixedRate is { } rate
+        ? new() { MinRate = rate, Growth = 0 }
+        : new() { MinRate = 2000 };
+
     /// <summary>Datagram limit of the whole-stack runs, which pack messages: an Ethernet frame's UDP payload.</summary>
     public const int MaxDatagramBytes = 1472;
 
@@ -62,7 +72,7 @@ internal static class Testbed
         yield return string.Create(c, $"messages: {PayloadBytes} B payload, one per datagram (no packing); seed {Seed}; virtual time");
         yield return FlowControl == QuickSilver.Qsm.Region.RegionFlowControl.ReceiverWindow
             ? string.Create(c, $"flow control: {FlowControl}, receive window {ReceiveWindowBytes:N0} bytes, congestion control {(CongestionControl ? "on" : "off")}")
-            : $"flow control: {FlowControl}";
+            : FixedRate is { } rate ? string.Create(c, $"flow control: {FlowControl}, fixed at {rate:N0} packets/s (μ_min = {rate:N0}, λ = 0)") : $"flow control: {FlowControl}";
         yield return $"partition share: {(PartitionShare ? "on" : "off")}";
     }
 }

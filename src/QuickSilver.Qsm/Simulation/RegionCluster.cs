@@ -178,7 +178,10 @@ internal sealed class RegionCluster
     public bool AllDelivered(long count) => LiveMembers.All(n => Senders.All(s => n.DeliveredFrom(s.Id) >= count));
 
     /// <summary>Messages every live member has delivered: per sender the least any member has, summed over senders.</summary>
-    public long DeliveredToAll() => Senders.Sum(s => LiveMembers.Min(n => n.DeliveredFrom(s.Id)));
+    public long DeliveredToAll() => Senders.Sum(DeliveredToAll);
+
+    /// <summary>Messages of <paramref name="sender"/> that every live member delivered.</summary>
+    public long DeliveredToAll(RegionClusterNode sender) => LiveMembers.Min(n => n.DeliveredFrom(sender.Id));
 
     internal bool IsSenderAddress(uint sender, NetAddress from) => _senderAddresses.TryGetValue(sender, out var address) && address == from;
 }

@@ -110,9 +110,11 @@ internal sealed class RegionClusterNode
 
     private void OnArrival(NetAddress from, in DataHeader header)
     {
-        if (_isMember && _cluster.IsSenderAddress(header.Sender, from))
+        if (_isMember)
         {
-            _cluster.Timeline.OnArrivalFromSender(Slot, header.Sender, header.Seq);
+            var member = Region.Member;
+            bool ownClass = member is null || (int)(header.Seq % (ulong)member.Partitions) == member.Partition;
+            _cluster.Timeline.OnArrival(Slot, header.Sender, header.Seq, _cluster.IsSenderAddress(header.Sender, from), Sim.Now, ownClass);
         }
     }
 

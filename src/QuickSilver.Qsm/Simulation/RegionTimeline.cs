@@ -4,7 +4,9 @@ namespace QuickSilver.Qsm.Simulation;
 /// Virtual-time records of a <see cref="RegionCluster"/> run: when each packet was first transmitted, how often it
 /// was transmitted, which members got it from the first multicast, and from these the two latencies the QSM paper
 /// reports. Recovery latency (Fig. 19) = delivery time at a member − first transmission, for packets that member did
-/// not get from the first multicast. ACK latency (Fig. 20) = the time the sender's collective ACK first covers a
+/// not get from the first multicast; recovery at arrival = the time the first copy of such a packet reached the member
+/// (a push or pull from a peer, or the sender's retransmission) − first transmission, which does not wait for the
+/// gaps before it to close (the paper, §3.9, measures this one). ACK latency (Fig. 20) = the time the sender's collective ACK first covers a
 /// packet − its first transmission. Only packets first transmitted inside [<see cref="MeasureFrom"/>,
 /// <see cref="MeasureUntil"/>) are sampled.
 /// </summary>
@@ -12,12 +14,14 @@ internal sealed class RegionTimeline
 {
     private readonly Dictionary<uint, SendLog> _sends = new();
     private readonly Dictionary<(int Member, uint Sender), GrowableBits>? _originals;
+    private readonly Dictionary<(int Member, uint Sender), GrowableBits>? _arrived;
 
     internal RegionTimeline(bool trackRecovery)
     {
         if (trackRecovery)
         {
             _originals = new();
+            _arrived = new();
         }
     }
 
@@ -27,6 +31,21 @@ internal sealed class RegionTimeline
 
     /// <summary>Delivery time − first transmission, for packets a member missed on the first multicast.</summary>
     public LatencySamples Recovery { get; } = new();
+
+    /// <summary>First arrival at a member − first transmission, for sampled packets that member did not get from the
+    /// first multicast (as <see cref="Recovery"/>, but when the repaired copy arrived, not when it was delivered).</summary>
+    public LatencySamples RecoveryAtArrival { get; } = new();
+
+    /// <summary><see cref="RecoveryAtArrival"/> by where the repaired copy came from: the sender's retransmission (on a
+    /// collective NAK, a receiver's report or the timeout), a peer of the member's own partition (a push or pull on the
+    /// ring, for a packet of the member's class), or another partition (a pull of a packet cached elsewhere).</summary>
+    public LatencySamples ArrivalFromSender { get; } = new();
+
+    /// <inheritdoc cref="ArrivalFromSender"/>
+    public LatencySamples ArrivalFromRing { get; } = new();
+
+    /// <inheritdoc cref="ArrivalFromSender"/>
+    public LatencySamples ArrivalFromOtherPartition { get; } = new();
 
     /// <summary>Sender's ACK time − first transmission.</summary>
     public LatencySamples Ack { get; } = new();
@@ -50,20 +69,50 @@ internal sealed class RegionTimeline
         }
     }
 
-    /// <summary>A data datagram reached <paramref name="member"/> straight from its sender.</summary>
-    internal void OnArrivalFromSender(int member, uint sender, ulong seq)
+    /// <summary>A data datagram of <paramref name="sender"/>'s stream reached <paramref name="member"/>, straight from
+    /// the sender (<paramref name="fromSender"/>) or from a peer; <paramref name="ownClass"/>: the member's partition
+    /// caches it (packet i by partition i mod p).</summary>
+    internal void OnArrival(int member, uint sender, ulong seq, bool fromSender, TimeSpan now, bool ownClass = true)
     {
-        if (_originals is null || !_sends.TryGetValue(sender, out var log) || log.Transmissions(seq) != 1)
+        if (_originals is null || _arrived is null || !_sends.TryGetValue(sender, out var log))
         {
-            return; // retransmitted before this copy arrived: it cannot be told from the original, count it repaired
+            return;
         }
 
-        if (!_originals.TryGetValue((member, sender), out var bits))
+        // Retransmitted before this copy arrived: it cannot be told from the original, count it repaired.
+        bool original = fromSender && log.Transmissions(seq) == 1;
+        if (original)
         {
-            _originals[(member, sender)] = bits = new GrowableBits();
+            Bits(_originals, member, sender).Set(seq);
         }
 
-        bits.Set(seq);
+        if (!TrySampled(sender, seq, out var sent))
+        {
+            return;
+        }
+
+        var arrived = Bits(_arrived, member, sender);
+        if (arrived.Get(seq))
+        {
+            return; // a duplicate: only the first copy counts
+        }
+
+        arrived.Set(seq);
+        if (!original)
+        {
+            RecoveryAtArrival.Add(now - sent);
+            (fromSender ? ArrivalFromSender : ownClass ? ArrivalFromRing : ArrivalFromOtherPartition).Add(now - sent);
+        }
+    }
+
+    private static GrowableBits Bits(Dictionary<(int Member, uint Sender), GrowableBits> map, int member, uint sender)
+    {
+        if (!map.TryGetValue((member, sender), out var bits))
+        {
+            map[(member, sender)] = bits = new GrowableBits();
+        }
+
+        return bits;
     }
 
     internal void OnDelivered(int member, uint sender, ulong seq, TimeSpan now)
