@@ -74,4 +74,25 @@ public sealed class GroupOutboxRestartTests
         outbox.Add(M(12), 12, published: false); // the ring goes on from where it is
         Assert.Equal([12ul], Drain(outbox, 2));
     }
+
+    [Fact]
+    public void A_replay_goes_to_the_new_regions_only_and_the_old_ones_send_nothing_twice()
+    {
+        var outbox = new GroupOutbox(16);
+        outbox.SetRegions([1, 2]);
+        for (ulong s = 1; s <= 5; s++)
+        {
+            outbox.Add(M((int)s), s, published: false);
+        }
+
+        Assert.Equal([1ul, 2, 3, 4, 5], Drain(outbox, 1));
+        Assert.Equal([1ul, 2, 3, 4, 5], Drain(outbox, 2)); // both regions wrote all five: released
+        outbox.Add(M(6), 6, published: false); // taken, not yet written by anyone
+        outbox.SetRegions([1, 2, 7]); // region 7 is new: by default it starts at the tail
+        Assert.Equal(0, outbox.Replay([(4, M(4)), (5, M(5))], [7u]));
+        Assert.Equal([4ul, 5, 6], Drain(outbox, 7)); // the replay, then what is held
+        Assert.Equal([6ul], Drain(outbox, 1)); // the old regions: only what they had not written
+        Assert.Equal([6ul], Drain(outbox, 2));
+        Assert.Equal(0, outbox.Count);
+    }
 }

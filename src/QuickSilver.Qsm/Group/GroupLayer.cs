@@ -164,6 +164,7 @@ internal sealed class GroupLayer : IProtocolLayer
 
     private void Adopt(NodeGroup group, GroupView view)
     {
+        var previous = group.View;
         if (group.View is { } old)
         {
             foreach (var rr in old.Regions)
@@ -188,6 +189,11 @@ internal sealed class GroupLayer : IProtocolLayer
         }
 
         group.Outbox.SetRegions(regions);
+        if (previous is not null && _regions.Options.FifoDelivery)
+        {
+            ReplayToMovedMembers(group, previous, view, regions);
+        }
+
         group.Owner.OnViewInstalled(view);
     }
 
@@ -211,6 +217,7 @@ internal sealed class GroupLayer : IProtocolLayer
         }
 
         _regions.SetNode(node);
+        RememberSenderMembers();
         foreach (var region in update.RegionViews)
         {
             _regions.InstallView(region);
@@ -240,6 +247,96 @@ internal sealed class GroupLayer : IProtocolLayer
 
     private readonly List<uint> _idleScratch = new();
 
+    /// <summary>Per region this node sends into, the node ids of its senders' views before the update being applied
+    /// (<see cref="ReplayToMovedMembers"/>).</summary>
+    private readonly Dictionary<uint, HashSet<uint>> _senderMembers = new();
+
+    private void RememberSenderMembers()
+    {
+        _senderMembers.Clear();
+        foreach (var sender in _regions.Senders.Values.Concat(_regions.RetiredSenders))
+        {
+            if (!_senderMembers.TryGetValue(sender.Region, out var members))
+            {
+                _senderMembers[sender.Region] = members = new HashSet<uint>();
+            }
+
+            foreach (var member in sender.View.Members)
+            {
+                members.Add(member.Node.Value);
+            }
+        }
+    }
+
+    /// <summary>Each group record of a region packet's payload: (group id, group sequence, the message as a view of
+    /// <paramref name="payload"/>). Stops at the first malformed record.</summary>
+    private static void ForEachRecord(ReadOnlyMemory<byte> payload, Action<uint, ulong, ReadOnlyMemory<byte>> record)
+    {
+        var rest = payload;
+        while (GroupWire.TryRead(rest.Span, out uint group, out ulong sequence, out var body, out int consumed))
+        {
+            record(group, sequence, rest.Slice(GroupWire.HeaderSize, body.Length));
+            rest = rest[consumed..];
+        }
+    }
+
+    /// <summary>Group messages sent again into a new region of a group for members that moved there from the group's old
+    /// regions (<see cref="ReplayToMovedMembers"/>), and those the outbox had no room for.</summary>
+    public long MovedMemberReplays { get; private set; }
+
+    public long MovedMemberReplaysDropped { get; private set; }
+
+    /// <summary>A group's new view maps it to regions it was not in before, and some of their members were members of its
+    /// old regions as this node's senders saw them: nodes that moved region (they joined or left another group). A
+    /// sender numbers into its own view of a region, which may be older than the moving node's: what it sent into the
+    /// old region after the node had stopped its member there never reached it (a message published in a group view
+    /// the node was in). So the new regions get, before anything else, the group's messages of the packets the old
+    /// regions' senders have not had acknowledged, and everything the outbox still holds
+    /// (<see cref="GroupOutbox.Replay"/>); members that had them drop them by their sequence. Only with FIFO delivery,
+    /// whose duplicate filter makes this safe.</summary>
+    private void ReplayToMovedMembers(NodeGroup group, GroupView previous, GroupView view, uint[] regions)
+    {
+        var oldRegions = previous.Regions.Select(r => r.Region.Value).ToHashSet();
+        var earlier = new HashSet<uint>();
+        foreach (uint region in oldRegions)
+        {
+            if (_senderMembers.TryGetValue(region, out var members))
+            {
+                earlier.UnionWith(members);
+            }
+        }
+
+        if (earlier.Count == 0)
+        {
+            return; // this node sent nothing into the old regions
+        }
+
+        var movedInto = regions.Where(r => !oldRegions.Contains(r)
+            && _gms.FindRegion(new RegionId(r)) is { } rv && rv.Members.Any(m => earlier.Contains(m.Node.Value))).ToList();
+        if (movedInto.Count == 0)
+        {
+            return;
+        }
+
+        var replay = new SortedList<ulong, ReadOnlyMemory<byte>>();
+        foreach (var sender in _regions.Senders.Values.Concat(_regions.RetiredSenders).Where(s => oldRegions.Contains(s.Region)))
+        {
+            foreach (var payload in sender.UnacknowledgedPayloads())
+            {
+                ForEachRecord(payload, (id, sequence, body) =>
+                {
+                    if (id == view.Group.Value)
+                    {
+                        replay.TryAdd(sequence, body);
+                    }
+                });
+            }
+        }
+
+        MovedMemberReplays += replay.Count;
+        MovedMemberReplaysDropped += group.Outbox.Replay([.. replay.Select(p => (p.Key, p.Value))], movedInto);
+    }
+
     /// <summary>Messages of packets sent and not acknowledged when the GMS restarted that no group's outbox had room for
     /// (<see cref="GroupOutbox.Restart"/>): lost for the members that had not received them.</summary>
     public long ResendsDroppedAtNewEpoch { get; private set; }
@@ -253,24 +350,18 @@ internal sealed class GroupLayer : IProtocolLayer
     private void StartNewEpoch(NodeUpdate update)
     {
         var resend = new Dictionary<NodeGroup, SortedList<ulong, ReadOnlyMemory<byte>>>();
-        _regions.StartNewEpoch(payload =>
+        _regions.StartNewEpoch(payload => ForEachRecord(payload, (group, sequence, body) =>
         {
-            var rest = payload;
-            while (GroupWire.TryRead(rest.Span, out uint group, out ulong sequence, out var body, out int consumed))
+            if (_groupsById.TryGetValue(group, out var target))
             {
-                if (_groupsById.TryGetValue(group, out var target))
+                if (!resend.TryGetValue(target, out var list))
                 {
-                    if (!resend.TryGetValue(target, out var list))
-                    {
-                        resend[target] = list = new SortedList<ulong, ReadOnlyMemory<byte>>();
-                    }
-
-                    list.TryAdd(sequence, rest.Slice(GroupWire.HeaderSize, body.Length)); // one copy per region it went to
+                    resend[target] = list = new SortedList<ulong, ReadOnlyMemory<byte>>();
                 }
 
-                rest = rest[consumed..];
+                list.TryAdd(sequence, body); // one copy per region it went to
             }
-        });
+        }));
         foreach (var feed in _feeds.Values)
         {
             feed.Sender = null;

@@ -60,10 +60,46 @@ internal sealed class GroupOutbox(int capacity)
     public int Restart(IReadOnlyList<(ulong Sequence, ReadOnlyMemory<byte> Message)> replay)
     {
         _cursors = [];
+        int dropped = Prepend(replay);
+        _restarted = true;
+        return dropped;
+    }
+
+    /// <summary>Regions new in this group's view (<paramref name="regions"/>, already set by <see cref="SetRegions"/>)
+    /// hold members that were in the group's old regions: nodes that moved region because they joined or left another
+    /// group. What the old regions were sent while those members were still in their views may not have reached them
+    /// (a sender numbers into its own, possibly older, view of a region; a node that moved has stopped its old member).
+    /// So the new regions start at the head, not the tail: they write <paramref name="replay"/> (the messages of packets
+    /// the old regions' senders have not had acknowledged, in sequence order), then everything still held here. The old
+    /// regions' cursors do not move, so they send nothing twice. Members that had a message drop it again by its
+    /// sequence (per-sender FIFO). Returns how many of <paramref name="replay"/> found no room (dropped).</summary>
+    public int Replay(IReadOnlyList<(ulong Sequence, ReadOnlyMemory<byte> Message)> replay, IReadOnlyCollection<uint> regions)
+    {
+        int dropped = Prepend(replay);
+        for (int i = 0; i < _cursors.Length; i++)
+        {
+            if (regions.Contains(_cursors[i].Region))
+            {
+                _cursors[i].Cursor = _head;
+            }
+        }
+
+        return dropped;
+    }
+
+    /// <summary>Puts the messages of <paramref name="replay"/> (in sequence order) older than the oldest held in front of
+    /// it, newest first, as far as there is room; returns how many did not fit. Cursors keep their messages.</summary>
+    private int Prepend(IReadOnlyList<(ulong Sequence, ReadOnlyMemory<byte> Message)> replay)
+    {
         if (_head < _items.Length)
         {
-            _head += _items.Length; // positions are taken modulo the capacity: room to step back before the head
+            // Positions are taken modulo the capacity: room to step back before the head.
+            _head += _items.Length;
             _tail += _items.Length;
+            for (int i = 0; i < _cursors.Length; i++)
+            {
+                _cursors[i].Cursor += _items.Length;
+            }
         }
 
         ulong oldest = Count > 0 ? _items[_head % _items.Length].Sequence : ulong.MaxValue;
@@ -87,7 +123,6 @@ internal sealed class GroupOutbox(int capacity)
             oldest = sequence;
         }
 
-        _restarted = true;
         return dropped;
     }
 

@@ -110,6 +110,25 @@ public sealed class GmsRestartSimulationTests
         }
     }
 
+    /// <summary>Overlapping groups (three regions of overlap) and two senders: the GMS restarts mid-stream, every node
+    /// starts afresh at the new epoch, and every member of each group still gets every message of each sender once, in
+    /// order (the regions of the new epoch have new ids, and each sender's unacknowledged messages go again into them).</summary>
+    [Theory]
+    [InlineData(3000)]
+    [InlineData(3001)]
+    public void With_overlapping_groups_and_two_senders_a_restart_loses_nothing(int seed)
+    {
+        var (cluster, all) = RegionMoveSimulationTests.OverlappingGroups(seed, waitForCurrentViews: true);
+        RegionMoveSimulationTests.Publish(cluster, all);
+        cluster.Network.RunFor(TimeSpan.FromSeconds(1));
+        cluster.CrashGms();
+        cluster.Network.RunFor(TimeSpan.FromSeconds(2));
+        cluster.RestartGms();
+        ulong epoch = cluster.Gms!.Epoch;
+        cluster.Require(() => all.All(n => n.Registered && n.Gms!.ViewsEpoch == epoch), TimeSpan.FromSeconds(30), "views of the restarted GMS");
+        RegionMoveSimulationTests.AssertEverythingArrives(cluster, all, seed);
+    }
+
     /// <summary>Six nodes in "prices" under 1 % loss, the first publishing <paramref name="messages"/> at 3,000 a
     /// second, one second into the stream.</summary>
     private static (NodeCluster Cluster, List<NodeCluster.Node> All, NodeCluster.Node Sender) Streaming(int seed, int messages)
