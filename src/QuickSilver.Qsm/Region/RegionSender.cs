@@ -608,9 +608,10 @@ internal sealed class RegionSender : IDatagramFeed
     public long WindowBlocked { get; private set; }
 
     /// <summary>Virtual time this sender spent unable to number a packet because the byte limit was reached (receiver
-    /// window mode), by what set the limit when it was first reached (<see cref="WindowHold"/>); a stall still open is
-    /// not counted yet. Observability: the figures runner prints it to say where a lossy run's rate went.</summary>
-    public TimeSpan HeldBy(WindowHold cause) => _heldFor[(int)cause];
+    /// window mode), by what set the limit when it was first reached (<see cref="WindowHold"/>), up to now (a stall still
+    /// open counts so far). Observability: the figures runner prints it to say where a lossy run's rate went.</summary>
+    public TimeSpan HeldBy(WindowHold cause)
+        => _heldFor[(int)cause] + (_windowBlocked && _blockedBy == cause && cause != WindowHold.None ? _scheduler.Now - _blockedSince : TimeSpan.Zero);
 
     private readonly TimeSpan[] _heldFor = new TimeSpan[Enum.GetValues<WindowHold>().Length];
     private TimeSpan _blockedSince;
