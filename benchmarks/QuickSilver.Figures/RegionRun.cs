@@ -56,6 +56,7 @@ internal static class RegionRun
 
         long nakAtStart = cluster.Senders.Sum(s => s.Sender!.RetransmittedOnNak);
         long timeoutAtStart = cluster.Senders.Sum(s => s.Sender!.RetransmittedOnTimeout);
+        var flowAtStart = FlowCounters.Of(cluster);
 
         early |= !early && !RunBounded(cluster, length.Window, wall, length.WallBudget, trace);
         double window = (cluster.Network.Now - start).TotalSeconds;
@@ -85,7 +86,8 @@ internal static class RegionRun
             cluster.LiveMembers.Average(n => (double)n.Member!.PeakHeldPackets),
             cluster.LiveMembers.Average(n => (double)n.Member!.PeakHeldBytes),
             trace.Samples,
-            [.. cluster.Senders.Select((s, i) => window > 0 ? (cluster.DeliveredToAll(s) - perSenderAtStart[i]) / window : double.NaN)]);
+            [.. cluster.Senders.Select((s, i) => window > 0 ? (cluster.DeliveredToAll(s) - perSenderAtStart[i]) / window : double.NaN)],
+            FlowCounters.Of(cluster).Since(flowAtStart, window));
     }
 
     /// <summary>Runs <paramref name="duration"/> of virtual time in steps; false if the wall budget ran out first.</summary>

@@ -25,7 +25,8 @@ internal sealed record RunResult(
     double HeldPeakPackets,
     double HeldPeakBytes,
     IReadOnlyList<RateSample> Trace,
-    IReadOnlyList<double> PerSenderMessagesPerSecond)
+    IReadOnlyList<double> PerSenderMessagesPerSecond,
+    string FlowDiagnosis)
 {
     /// <summary>Payload megabytes per second delivered to every member.</summary>
     public double MegabytesPerSecond => MessagesPerSecond * Testbed.PayloadBytes / 1e6;

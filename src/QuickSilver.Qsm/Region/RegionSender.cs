@@ -293,6 +293,12 @@ internal sealed class RegionSender : IDatagramFeed
                     }
 
                     WindowBlocked++;
+                    if (!_windowBlocked)
+                    {
+                        _blockedSince = _scheduler.Now;
+                        _blockedBy = BlockCause();
+                    }
+
                     _windowBlocked = true;
                     return 0; // the slowest receiver's window is full: its next flow status signals
                 }
@@ -313,6 +319,12 @@ internal sealed class RegionSender : IDatagramFeed
             if (!_receiverWindow)
             {
                 _rate.TryConsume();
+            }
+
+            if (_windowBlocked && _blockedBy != WindowHold.None)
+            {
+                _heldFor[(int)_blockedBy] += _scheduler.Now - _blockedSince;
+                _blockedBy = WindowHold.None;
             }
 
             _windowBlocked = false;
@@ -594,6 +606,34 @@ internal sealed class RegionSender : IDatagramFeed
 
     /// <summary>Pulls refused because the slowest receiver's window was full (receiver window mode).</summary>
     public long WindowBlocked { get; private set; }
+
+    /// <summary>Virtual time this sender spent unable to number a packet because the byte limit was reached (receiver
+    /// window mode), by what set the limit when it was first reached (<see cref="WindowHold"/>), up to now (a stall still
+    /// open counts so far). Observability: the figures runner prints it to say where a lossy run's rate went.</summary>
+    public TimeSpan HeldBy(WindowHold cause)
+        => _heldFor[(int)cause] + (_windowBlocked && _blockedBy == cause && cause != WindowHold.None ? _scheduler.Now - _blockedSince : TimeSpan.Zero);
+
+    private readonly TimeSpan[] _heldFor = new TimeSpan[Enum.GetValues<WindowHold>().Length];
+    private TimeSpan _blockedSince;
+    private WindowHold _blockedBy;
+
+    /// <summary>What sets the byte limit now (<see cref="UpdateByteLimit"/>'s choice).</summary>
+    private WindowHold BlockCause()
+    {
+        if (_congestionBinds)
+        {
+            return WindowHold.Congestion;
+        }
+
+        if (_limiting < 0)
+        {
+            return WindowHold.Local;
+        }
+
+        ref var report = ref _reports[_limiting];
+        return !report.Heard || !report.Complete ? WindowHold.Incomplete
+            : report.Highest > report.Position ? WindowHold.Gap : WindowHold.Taken;
+    }
 
     /// <summary>Flow status reports taken from partition leaders.</summary>
     public long StatusReports { get; private set; }
@@ -1103,4 +1143,27 @@ internal sealed class RegionSender : IDatagramFeed
         public ulong Leading; // the furthest position of the partition's members
         public ulong Cached;  // the partition's cached point (FlowStatus.Cached)
     }
+}
+
+/// <summary>What held a sender at its byte limit (<see cref="RegionSender.HeldBy"/>).</summary>
+public enum WindowHold
+{
+    /// <summary>Not held.</summary>
+    None,
+
+    /// <summary>The congestion window (<see cref="RegionOptions.CongestionControl"/>).</summary>
+    Congestion,
+
+    /// <summary>This node's own member's position plus its window.</summary>
+    Local,
+
+    /// <summary>A partition (or block) whose latest report is missing or incomplete: it counts at the acknowledged point.</summary>
+    Incomplete,
+
+    /// <summary>A partition whose slowest member has received past its position: it waits for a repair of a gap.</summary>
+    Gap,
+
+    /// <summary>A partition whose slowest member has taken all it received: its window is full of unprocessed data, or
+    /// the report saying otherwise has not arrived.</summary>
+    Taken,
 }

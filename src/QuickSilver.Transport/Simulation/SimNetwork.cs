@@ -360,6 +360,7 @@ public sealed class SimNetwork
             }
 
             node.CpuBusyUntil = start + node.ProcessingCostPerPacket;
+            node.ProcessedDatagrams++;
             delivery.ViaCpu = true;
             ScheduleEvent(alarm, node.CpuBusyUntil);
             return;

@@ -51,6 +51,10 @@ public sealed class SimNode : IAlarmScheduler, ICoreDispatcher
     /// <summary>Datagrams this node's full receive queue dropped (<c>DropReason.ReceiveBufferFull</c>, per node).</summary>
     public long ReceiveQueueDrops { get; internal set; }
 
+    /// <summary>Datagrams this node's receive CPU took (each costs <see cref="ProcessingCostPerPacket"/>): times the
+    /// cost, over a span of virtual time, the share of that span its CPU was busy.</summary>
+    public long ProcessedDatagrams { get; internal set; }
+
     /// <summary>A deterministic random generator for this node's protocols, derived from the network seed.</summary>
     public Random Random { get; private set; }
 
