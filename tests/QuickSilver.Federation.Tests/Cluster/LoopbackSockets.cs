@@ -12,12 +12,26 @@ internal static class LoopbackSockets
     public static MulticastNativeNet Island(string pool, int portBase, IPEndPoint? mediator = null)
         => new(new MulticastNativeNetOptions { PoolBase = IPAddress.Parse(pool), PortBase = portBase, PoolSize = 2, Mediator = mediator });
 
-    /// <summary>A loopback port free a moment ago (TCP; the runtimes bind TCP and UDP to it).</summary>
+    /// <summary>A loopback port free a moment ago for TCP and UDP (the runtimes bind both to it).</summary>
     public static IPEndPoint FreePort()
     {
-        using var probe = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
-        probe.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        return (IPEndPoint)probe.LocalEndPoint!;
+        // Free for TCP and for UDP: the runtimes bind both on the port (SamePortSockets), and a UDP socket another test
+        // holds on a port TCP thinks free made a bind fail with "Address already in use" (seen once in CI).
+        for (int attempt = 0; ; attempt++)
+        {
+            using var probe = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
+            probe.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+            var endpoint = (IPEndPoint)probe.LocalEndPoint!;
+            using var udp = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
+            try
+            {
+                udp.Bind(endpoint);
+                return endpoint;
+            }
+            catch (SocketException) when (attempt < 100)
+            {
+            }
+        }
     }
 
     /// <summary>Polls <paramref name="condition"/> every 50 ms for at most <paramref name="limit"/> (10 s by default).</summary>
