@@ -1,5 +1,6 @@
 using System.Diagnostics;
 using System.Diagnostics.Metrics;
+using Microsoft.Extensions.DependencyInjection;
 using QuickSilver.Core.Io;
 using QuickSilver.Membership.Service;
 
@@ -28,11 +29,15 @@ public sealed class TelemetryTests
     {
         var seen = new Dictionary<string, string>();
         var values = new Dictionary<string, long>();
+        // This node's meters come from a factory of its own, as in a host (where they outlive the node), so only its
+        // instruments are counted: other tests' nodes in this process publish the same meter names.
+        using var services = new ServiceCollection().AddMetrics().BuildServiceProvider();
+        var factory = services.GetRequiredService<IMeterFactory>();
         using var listener = new MeterListener
         {
             InstrumentPublished = (instrument, l) =>
             {
-                if (QuickSilverTelemetry.MeterNames.Contains(instrument.Meter.Name))
+                if (QuickSilverTelemetry.MeterNames.Contains(instrument.Meter.Name) && ReferenceEquals(instrument.Meter.Scope, factory))
                 {
                     lock (seen)
                     {
@@ -52,7 +57,7 @@ public sealed class TelemetryTests
         });
         listener.Start();
 
-        var node = await QuickSilverNode.StartAsync(Options(tracing: false));
+        var node = await QuickSilverNode.StartAsync(Options(tracing: false) with { MeterFactory = factory });
         var group = await node.JoinGroupAsync("tests/meters");
         await group.PublishAsync(new byte[10]);
         await foreach (var _ in group.ReadAllAsync(new CancellationTokenSource(TimeSpan.FromSeconds(30)).Token))
