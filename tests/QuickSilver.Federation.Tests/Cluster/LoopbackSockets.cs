@@ -52,6 +52,24 @@ internal static class LoopbackSockets
     }
 
     /// <summary>A socket joined to an island's multicast group on loopback.</summary>
+    /// <summary>Sends <paramref name="count"/> datagrams of <paramref name="size"/> bytes numbered 0.. (little-endian i32)
+    /// to <paramref name="group"/> on loopback, pausing 5 ms after every 20 so a gateway's socket is not overrun.</summary>
+    public static async Task SendNumberedAsync(IPEndPoint group, int count, int size, CancellationToken cancellationToken = default)
+    {
+        using var source = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
+        source.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastInterface, IPAddress.Loopback.GetAddressBytes());
+        for (int i = 0; i < count; i++)
+        {
+            var p = new byte[size];
+            BinaryPrimitives.WriteInt32LittleEndian(p, i);
+            source.SendTo(p, group);
+            if (i % 20 == 19)
+            {
+                await Task.Delay(5, cancellationToken);
+            }
+        }
+    }
+
     public static Socket Receiver(IPEndPoint group)
     {
         var receiver = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);

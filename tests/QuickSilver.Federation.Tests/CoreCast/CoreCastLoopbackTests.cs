@@ -6,6 +6,7 @@ using QuickSilver.Federation.Naming;
 using QuickSilver.Federation.Peering;
 using QuickSilver.Federation.Plugins;
 using QuickSilver.Federation.Runtime;
+using QuickSilver.Federation.Tests.Cluster;
 using QuickSilver.Transport.Framing;
 
 namespace QuickSilver.Federation.Tests.CoreCast;
@@ -50,18 +51,7 @@ public class CoreCastLoopbackTests
                     await Task.Delay(50);
                 }
 
-                using var source = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-                source.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastInterface, IPAddress.Loopback.GetAddressBytes());
-                for (int i = 0; i < 100; i++)
-                {
-                    var p = new byte[500];
-                    BinaryPrimitives.WriteInt32LittleEndian(p, i);
-                    source.SendTo(p, IPEndPoint.Parse($"239.255.77.1:{ports + 3}"));
-                    if (i % 20 == 19)
-                    {
-                        await Task.Delay(5);
-                    }
-                }
+                await LoopbackSockets.SendNumberedAsync(IPEndPoint.Parse($"239.255.77.1:{ports + 3}"), 100, 500);
 
                 foreach (var (_, inbox, _) in members)
                 {

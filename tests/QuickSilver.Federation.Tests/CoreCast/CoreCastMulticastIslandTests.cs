@@ -4,6 +4,7 @@ using System.Net.Sockets;
 using QuickSilver.Federation.Naming;
 using QuickSilver.Federation.Plugins;
 using QuickSilver.Federation.Runtime;
+using QuickSilver.Federation.Tests.Cluster;
 
 namespace QuickSilver.Federation.Tests.CoreCast;
 
@@ -51,18 +52,7 @@ public class CoreCastMulticastIslandTests
                     await Task.Delay(50, cts.Token);
                 }
 
-                using var source = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-                source.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastInterface, IPAddress.Loopback.GetAddressBytes());
-                for (int i = 0; i < 100; i++)
-                {
-                    var p = new byte[500];
-                    BinaryPrimitives.WriteInt32LittleEndian(p, i);
-                    source.SendTo(p, IPEndPoint.Parse($"239.255.78.1:{ports + 5}"));
-                    if (i % 20 == 19)
-                    {
-                        await Task.Delay(5, cts.Token);
-                    }
-                }
+                await LoopbackSockets.SendNumberedAsync(IPEndPoint.Parse($"239.255.78.1:{ports + 5}"), 100, 500, cts.Token);
 
                 var buffer = new byte[2048];
                 foreach (var socket in receivers)
