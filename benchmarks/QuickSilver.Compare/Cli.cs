@@ -60,6 +60,19 @@ internal static class Cli
             Description = "Instead of the experiments: QuickSilver's ramp from a cold start (2 receivers, 1000 B, no warm-up, --messages, default 1,000,000): each receiver's rate per 10 ms from the sender's first send, ramp.csv, ramp.png and the time to 90 % of the steady rate in summary.md.",
         };
         var only = new Option<string?>("--only") { Description = "Run only the experiments whose name starts with this (e.g. groups-1000B, loss, receivers)." };
+        var repeat = new Option<int>("--repeat")
+        {
+            Description = "Runs of every point (1 to 20); the run with the median rate is reported, with every run's rate (this machine is shared: one run a point is noise of ±15 %).",
+            DefaultValueFactory = _ => 1,
+        };
+        repeat.Validators.Add(r =>
+        {
+            int v = r.GetValueOrDefault<int>();
+            if (v is < 1 or > 20)
+            {
+                r.AddError($"--repeat must be 1 to 20; got {v}.");
+            }
+        });
         var timeout = new Option<int?>("--timeout") { Description = "Seconds any one process of a pass may run (default 60 in quick mode, 240 in full mode)." };
         CliChecks.AtLeast(messages, 1);
         CliChecks.AtLeast(warmup, 0);
@@ -74,7 +87,7 @@ internal static class Cli
         
         var root = new RootCommand("QuickSilver vs JGroups vs raw UDP over loopback IP multicast: a CSV, a PNG and ratios per experiment.")
         {
-            quick, output, systems, messages, warmup, timeout, minRate, auth, cipher, ramp, only,
+            quick, output, systems, messages, warmup, timeout, minRate, auth, cipher, ramp, only, repeat,
         };
         root.SetAction((parse, _) => Runner.RunAsync(new RunOptions(
             parse.GetValue(quick), parse.GetValue(output)!, parse.GetValue(systems)!, parse.GetValue(messages), parse.GetValue(warmup),
@@ -83,6 +96,7 @@ internal static class Cli
         {
             Ramp = parse.GetValue(ramp),
             Only = parse.GetValue(only),
+            Repeat = parse.GetValue(repeat),
             QsCipher = Enum.Parse<QuickSilver.Core.Security.DatagramCipherSuite>(parse.GetValue(cipher)!, ignoreCase: true),
         }));
         

@@ -15,6 +15,27 @@ internal sealed record PassResult(string System, ExperimentPoint Point, double S
 
     public double MessagesPerSecond => Seconds > 0 ? MinMeasured / Seconds : 0;
 
+    /// <summary>QuickSilver: the sender's process CPU time (user + system, every thread) from its first measured send until
+    /// every receiver printed its result, in µs; 0 if not measured.</summary>
+    public long SenderCpuMicros { get; init; }
+
+    /// <summary>QuickSilver: the receivers' process CPU time from their first measured arrival to their last, summed over
+    /// the receivers that reported it, in µs; 0 if not measured.</summary>
+    public long ReceiverCpuMicros { get; init; }
+
+    /// <summary>QuickSilver: the largest receiver working set (resident memory) when it had every message, in MiB; 0 if not
+    /// measured.</summary>
+    public long ReceiverWorkingSetMb { get; init; }
+
+    /// <summary>CPU per measured message: the sender's, and the receivers' mean (µs), or 0. On a shared machine these vary
+    /// far less than the rate, which also counts the time a process waited for a core.</summary>
+    public (double Sender, double Receiver) CpuMicrosPerMessage => MinMeasured <= 0
+        ? (0, 0)
+        : ((double)SenderCpuMicros / MinMeasured, (double)ReceiverCpuMicros / Point.Receivers / MinMeasured);
+
+    /// <summary>With <c>--repeat</c>: the rate of every run of this point (msgs/s), this one (the median) among them.</summary>
+    public IReadOnlyList<double> Runs { get; init; } = [];
+
     public double MegabytesPerSecond => MessagesPerSecond * Point.Size / 1e6;
 
     /// <summary>Summarizes a pass from the time of the sender's first measured send and each receiver's
@@ -35,7 +56,21 @@ internal sealed record PassResult(string System, ExperimentPoint Point, double S
             note = Join(note, $"lost {point.Total - min} of {point.Total} (warm-up + measured) at the worst receiver ({100.0 * (point.Total - min) / point.Total:0.###} %)");
         }
 
-        return new PassResult(system, point, measuredStartMicros > 0 && last > 0 ? Math.Max(0, last - measuredStartMicros) / 1e6 : 0, min, max, minMeasured, note);
+        return new PassResult(system, point, measuredStartMicros > 0 && last > 0 ? Math.Max(0, last - measuredStartMicros) / 1e6 : 0, min, max, minMeasured, note)
+        {
+            ReceiverCpuMicros = receivers.Sum(r => r.Long("cpu_us")),
+            ReceiverWorkingSetMb = receivers.Count == 0 ? 0 : receivers.Max(r => r.Long("working_set_mb")),
+        };
+    }
+
+    /// <summary>Of several runs of one point, the one with the median rate (the lower middle of an even count), carrying
+    /// every run's rate; a run that did not deliver everything is taken first, so a failure is never hidden.</summary>
+    public static PassResult Median(IReadOnlyList<PassResult> runs)
+    {
+        ArgumentOutOfRangeException.ThrowIfZero(runs.Count);
+        var chosen = runs.FirstOrDefault(r => !r.AllArrived && r.System is not (Systems.RawUdp or Systems.Sockperf))
+            ?? runs.OrderBy(r => r.MessagesPerSecond).ElementAt((runs.Count - 1) / 2);
+        return chosen with { Runs = [.. runs.Select(r => r.MessagesPerSecond)] };
     }
 
     public static PassResult Failed(string system, ExperimentPoint point, string note) => new(system, point, 0, 0, 0, 0, note);

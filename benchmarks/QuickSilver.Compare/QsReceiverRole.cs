@@ -39,6 +39,7 @@ internal static class QsReceiverRole
         var timeline = timelinePath.Length > 0 ? new ArrivalTimeline() : null;
         int probed = 0;
         var seen = new bool[groups];
+        long cpuAtFirstMeasured = -1; // µs of process CPU when the first measured message arrived (core thread)
         long previous = 0, longestGap = 0, longestGapAt = 0; // diagnostics (QS_COMPARE_DESCRIBE): the longest pause between arrivals
         for (int g = 0; g < groups; g++)
         {
@@ -62,6 +63,11 @@ internal static class QsReceiverRole
                 }
 
                 long now = ResultLine.NowMicros();
+                if (kind == MessageKind.Data && cpuAtFirstMeasured < 0)
+                {
+                    cpuAtFirstMeasured = ProcessCpu.Micros();
+                }
+
                 long n = count.Arrived(kind == MessageKind.Data, now);
                 timeline?.Arrived(now);
                 if (previous != 0 && now - previous > longestGap)
@@ -89,7 +95,8 @@ internal static class QsReceiverRole
             await File.WriteAllTextAsync(timelinePath, timeline.Format(), CancellationToken.None);
         }
 
-        Console.WriteLine(count.ResultLine(total));
+        long cpu = Volatile.Read(ref cpuAtFirstMeasured) is var first && first >= 0 ? ProcessCpu.Micros() - first : 0;
+        Console.WriteLine(count.ResultLine(total, ("cpu_us", cpu), ("working_set_mb", Environment.WorkingSet >> 20)));
         await Console.In.ReadToEndAsync(CancellationToken.None).WaitAsync(TimeSpan.FromSeconds(30)).ContinueWith(_ => { }, TaskScheduler.Default);
         return 0;
     }

@@ -13,6 +13,9 @@ internal sealed record RunOptions(bool Quick, string Output, IReadOnlyList<strin
     /// <summary>Run only the experiments whose name starts with this; null: all.</summary>
     public string? Only { get; init; }
 
+    /// <summary>Runs of each point; the median-rate run is reported, with every run's rate (<see cref="PassResult.Median"/>).</summary>
+    public int Repeat { get; init; } = 1;
+
     /// <summary>The cipher suite of QuickSilver's secure series.</summary>
     public QuickSilver.Core.Security.DatagramCipherSuite QsCipher { get; init; }
 }
@@ -68,7 +71,13 @@ internal static class Runner
                 {
                     if (!done.TryGetValue((system, point), out var result))
                     {
-                        result = await RunPassAsync(system, new PassContext(point, options.Timeout, options.QsMinRate, SecurityOf(system), options.Quick ? 2 : 5) { QsCipher = options.QsCipher }, classPath);
+                        var runs = new List<PassResult>();
+                        for (int run = 0; run < options.Repeat; run++)
+                        {
+                            runs.Add(await RunPassAsync(system, new PassContext(point, options.Timeout, options.QsMinRate, SecurityOf(system), options.Quick ? 2 : 5) { QsCipher = options.QsCipher }, classPath));
+                        }
+
+                        result = options.Repeat == 1 ? runs[0] : PassResult.Median(runs);
                         done[(system, point)] = result;
                         Console.WriteLine(Describe(experiment.Name, result));
                     }
@@ -142,7 +151,17 @@ internal static class Runner
     private static QuickSilver.Core.Security.DatagramSecurity SecurityOf(string system)
         => Enum.GetValues<QuickSilver.Core.Security.DatagramSecurity>().FirstOrDefault(m => Systems.QuickSilverWith(m) == system);
 
-    private static string Describe(string experiment, PassResult r) => string.Create(CultureInfo.InvariantCulture,
-        $"{experiment,-16} {r.System,-24} R={r.Point.Receivers} G={r.Point.Groups,-3} S={r.Point.Size,-4} loss={r.Point.Loss:P0} " +
-        $"{r.MessagesPerSecond,10:N0} msg/s {r.MegabytesPerSecond,7:N1} MB/s  {(r.System == Systems.Sockperf ? "(no delivery guarantee)" : $"{r.MinReceived}/{r.Point.Total} (warm-up {r.Point.Warmup}) {(r.AllArrived ? "all arrived" : "NOT ALL ARRIVED")}")} {r.Note}");
+    private static string Describe(string experiment, PassResult r)
+    {
+        var c = CultureInfo.InvariantCulture;
+        string delivery = r.System == Systems.Sockperf
+            ? "(no delivery guarantee)"
+            : string.Create(c, $"{r.MinReceived}/{r.Point.Total} (warm-up {r.Point.Warmup}) {(r.AllArrived ? "all arrived" : "NOT ALL ARRIVED")}");
+        string cpu = r.SenderCpuMicros > 0
+            ? string.Create(c, $" cpu µs/msg: sender {r.CpuMicrosPerMessage.Sender:0.000}, receiver {r.CpuMicrosPerMessage.Receiver:0.000}; receiver working set {r.ReceiverWorkingSetMb} MiB")
+            : "";
+        string runs = r.Runs.Count > 1 ? $" runs: {string.Join(" / ", r.Runs.Select(x => x.ToString("N0", c)))} (median shown)" : "";
+        return string.Create(c,
+            $"{experiment,-16} {r.System,-24} R={r.Point.Receivers} G={r.Point.Groups,-3} S={r.Point.Size,-4} loss={r.Point.Loss:P0} {r.MessagesPerSecond,10:N0} msg/s {r.MegabytesPerSecond,7:N1} MB/s  {delivery}{cpu}{runs} {r.Note}");
+    }
 }

@@ -10,7 +10,10 @@ public sealed class OutputTests
 
     private static List<PassResult> Results() =>
     [
-        new(Systems.QuickSilver, Point, 0.5, 1500, 1500, 1000, "injected loss 1 % at receivers"),
+        new(Systems.QuickSilver, Point, 0.5, 1500, 1500, 1000, "injected loss 1 % at receivers")
+        {
+            SenderCpuMicros = 1500, ReceiverCpuMicros = 2000, ReceiverWorkingSetMb = 54, Runs = [1900.4, 2000, 2100],
+        },
         new(Systems.RawUdp, Point with { Loss = 0 }, 0.25, 1490, 1500, 990, "lost 10, \"worst\""),
     ];
 
@@ -25,13 +28,27 @@ public sealed class OutputTests
 
             Assert.Equal(CsvOut.Header, lines[0]);
             Assert.Equal(3, lines.Length);
-            Assert.Equal("groups,QuickSilver,2,4,1000,0.01,500,1000,1500,1500,1000,true,0.5,2000,2,injected loss 1 % at receivers", lines[1]);
-            Assert.Equal("groups,RawUDP,2,4,1000,0,500,1000,1490,1500,990,false,0.25,3960,3.96,\"lost 10, \"\"worst\"\"\"", lines[2]);
+            Assert.Equal("groups,QuickSilver,2,4,1000,0.01,500,1000,1500,1500,1000,true,0.5,2000,2,1.5,1,54,1900 2000 2100,injected loss 1 % at receivers", lines[1]);
+            Assert.Equal("groups,RawUDP,2,4,1000,0,500,1000,1490,1500,990,false,0.25,3960,3.96,,,,,\"lost 10, \"\"worst\"\"\"", lines[2]);
         }
         finally
         {
             CultureInfo.CurrentCulture = culture;
         }
+    }
+
+    [Fact]
+    public void Repeated_runs_report_the_median_run_with_every_rate_and_never_hide_a_loss()
+    {
+        var point = Point with { Loss = 0 };
+        PassResult Run(double seconds, long received) => new(Systems.QuickSilver, point, seconds, received, received, 1000, "");
+        var median = PassResult.Median([Run(0.5, 1500), Run(0.25, 1500), Run(1.0, 1500)]);
+        Assert.Equal(2000, median.MessagesPerSecond);
+        Assert.Equal([2000.0, 4000, 1000], median.Runs);
+
+        var lossy = PassResult.Median([Run(0.5, 1500), Run(0.25, 1499), Run(1.0, 1500)]);
+        Assert.False(lossy.AllArrived);
+        Assert.Equal(3, lossy.Runs.Count);
     }
 
     [Fact]
