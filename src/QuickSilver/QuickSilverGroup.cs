@@ -37,7 +37,10 @@ public sealed class QuickSilverGroup : IGroupOwner
 {
     private readonly QuickSilverNode _node;
     private readonly SemaphoreSlim _space;
-    private readonly BoundedMpscQueue<ReadOnlyMemory<byte>> _published;
+    // Created on the first publish (a group that only receives never needs it): a queue of PublishBuffer slots is
+    // 393 KB at the default, so one per group cost a node in 1,024 groups 400 MB (docs/qsm.md, "The group layer").
+    private BoundedMpscQueue<ReadOnlyMemory<byte>>? _published;
+    private readonly int _publishCapacity;
     private int _wakePosted;
     private readonly Channel<GroupMessage> _messages;
     private readonly TaskCompletionSource _ready = new(TaskCreationOptions.RunContinuationsAsynchronously);
@@ -62,7 +65,7 @@ public sealed class QuickSilverGroup : IGroupOwner
         Options = groupOptions;
         MaxMessageBytes = node.MaxMessageBytes;
         _space = new SemaphoreSlim(options.PublishBuffer, options.PublishBuffer);
-        _published = new BoundedMpscQueue<ReadOnlyMemory<byte>>(options.PublishBuffer); // never fuller than the semaphore allows
+        _publishCapacity = options.PublishBuffer; // the queue is never fuller than the semaphore allows
         _receiveBuffer = options.ReceiveBuffer;
         _resumeAt = options.ReceiveBuffer / 2;
         _tracing = options.Tracing;
@@ -258,7 +261,8 @@ public sealed class QuickSilverGroup : IGroupOwner
     {
         var buffer = _node.PublishPool.Rent(Math.Max(1, message.Length));
         message.CopyTo(buffer);
-        if (!_published.TryEnqueue(new ReadOnlyMemory<byte>(buffer, 0, message.Length)))
+        var published = Volatile.Read(ref _published) ?? CreatePublishQueue();
+        if (!published.TryEnqueue(new ReadOnlyMemory<byte>(buffer, 0, message.Length)))
         {
             _node.PublishPool.Return(buffer);
             _space.Release();
@@ -269,6 +273,15 @@ public sealed class QuickSilverGroup : IGroupOwner
         {
             throw new InvalidOperationException("The node has stopped.");
         }
+    }
+
+    /// <summary>Whether this group has published (its publish queue exists).</summary>
+    internal bool HasPublishQueue => Volatile.Read(ref _published) is not null;
+
+    private BoundedMpscQueue<ReadOnlyMemory<byte>> CreatePublishQueue()
+    {
+        var created = new BoundedMpscQueue<ReadOnlyMemory<byte>>(_publishCapacity);
+        return Interlocked.CompareExchange(ref _published, created, null) ?? created;
     }
 
     /// <summary>On the core thread, after a wake-up: let the group layer pull what was published. Reset before the pull,
@@ -287,7 +300,16 @@ public sealed class QuickSilverGroup : IGroupOwner
     }
 
     // Core-thread callbacks from the group layer.
-    bool IGroupOwner.TryTakePublished(out ReadOnlyMemory<byte> message) => _published.TryDequeue(out message);
+    bool IGroupOwner.TryTakePublished(out ReadOnlyMemory<byte> message)
+    {
+        if (Volatile.Read(ref _published) is { } published)
+        {
+            return published.TryDequeue(out message);
+        }
+
+        message = default;
+        return false;
+    }
 
     void IGroupOwner.OnSent(ReadOnlyMemory<byte> message)
     {
@@ -406,7 +428,7 @@ public sealed class QuickSilverGroup : IGroupOwner
             _space.Release(discarded);
         }
 
-        while (_published.TryDequeue(out var unsent))
+        while (Volatile.Read(ref _published) is { } published && published.TryDequeue(out var unsent))
         {
             ((IGroupOwner)this).OnSent(unsent); // never sent: the buffer goes back and the slot frees
         }

@@ -7,18 +7,37 @@ namespace QuickSilver.Qsm.Group;
 /// region has written it. Bounded: when it is full no more is taken from the application (back-pressure to the
 /// publisher), which bounds how far one region runs ahead of another. Holds references only: the bytes are copied once,
 /// from here straight into a send slot. Core thread only.
+/// The ring starts small and doubles when full, up to <c>capacity</c>: a group whose regions write what it takes at
+/// once holds a message or two, and a ring of the full capacity per group (4,096 items of 32 bytes) cost a node in
+/// 1,024 groups 128 MB, cycled through so that every message missed the cache (docs/qsm.md, "The group layer").
 /// </summary>
-internal sealed class GroupOutbox(int capacity)
+internal sealed class GroupOutbox
 {
-    private readonly Item[] _items = new Item[capacity];
+    /// <summary>The ring's first size.</summary>
+    public const int InitialRing = 16;
+
+    private readonly int _capacity;
+    private Item[] _items;
+    private long _mask;
     private (uint Region, long Cursor)[] _cursors = [];
     private long _head;
     private long _tail;
 
+    public GroupOutbox(int capacity)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThan(capacity, 1);
+        _capacity = capacity;
+        _items = new Item[Math.Min(InitialRing, (int)System.Numerics.BitOperations.RoundUpToPowerOf2((uint)capacity))];
+        _mask = _items.Length - 1;
+    }
+
     /// <summary>Messages taken and not yet written by every region.</summary>
     public int Count => (int)(_tail - _head);
 
-    public bool IsFull => Count == _items.Length;
+    public bool IsFull => Count >= _capacity;
+
+    /// <summary>The ring's size now (it grows on demand up to the capacity, a power of two at or above it).</summary>
+    internal int RingSize => _items.Length;
 
     /// <summary>Called when a message has been written by every region (with whether it was published: its
     /// publish-buffer slot and buffer are then the owner's again).</summary>
@@ -91,18 +110,20 @@ internal sealed class GroupOutbox(int capacity)
     /// it, newest first, as far as there is room; returns how many did not fit. Cursors keep their messages.</summary>
     private int Prepend(IReadOnlyList<(ulong Sequence, ReadOnlyMemory<byte> Message)> replay)
     {
-        if (_head < _items.Length)
+        if (_head < _capacity)
         {
-            // Positions are taken modulo the capacity: room to step back before the head.
-            _head += _items.Length;
-            _tail += _items.Length;
+            // Positions are taken modulo the ring's size (a power of two, at most the capacity rounded up): room to
+            // step back before the head.
+            long shift = (long)System.Numerics.BitOperations.RoundUpToPowerOf2((uint)_capacity);
+            _head += shift;
+            _tail += shift;
             for (int i = 0; i < _cursors.Length; i++)
             {
-                _cursors[i].Cursor += _items.Length;
+                _cursors[i].Cursor += shift;
             }
         }
 
-        ulong oldest = Count > 0 ? _items[_head % _items.Length].Sequence : ulong.MaxValue;
+        ulong oldest = Count > 0 ? _items[_head & _mask].Sequence : ulong.MaxValue;
         int dropped = 0;
         for (int i = replay.Count - 1; i >= 0; i--)
         {
@@ -118,8 +139,9 @@ internal sealed class GroupOutbox(int capacity)
                 continue;
             }
 
+            GrowIfFull();
             _head--;
-            _items[_head % _items.Length] = new Item(message, sequence, false);
+            _items[_head & _mask] = new Item(message, sequence, false);
             oldest = sequence;
         }
 
@@ -134,8 +156,28 @@ internal sealed class GroupOutbox(int capacity)
             throw new InvalidOperationException("The group outbox is full.");
         }
 
-        _items[_tail % _items.Length] = new Item(message, sequence, published);
+        GrowIfFull();
+        _items[_tail & _mask] = new Item(message, sequence, published);
         _tail++;
+    }
+
+    /// <summary>Doubles the ring when every slot holds a message (below the capacity), each message keeping its position.</summary>
+    private void GrowIfFull()
+    {
+        if (Count < _items.Length)
+        {
+            return;
+        }
+
+        var items = new Item[_items.Length * 2];
+        long mask = items.Length - 1;
+        for (long p = _head; p < _tail; p++)
+        {
+            items[p & mask] = _items[p & _mask];
+        }
+
+        _items = items;
+        _mask = mask;
     }
 
     /// <summary>The next message <paramref name="region"/> has not written yet; false when it has written all.</summary>
@@ -149,7 +191,7 @@ internal sealed class GroupOutbox(int capacity)
             return false;
         }
 
-        ref var item = ref _items[_cursors[index].Cursor % _items.Length];
+        ref var item = ref _items[_cursors[index].Cursor & _mask];
         message = item.Message;
         sequence = item.Sequence;
         return true;
@@ -170,7 +212,7 @@ internal sealed class GroupOutbox(int capacity)
         int published = 0;
         for (long i = _head; i < _tail; i++)
         {
-            ref var item = ref _items[i % _items.Length];
+            ref var item = ref _items[i & _mask];
             if (item.Published)
             {
                 published++;
@@ -213,7 +255,7 @@ internal sealed class GroupOutbox(int capacity)
 
         while (_head < slowest)
         {
-            ref var item = ref _items[_head % _items.Length];
+            ref var item = ref _items[_head & _mask];
             var (message, published) = (item.Message, item.Published);
             item = default;
             _head++;
