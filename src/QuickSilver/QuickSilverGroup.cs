@@ -1,3 +1,4 @@
+using System.Collections.Concurrent;
 using System.Runtime.InteropServices;
 using System.Runtime.CompilerServices;
 using System.Threading.Channels;
@@ -37,10 +38,10 @@ public sealed class QuickSilverGroup : IGroupOwner
 {
     private readonly QuickSilverNode _node;
     private readonly SemaphoreSlim _space;
-    // Created on the first publish (a group that only receives never needs it): a queue of PublishBuffer slots is
-    // 393 KB at the default, so one per group cost a node in 1,024 groups 400 MB (docs/qsm.md, "The group layer").
-    private BoundedMpscQueue<ReadOnlyMemory<byte>>? _published;
-    private readonly int _publishCapacity;
+    // Bounded by _space (PublishBuffer), not by its own size: a ConcurrentQueue grows in segments as messages wait and
+    // holds one small segment when they do not. A ring of PublishBuffer slots (393 KB at the default, every slot written
+    // when made) per group cost a node in 1,024 groups 400 MB (docs/qsm.md, "The group layer").
+    private readonly ConcurrentQueue<ReadOnlyMemory<byte>> _published = new();
     private int _wakePosted;
     private readonly Channel<GroupMessage> _messages;
     private readonly TaskCompletionSource _ready = new(TaskCreationOptions.RunContinuationsAsynchronously);
@@ -65,7 +66,6 @@ public sealed class QuickSilverGroup : IGroupOwner
         Options = groupOptions;
         MaxMessageBytes = node.MaxMessageBytes;
         _space = new SemaphoreSlim(options.PublishBuffer, options.PublishBuffer);
-        _publishCapacity = options.PublishBuffer; // the queue is never fuller than the semaphore allows
         _receiveBuffer = options.ReceiveBuffer;
         _resumeAt = options.ReceiveBuffer / 2;
         _tracing = options.Tracing;
@@ -261,27 +261,12 @@ public sealed class QuickSilverGroup : IGroupOwner
     {
         var buffer = _node.PublishPool.Rent(Math.Max(1, message.Length));
         message.CopyTo(buffer);
-        var published = Volatile.Read(ref _published) ?? CreatePublishQueue();
-        if (!published.TryEnqueue(new ReadOnlyMemory<byte>(buffer, 0, message.Length)))
-        {
-            _node.PublishPool.Return(buffer);
-            _space.Release();
-            throw new InvalidOperationException("The publish queue is full although the publish buffer had room (a bug).");
-        }
+        _published.Enqueue(new ReadOnlyMemory<byte>(buffer, 0, message.Length));
 
         if (Interlocked.CompareExchange(ref _wakePosted, 1, 0) == 0 && !_node.PostPublished(this))
         {
             throw new InvalidOperationException("The node has stopped.");
         }
-    }
-
-    /// <summary>Whether this group has published (its publish queue exists).</summary>
-    internal bool HasPublishQueue => Volatile.Read(ref _published) is not null;
-
-    private BoundedMpscQueue<ReadOnlyMemory<byte>> CreatePublishQueue()
-    {
-        var created = new BoundedMpscQueue<ReadOnlyMemory<byte>>(_publishCapacity);
-        return Interlocked.CompareExchange(ref _published, created, null) ?? created;
     }
 
     /// <summary>On the core thread, after a wake-up: let the group layer pull what was published. Reset before the pull,
@@ -300,16 +285,7 @@ public sealed class QuickSilverGroup : IGroupOwner
     }
 
     // Core-thread callbacks from the group layer.
-    bool IGroupOwner.TryTakePublished(out ReadOnlyMemory<byte> message)
-    {
-        if (Volatile.Read(ref _published) is { } published)
-        {
-            return published.TryDequeue(out message);
-        }
-
-        message = default;
-        return false;
-    }
+    bool IGroupOwner.TryTakePublished(out ReadOnlyMemory<byte> message) => _published.TryDequeue(out message);
 
     void IGroupOwner.OnSent(ReadOnlyMemory<byte> message)
     {
@@ -428,7 +404,7 @@ public sealed class QuickSilverGroup : IGroupOwner
             _space.Release(discarded);
         }
 
-        while (Volatile.Read(ref _published) is { } published && published.TryDequeue(out var unsent))
+        while (_published.TryDequeue(out var unsent))
         {
             ((IGroupOwner)this).OnSent(unsent); // never sent: the buffer goes back and the slot frees
         }

@@ -45,27 +45,4 @@ public sealed class PublishBoundTests
             release.Set();
         }
     }
-
-    /// <summary>A group's publish queue (<c>PublishBuffer</c> slots, 393 KB at the default) is made by its first publish: a
-    /// node in 1,024 groups that only receives held 400 MB of them before (docs/qsm.md, "The group layer").</summary>
-    [Fact]
-    public async Task A_group_holds_no_publish_queue_until_it_first_publishes()
-    {
-        var gms = NodeTests.FreeGmsAddress();
-        await using var node = await QuickSilverNode.StartAsync(NodeTests.Options(gms, embedded: true));
-        var quiet = await node.JoinGroupAsync("quiet");
-        var busy = await node.JoinGroupAsync("busy");
-        Assert.False(quiet.HasPublishQueue);
-        Assert.False(busy.HasPublishQueue);
-
-        await busy.PublishAsync(new byte[] { 42 });
-        Assert.True(busy.HasPublishQueue);
-        Assert.False(quiet.HasPublishQueue);
-        using var cts = new CancellationTokenSource(Patience);
-        await foreach (var message in busy.ReadAllAsync(cts.Token))
-        {
-            Assert.Equal(new byte[] { 42 }, message.Payload);
-            break;
-        }
-    }
 }
