@@ -92,7 +92,7 @@ public sealed class HeldBytesBoundTests(ITestOutputHelper output)
         "1000 B" => new Scenario(name, 10, 1, 1_000, 30_000),
         "16 KiB" => new Scenario(name, 10, 1, LargePayload, 3_000),
         "8 senders" => new Scenario(name, 10, 8, 1_000, 4_000),
-        "100 senders" => new Scenario(name, 5, 100, 1_000, 300) { MaxSenders = 128 },
+        "100 senders" => new Scenario(name, 5, 100, 1_000, 300), // more than the token's 64 sections: retirement takes turns
         "slow reader" => new Scenario(name, 10, 1, LargePayload, 1_500) { SlowReader = true },
         "3 % bursty loss" => new Scenario(name, 10, 1, LargePayload, 2_000)
         {
