@@ -732,9 +732,8 @@ internal sealed class SenderStream
 
     /// <summary>Gives up held packets to make room for <paramref name="length"/> more bytes under the byte bound, for the
     /// packet the stream needs next only (<see cref="HeldBytesCap"/>): undelivered ones above it and above the cap,
-    /// highest first (none delivered early: it would be delivered again). Without FIFO a packet delivered early cannot
-    /// be given up, so the packet needed next is taken even over the bound (by at most its length). Bounded by the
-    /// window.</summary>
+    /// highest first (none delivered early: it would be delivered again; without FIFO every other packet left room for
+    /// this one instead). Bounded by the window.</summary>
     private bool MakeRoom(ulong seq, int length)
     {
         if (!Anchored || seq != Delivered + 1)
@@ -754,7 +753,7 @@ internal sealed class SenderStream
             }
         }
 
-        return HeldBytes + length <= _maxBytes || !_fifo;
+        return HeldBytes + length <= _maxBytes;
     }
 
     /// <summary>The highest seq the window can take now (anchored streams; before the anchor nothing is asked for).</summary>
@@ -791,7 +790,10 @@ internal sealed class SenderStream
             return false;
         }
 
-        if (HeldBytes + payload.Length > _maxBytes && !MakeRoom(seq, payload.Length))
+        // Without FIFO a packet delivered early cannot be given up (it would be delivered again), so every other packet
+        // leaves room for the one the stream needs next (see HeldBytesCap).
+        long room = !_fifo && Anchored && seq != Delivered + 1 ? _maxBytes - _missingCost : _maxBytes;
+        if (HeldBytes + payload.Length > room && !MakeRoom(seq, payload.Length))
         {
             ByteOverflows++;
             return false;
