@@ -491,8 +491,14 @@ internal sealed class SenderStream
             {
                 // Delivered and released before a view change made it this member's share: take it back (docs/qsm.md,
                 // "Partition share"). Not new: nothing is delivered.
-                Store(seq, payload);
-                Restored++;
+                if (Store(seq, payload))
+                {
+                    Restored++;
+                }
+                else
+                {
+                    Overflow(); // over the byte bound: asked for again (CachedMissing) once the purge has made room
+                }
             }
 
             return false;
