@@ -226,6 +226,111 @@ public sealed class HeldBytesBoundTests(ITestOutputHelper output)
         Assert.True(stream.PeakHeldBytes <= 400);
     }
 
+    /// <summary>The stream's invariants over random arrivals (out of order, duplicated, of random sizes), refusals, purges
+    /// at the reported position and vouching, FIFO and not: it never holds more than the bound, never delivers a packet
+    /// twice (with FIFO: in order), never gives up a packet it vouched for, and once the senders' resends keep coming it
+    /// delivers everything.</summary>
+    [Theory]
+    [InlineData(true)]
+    [InlineData(false)]
+    public void A_bounded_stream_stays_within_its_bound_keeps_what_it_vouched_for_and_delivers_everything(bool fifo)
+    {
+        const int Packets = 400, Largest = 200;
+        long overflows = 0, evicted = 0;
+        for (int seed = 0; seed < 40; seed++)
+        {
+            var random = new Random(seed);
+            long bound = random.Next(2 * Largest, 12 * Largest);
+            long reserve = random.Next(0, (int)bound);
+            int[] sizes = [.. Enumerable.Range(0, Packets + 1).Select(_ => random.Next(1, Largest + 1))];
+            var delivered = new HashSet<ulong>();
+            ulong lastInOrder = 0;
+            bool refuse = false;
+            var stream = new SenderStream(1, (_, seq, _) =>
+            {
+                if (refuse)
+                {
+                    return false;
+                }
+
+                Assert.True(delivered.Add(seq), $"seed {seed}: {seq} delivered twice");
+                if (fifo)
+                {
+                    Assert.Equal(lastInOrder + 1, seq);
+                    lastInOrder = seq;
+                }
+
+                return true;
+            }, fifo, maxHeld: 256, pool: new PacketPool(64), maxHeldBytes: bound, reserveBytes: reserve, largestPayload: Largest);
+            stream.Anchor(0);
+            ulong vouched = 0;
+            for (int step = 0; step < 3_000; step++)
+            {
+                switch (random.Next(10))
+                {
+                    case < 5:
+                        ulong seq = stream.Delivered + 1 + (ulong)random.Next(0, 24);
+                        if (seq <= Packets)
+                        {
+                            stream.Add(seq, new byte[sizes[seq]]);
+                        }
+
+                        break;
+                    case 5:
+                        ulong position = stream.FlowPosition; // the slowest member's, at most this one's
+                        stream.Purge(position - Math.Min(position, (ulong)random.Next(0, 3)));
+                        break;
+                    case 6:
+                        vouched = Math.Max(vouched, stream.CachedUpTo(1, 0, (ulong)Packets));
+                        break;
+                    case 7:
+                        refuse = random.Next(4) == 0;
+                        if (!refuse)
+                        {
+                            stream.ResumeDelivery();
+                        }
+
+                        break;
+                    default:
+                        Assert.True(stream.FlowPosition <= stream.Delivered);
+                        break;
+                }
+
+                Assert.True(stream.HeldBytes <= bound, $"seed {seed}, step {step}: held {stream.HeldBytes} over {bound}");
+                for (ulong v = stream.Delivered + 1; v <= vouched; v++)
+                {
+                    Assert.True(stream.Received(v), $"seed {seed}, step {step}: {v} was vouched for and is gone");
+                }
+            }
+
+            // The senders keep resending what is missing and the region keeps purging what every member has taken.
+            refuse = false;
+            stream.ResumeDelivery();
+            for (int round = 0; round < 10 * Packets && stream.Delivered < Packets; round++)
+            {
+                stream.Purge(stream.FlowPosition);
+                for (ulong seq = stream.Delivered + 1; seq <= Math.Min((ulong)Packets, stream.Delivered + 24); seq++)
+                {
+                    stream.Add(seq, new byte[sizes[seq]]);
+                }
+
+                Assert.True(stream.HeldBytes <= bound);
+            }
+
+            Assert.True(stream.Delivered == Packets, $"seed {seed} (bound {bound}, reserve {reserve}): stalled at {stream.Delivered}");
+            Assert.Equal(Packets, delivered.Count);
+            overflows += stream.ByteOverflows;
+            evicted += stream.Evicted;
+        }
+
+        output.WriteLine($"fifo {fifo}: 40 seeds, dropped at the bound {overflows}, given up {evicted}");
+        Assert.True(overflows > 0, "nothing reached the bound: the test tests nothing");
+        if (fifo)
+        {
+            Assert.True(evicted > 0, "no packet was ever given up: the test tests nothing");
+        }
+    }
+
     [Fact]
     public void The_bound_is_checked_against_the_largest_packet_and_names_the_option()
     {
