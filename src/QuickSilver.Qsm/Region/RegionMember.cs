@@ -55,6 +55,7 @@ internal sealed class RegionMember
     private readonly Dictionary<uint, NetAddress> _viewMembers = new();
     private readonly HashSet<NetAddress> _viewAddresses = new();
     private long _retiredReleased;
+    private readonly int _largestPayload;
     private long _retiredRestored;
 
     /// <param name="rateOptions">k and Δ of the receive-rate and loss estimates this member reports (§2.4).</param>
@@ -65,8 +66,11 @@ internal sealed class RegionMember
         _data = data ?? throw new ArgumentNullException(nameof(data));
         _control = control ?? throw new ArgumentNullException(nameof(control));
         _scheduler = scheduler ?? throw new ArgumentNullException(nameof(scheduler));
-        _options = options ?? new RegionOptions();
-        _options.Validate();
+        options ??= new RegionOptions();
+        options.Validate();
+        _largestPayload = RegionSender.PayloadCapacity(data.MaxDatagramSize, options);
+        HeldBytesBound = options.HeldBytesBound(_largestPayload);
+        _options = options.WithWindowWithin(HeldBytesBound); // what this member's flow status offers each sender
         _rateOptions = rateOptions ?? new RateControlOptions();
         _rateOptions.Validate();
         _receiveRate = new RateEstimator(_rateOptions.Samples, _rateOptions.SampleInterval);
@@ -159,6 +163,9 @@ internal sealed class RegionMember
     // What the token ring and loss recovery (one mechanism per file) act on.
     internal LossRecovery Recovery { get; }
 
+    /// <summary>The options this member runs with: as given, except that with receivers' windows the window it offers a
+    /// sender (<see cref="RegionOptions.ReceiveWindowBytes"/>) is at most half the byte bound, so a small bound stops the
+    /// sender rather than drop its packets (<see cref="RegionOptions.MaxHeldBytes"/>).</summary>
     internal RegionOptions Options => _options;
 
     internal IAlarmScheduler Scheduler => _scheduler;
@@ -195,6 +202,16 @@ internal sealed class RegionMember
 
     /// <summary>The most payload bytes this member held at once since <see cref="ResetHeldPeaks"/>.</summary>
     public long PeakHeldBytes => _pool.PeakHeldBytes;
+
+    /// <summary>The payload bytes this member holds at most of one sender's stream (<see cref="RegionOptions.MaxHeldBytes"/>,
+    /// resolved; a sender's own stream at its member is bounded by its send window instead).</summary>
+    public long HeldBytesBound { get; }
+
+    /// <summary>Packets dropped because they did not fit <see cref="HeldBytesBound"/>, over this member's current streams.</summary>
+    public long ByteOverflows => _streamList.Sum(stream => stream.ByteOverflows);
+
+    /// <summary>Held packets given up to make room under <see cref="HeldBytesBound"/> for a packet needed next.</summary>
+    public long Evicted => _streamList.Sum(stream => stream.Evicted);
 
     /// <summary>Starts <see cref="PeakHeldPackets"/> and <see cref="PeakHeldBytes"/> again from what is held now.</summary>
     public void ResetHeldPeaks() => _pool.ResetPeaks();
@@ -261,9 +278,9 @@ internal sealed class RegionMember
     public string Describe() =>
         $"region {View?.Region.Value} view {View?.ViewNumber} ({View?.Count} members), index {Index}, partition {Partition}/{Partitions}, " +
         $"rounds {RoundsCompleted}, repairs {RepairsSent} (bursts cut {RepairBudgetsSpent}), pulls {PullsSent}, NAKs {NaksSent}, NAK sets coarsened {MissingSetsCoarsened} / truncated {RangeSetsTruncated}, drops {Drops.Total}, streams retired {StreamsRetired} (given up {StreamsGivenUp}), " +
-        $"held {_pool.HeldPackets} packets / {_pool.HeldBytes} B{(Share.Enabled ? $" (partition share, old classes {Share.OldShares.Count})" : "")}; " +
+        $"held {_pool.HeldPackets} packets / {_pool.HeldBytes} B (peak {_pool.PeakHeldBytes} B, bound {HeldBytesBound} B per sender){(Share.Enabled ? $" (partition share, old classes {Share.OldShares.Count})" : "")}; " +
         string.Join("; ", _streams.Values.Select(s => $"sender {s.Sender}: delivered {s.Delivered}, seen {s.MaxSeen}, held {s.HeldCount}, " +
-            $"overflows {s.Overflows}, anchored {s.Anchored}{(s.Paused ? ", paused" : "")}{(s.Skipped > 0 ? $", skipped {s.Skipped}" : "")}"));
+            $"overflows {s.Overflows} (bytes {s.ByteOverflows}, evicted {s.Evicted}), anchored {s.Anchored}{(s.Paused ? ", paused" : "")}{(s.Skipped > 0 ? $", skipped {s.Skipped}" : "")}"));
 
     /// <summary>Stops this member (the node moved to another region): no more tokens or rate samples, and its multicast
     /// address is left unless <paramref name="keepAddress"/> (the next region's) is the same.</summary>
@@ -597,7 +614,9 @@ internal sealed class RegionMember
     {
         if (!_streams.TryGetValue(sender, out var stream))
         {
-            stream = new SenderStream(sender, _deliverOne, _options.FifoDelivery, _options.MaxHeldPackets, _options.SenderWindow, _pool, Drops, _skipOne, Share)
+            // A sender's own stream at its member is bounded by its send window, not the byte bound: it never drops its own packet.
+            stream = new SenderStream(sender, _deliverOne, _options.FifoDelivery, _options.MaxHeldPackets, _options.SenderWindow, _pool, Drops, _skipOne, Share,
+                sender == _node ? long.MaxValue : HeldBytesBound, _options.HeldBytesReserve(_largestPayload), _largestPayload)
             {
                 LastHeard = _scheduler.Now,
                 LastProgress = _scheduler.Now,

@@ -82,6 +82,41 @@ public sealed record RegionOptions
     /// room for the purge lag, about two token rounds of traffic); at most 4,194,304.</summary>
     public int MaxHeldPackets { get; init; } = 16_384;
 
+    /// <summary>The receive window per sender, in bytes: a member holds at most this many bytes of one sender's payloads
+    /// (delivered ones awaiting the purge and undelivered ones together; per sender, like <see cref="MaxHeldPackets"/>,
+    /// so one sender's backlog never takes another's room). It acts on the sender first: a member reports its position
+    /// and vouches for stability only up to the point where the packets held from the purge point, plus the most the
+    /// sender may then send beyond it (<see cref="ReceiveWindowBytes"/>, or with <see cref="RegionFlowControl.PaperRate"/>
+    /// <see cref="SenderWindow"/> largest packets), fit it. A packet that does not fit all the same (a bound below that
+    /// reserve, a member with other options) is dropped and counted (<c>DropReason.ReceiveBufferFull</c>) and recovered
+    /// by the NAKs, and the packet a member needs next always finds room (docs/qsm.md, "The window and its bound").
+    /// 0, the default, sizes it from the flow control: four times <see cref="ReceiveWindowBytes"/> (8 MiB at the defaults)
+    /// with <see cref="RegionFlowControl.ReceiverWindow"/>; with <see cref="RegionFlowControl.PaperRate"/>, whose sender
+    /// counts packets, <see cref="MaxHeldPackets"/> largest packets (what the packet window already implies). Otherwise
+    /// at least twice the largest packet (<see cref="MaxPacketBytes"/>, or 65,507 bytes when that is 0), at most 2^40.</summary>
+    public long MaxHeldBytes { get; init; }
+
+    /// <summary>The byte bound per sender for packets of at most <paramref name="largestPayload"/> bytes
+    /// (<see cref="MaxHeldBytes"/>, or the default it stands for when 0).</summary>
+    internal long HeldBytesBound(int largestPayload) => MaxHeldBytes != 0 ? MaxHeldBytes
+        : FlowControl == RegionFlowControl.ReceiverWindow ? Math.Max(4L * ReceiveWindowBytes, 2L * largestPayload)
+        : Math.Max((long)MaxHeldPackets * largestPayload, 2L * largestPayload);
+
+    /// <summary>These options with the receive window a member offers at most half the byte bound per sender
+    /// (<paramref name="heldBytesBound"/>, <see cref="HeldBytesBound"/>), the other half being room for the packets it
+    /// delivered and the region has not purged yet: with receivers' windows a bound below twice the window would
+    /// otherwise let a sender send what the member must drop (the packet-window check's rule, in bytes). Unchanged when
+    /// the bound is that large already (the default is four windows) or with the paper's rate control.</summary>
+    internal RegionOptions WithWindowWithin(long heldBytesBound)
+        => FlowControl == RegionFlowControl.ReceiverWindow && ReceiveWindowBytes > heldBytesBound / 2
+            ? this with { ReceiveWindowBytes = (int)(heldBytesBound / 2) }
+            : this;
+
+    /// <summary>The most a sender may send beyond what a member last reported or vouched for: the receive window, or
+    /// with the paper's rate control the sender's window of the largest packets (<see cref="MaxHeldBytes"/>).</summary>
+    internal long HeldBytesReserve(int largestPayload) => FlowControl == RegionFlowControl.ReceiverWindow
+        ? ReceiveWindowBytes : (long)SenderWindow * largestPayload;
+
     /// <summary>Keep only this member's partition's share after delivery (QSM §2.3: packet i is cached by partition
     /// i mod p): a delivered packet of another partition's class is released once the sender's cached point has passed
     /// it (every packet up to there is held by every member of its caching partition; the data header's <c>cached</c> field)
@@ -210,6 +245,15 @@ public sealed record RegionOptions
         if (MaxPacketBytes != 0)
         {
             OptionChecks.InRange(MaxPacketBytes, 128, 65507, $"RegionOptions.{nameof(MaxPacketBytes)}");
+        }
+
+        long largestPacket = MaxPacketBytes != 0 ? MaxPacketBytes : 65_507;
+        if (MaxHeldBytes != 0 && (MaxHeldBytes < 2 * largestPacket || MaxHeldBytes > 1L << 40))
+        {
+            throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(MaxHeldBytes)}", MaxHeldBytes,
+                $"RegionOptions.{nameof(MaxHeldBytes)} ({MaxHeldBytes}) must be 0 (sized from the flow control) or between twice the largest packet " +
+                $"({2 * largestPacket}: RegionOptions.{nameof(MaxPacketBytes)}, or 65,507 when it is 0) and 2^40: " +
+                "a member must have room for the packet it needs next beside those it vouched for.");
         }
     }
 }

@@ -25,9 +25,10 @@ internal delegate void PacketSkip(SenderStream stream, ulong seq, ReadOnlySpan<b
 /// Storage is a ring of slots indexed by <c>seq mod capacity</c> (a power of two, doubled on demand), each holding a
 /// pooled buffer (<see cref="PacketPool"/>) and a flag for a packet delivered early. Every packet held lies in a
 /// window that starts at the lowest packet not yet purged (<c>_low</c>) and spans at most <c>maxHeld</c> sequence
-/// numbers (<see cref="RegionOptions.MaxHeldPackets"/>): a packet beyond it is dropped and counted
+/// numbers (<see cref="RegionOptions.MaxHeldPackets"/>) and holds at most <c>maxHeldBytes</c> of payload
+/// (<see cref="RegionOptions.MaxHeldBytes"/>): a packet beyond either is dropped and counted
 /// (<see cref="DropReason.ReceiveBufferFull"/>, <see cref="Overflows"/>), and the NAKs recover it once the window has
-/// moved. A member does not vouch for stability in the window's last <c>reserve</c> sequence numbers (the sender's
+/// moved (<see cref="HeldBytesCap"/>: how the byte bound stops the sender first, and why it never stalls the stream). A member does not vouch for stability in the window's last <c>reserve</c> sequence numbers (the sender's
 /// window), so a sender acknowledged up to X, which sends at most a window beyond X, never overruns the ring: in a
 /// region whose members share their options the bound stops the sender rather than drop its packets. Storing,
 /// delivering and purging a packet are O(1) and allocate nothing once the ring and the pool have grown.
@@ -46,6 +47,11 @@ internal sealed class SenderStream
     private readonly bool _fifo;
     private readonly ulong _maxHeld;
     private readonly ulong _reserve;
+    private readonly long _maxBytes;     // RegionOptions.MaxHeldBytes: payload bytes held at most (long.MaxValue: no bound)
+    private readonly long _reserveBytes; // the top part of the byte bound the cap keeps free for what the sender may send
+    private readonly long _missingCost;  // what a packet not yet arrived counts for below the cursor: the largest payload
+    private ulong _capCursor;            // HeldBytesCap: every seq in [_low, _capCursor] is counted in _capBytes
+    private long _capBytes;              // Σ over [_low, _capCursor] of held length, 0 if delivered and released, else _missingCost
     private readonly PacketDelivery _deliver;
     private readonly PacketPool _pool;
     private readonly DropCounters? _drops;
@@ -78,9 +84,25 @@ internal sealed class SenderStream
     /// <param name="skip">Shown each packet passed over after <see cref="SkipAhead"/>.</param>
     /// <param name="share">What this member keeps after delivery (<see cref="RegionOptions.PartitionShare"/>); null keeps
     /// every packet until the purge.</param>
+    /// <param name="maxHeldBytes">Payload bytes the stream holds at most (<see cref="RegionOptions.MaxHeldBytes"/>);
+    /// <see cref="long.MaxValue"/> for no byte bound. At least twice <paramref name="largestPayload"/>.</param>
+    /// <param name="reserveBytes">The top part of the byte bound the position and stability this member reports keep free
+    /// for what the sender may send beyond them (the receive window, or the sender's window of packets); clamped to
+    /// [<paramref name="largestPayload"/>, <paramref name="maxHeldBytes"/> − <paramref name="largestPayload"/>].</param>
+    /// <param name="largestPayload">The largest payload a packet carries here: what a packet not yet arrived counts for.</param>
     public SenderStream(uint sender, PacketDelivery deliver, bool fifo = true, int maxHeld = 16_384, int reserve = 0, PacketPool? pool = null,
-        DropCounters? drops = null, PacketSkip? skip = null, PartitionShare? share = null)
+        DropCounters? drops = null, PacketSkip? skip = null, PartitionShare? share = null, long maxHeldBytes = long.MaxValue,
+        long reserveBytes = 0, int largestPayload = PacketPool.MaxLength)
     {
+        ArgumentOutOfRangeException.ThrowIfLessThan(largestPayload, 1);
+        if (maxHeldBytes != long.MaxValue)
+        {
+            ArgumentOutOfRangeException.ThrowIfLessThan(maxHeldBytes, 2L * largestPayload);
+        }
+
+        _maxBytes = maxHeldBytes;
+        _reserveBytes = maxHeldBytes == long.MaxValue ? 0 : Math.Clamp(reserveBytes, largestPayload, maxHeldBytes - largestPayload);
+        _missingCost = largestPayload;
         _share = share is { Enabled: true } ? share : null;
         ArgumentNullException.ThrowIfNull(deliver);
         ArgumentOutOfRangeException.ThrowIfLessThan(maxHeld, 1);
@@ -151,6 +173,9 @@ internal sealed class SenderStream
 
     /// <summary>Payload bytes of the packets held.</summary>
     public long HeldBytes { get; private set; }
+
+    /// <summary>The most payload bytes this stream held at once (what <see cref="RegionOptions.MaxHeldBytes"/> bounds).</summary>
+    public long PeakHeldBytes { get; private set; }
 
     /// <summary>Delivered packets this member released at once, not being its partition's share
     /// (<see cref="RegionOptions.PartitionShare"/>).</summary>
@@ -229,8 +254,19 @@ internal sealed class SenderStream
     /// <summary>The ring's current capacity (slots; a power of two that grows on demand).</summary>
     public int Capacity => _slots.Length;
 
-    /// <summary>Packets dropped because they lay beyond the window (<see cref="RegionOptions.MaxHeldPackets"/>).</summary>
+    /// <summary>Packets dropped because they lay beyond the window (<see cref="RegionOptions.MaxHeldPackets"/>) or did not
+    /// fit the byte bound (<see cref="RegionOptions.MaxHeldBytes"/>).</summary>
     public long Overflows { get; private set; }
+
+    /// <summary>Of <see cref="Overflows"/>, the packets dropped because they did not fit the byte bound.</summary>
+    public long ByteOverflows { get; private set; }
+
+    /// <summary>Held packets given up to make room under the byte bound for the packet this stream needs next (see
+    /// <see cref="HeldBytesCap"/>); each is asked for again like a lost one.</summary>
+    public long Evicted { get; private set; }
+
+    /// <summary>The byte bound (<see cref="RegionOptions.MaxHeldBytes"/>; <see cref="long.MaxValue"/> for none).</summary>
+    public long MaxHeldBytes => _maxBytes;
 
     /// <summary>What this member last reported of this stream (<see cref="ReceiverStatus"/>).</summary>
     internal FlowReport Report { get; } = new();
@@ -238,7 +274,7 @@ internal sealed class SenderStream
     /// <summary>The position this member reports for flow control: every packet up to here taken (delivered), and never
     /// above the point up to which <see cref="CachedUpTo"/> may vouch (the window less its reserve), so a sender that
     /// sends at most a window beyond it never overruns the ring; 0 before the anchor.</summary>
-    public ulong FlowPosition => Anchored ? Math.Min(Delivered, WindowEnd - _reserve) : 0;
+    public ulong FlowPosition => Anchored ? HeldBytesCap(Math.Min(Delivered, WindowEnd - _reserve)) : 0;
 
     /// <summary>Which of the 64 packets after <paramref name="position"/> have not arrived though a later one has (bit i:
     /// packet position + 1 + i): the gaps a flow status names, so the sender can resend them at once.</summary>
@@ -322,6 +358,8 @@ internal sealed class SenderStream
 
         _low = start + 1;
         _top = top;
+        _capCursor = start;
+        _capBytes = 0;
         EnsureCapacity(_top - _low + 1);
         DeliverInOrder();
         DeliverHeldEarly();
@@ -400,7 +438,7 @@ internal sealed class SenderStream
             _heldClassUpTo = 0;
         }
 
-        ulong limit = Math.Min(MaxSeen, WindowEnd - _reserve);
+        ulong limit = HeldBytesCap(Math.Min(MaxSeen, WindowEnd - _reserve));
         ulong from = Math.Max(ShareScanFrom, _heldClassUpTo + 1);
         for (ulong seq = FirstOfClass(from, p, (ulong)myPartition); seq <= limit; seq += p)
         {
@@ -453,8 +491,14 @@ internal sealed class SenderStream
             {
                 // Delivered and released before a view change made it this member's share: take it back (docs/qsm.md,
                 // "Partition share"). Not new: nothing is delivered.
-                Store(seq, payload);
-                Restored++;
+                if (Store(seq, payload))
+                {
+                    Restored++;
+                }
+                else
+                {
+                    Overflow(); // over the byte bound: asked for again (CachedMissing) once the purge has made room
+                }
             }
 
             return false;
@@ -535,7 +579,7 @@ internal sealed class SenderStream
         ulong limit = Math.Max(horizon, MaxSeen);
         if (Anchored)
         {
-            limit = Math.Min(limit, WindowEnd - _reserve);
+            limit = HeldBytesCap(Math.Min(limit, WindowEnd - _reserve));
         }
 
         for (ulong seq = FirstOfClass(ShareScanFrom, p, (ulong)myPartition); seq <= limit; seq += p)
@@ -605,6 +649,11 @@ internal sealed class SenderStream
         }
 
         _low = end + 1;
+        if (_capCursor < end)
+        {
+            _capCursor = end; // everything up to there was delivered and is released now: it counted 0
+            _capBytes = 0;
+        }
     }
 
     /// <summary>Returns every held packet's buffer to the pool: the stream is dropped while it still holds some (its
@@ -645,6 +694,74 @@ internal sealed class SenderStream
     /// ask for them back (docs/qsm.md, "Partition share"). At most the window is scanned either way.</summary>
     private ulong ShareScanFrom => _share is not null && Anchored ? Math.Min(_low, Delivered + 1) : Delivered + 1;
 
+    /// <summary>
+    /// How the byte bound (<see cref="RegionOptions.MaxHeldBytes"/>) acts on the sender before it acts on packets, like
+    /// the packet window's reserve: the highest X ≤ <paramref name="limit"/> such that the packets in [purge point, X]
+    /// fit the bound less its reserve, counting a held packet at its length, a delivered one released (partition share)
+    /// at 0, and one not yet arrived at the largest payload (it may still come, at up to that size). The position this
+    /// member reports (<see cref="FlowPosition"/>) and the stability it vouches for (<see cref="CachedUpTo"/>,
+    /// <see cref="HeldClassUpTo"/>) never pass it, so a sender that sends at most the reserve beyond them (the receive
+    /// window; with the paper's rate control, its window of packets) never makes this member hold more than the bound.
+    /// <para>
+    /// Why it never stalls: a packet that does not fit all the same is dropped (<see cref="ByteOverflows"/>), except the
+    /// one the stream needs next (<see cref="Delivered"/> + 1), for which held undelivered packets above both it and the
+    /// cap are given up, highest first (<see cref="MakeRoom"/>): this member vouched for none of them. What stays is the
+    /// packets up to the cap, at most the bound less the reserve (at least one largest payload), and the one needed
+    /// next fits beside them. Delivered packets up to the cap go at the purge, which the slowest member's report moves;
+    /// the cap then moves too. The prefix sum is kept incrementally (<c>_capCursor</c>, <c>_capBytes</c>): each
+    /// sequence number is passed once, so the cap costs O(1) amortized per packet.
+    /// </para>
+    /// </summary>
+    private ulong HeldBytesCap(ulong limit)
+    {
+        if (_maxBytes == long.MaxValue || !Anchored)
+        {
+            return limit;
+        }
+
+        long budget = _maxBytes - _reserveBytes;
+        while (_capCursor < limit)
+        {
+            ulong next = _capCursor + 1;
+            long cost = Has(next) ? _slots[next & _mask].Length : next <= Delivered ? 0 : _missingCost;
+            if (_capBytes + cost > budget)
+            {
+                return _capCursor;
+            }
+
+            _capCursor = next;
+            _capBytes += cost;
+        }
+
+        return limit;
+    }
+
+    /// <summary>Gives up held packets to make room for <paramref name="length"/> more bytes under the byte bound, for the
+    /// packet the stream needs next only (<see cref="HeldBytesCap"/>): undelivered ones above it and above the cap,
+    /// highest first (none delivered early: it would be delivered again; without FIFO every other packet left room for
+    /// this one instead). Bounded by the window.</summary>
+    private bool MakeRoom(ulong seq, int length)
+    {
+        if (!Anchored || seq != Delivered + 1)
+        {
+            return false;
+        }
+
+        ulong floor = Math.Max(seq, _capCursor);
+        for (ulong s = _top; s > floor && HeldBytes + length > _maxBytes; s--)
+        {
+            ref var slot = ref _slots[s & _mask];
+            if (slot.Buffer is not null && slot.Seq == s && !slot.Early)
+            {
+                Release(ref slot);
+                Evicted++;
+                _drops?.Increment(DropReason.ReceiveBufferFull);
+            }
+        }
+
+        return HeldBytes + length <= _maxBytes;
+    }
+
     /// <summary>The highest seq the window can take now (anchored streams; before the anchor nothing is asked for).</summary>
     private ulong WindowEnd => Anchored ? _low + _maxHeld - 1 : ulong.MaxValue;
 
@@ -679,20 +796,40 @@ internal sealed class SenderStream
             return false;
         }
 
+        // Without FIFO a packet delivered early cannot be given up (it would be delivered again), so every other packet
+        // leaves room for the one the stream needs next (see HeldBytesCap).
+        long room = !_fifo && Anchored && seq != Delivered + 1 ? _maxBytes - _missingCost : _maxBytes;
+        if (HeldBytes + payload.Length > room && !MakeRoom(seq, payload.Length))
+        {
+            ByteOverflows++;
+            return false;
+        }
+
         _top = Math.Max(_top, seq);
         EnsureCapacity(_top - _low + 1);
         ref var slot = ref _slots[seq & _mask];
         Debug.Assert(slot.Buffer is null, "two held packets in one slot");
+        if (Anchored && seq >= _low && seq <= _capCursor)
+        {
+            _capBytes += payload.Length - (seq <= Delivered ? 0 : _missingCost); // it counted as missing (or released) so far
+        }
+
         var buffer = _pool.Rent(payload.Length, counted: true);
         payload.CopyTo(buffer);
         slot = new Slot { Buffer = buffer, Seq = seq, Length = payload.Length };
         _count++;
         HeldBytes += payload.Length;
+        PeakHeldBytes = Math.Max(PeakHeldBytes, HeldBytes);
         return true;
     }
 
     private void Release(ref Slot slot)
     {
+        if (Anchored && slot.Seq >= _low && slot.Seq <= _capCursor)
+        {
+            _capBytes -= slot.Length - (slot.Seq <= Delivered ? 0 : _missingCost); // now released (or missing again)
+        }
+
         _pool.Return(slot.Buffer!, slot.Length);
         HeldBytes -= slot.Length;
         slot = default;
