@@ -24,7 +24,8 @@ internal static class Testbed
     /// <summary>Application message size (the paper's packets were 90 bytes including headers).</summary>
     public const int PayloadBytes = 100;
 
-    public const int Seed = 2006;
+    /// <summary>The simulated network's seed (its losses and jitter): 2006, or <c>--seed</c>.</summary>
+    public static int Seed { get; set; } = 2006;
 
     /// <summary>With <c>--flow receivers</c>: each receiver's window, what its receive queue holds
     /// (<see cref="ReceiveQueueLimit"/> datagrams of a 100-byte message and its headers, 144 bytes), as
