@@ -27,7 +27,7 @@ internal static class RegionRun
             {
                 ReplicationFactor = spec.ReplicationFactor,
                 FlowControl = Testbed.FlowControl,
-                ReceiveWindowBytes = Testbed.ReceiveWindowBytes, CongestionControl = Testbed.CongestionControl,
+                ReceiveWindowBytes = Testbed.ReceiveWindowBytes, CongestionControl = Testbed.CongestionControl, GapReportPackets = Testbed.GapReportPackets,
                 PartitionShare = Testbed.PartitionShare,
                 TokenInterval = tokenInterval,
                 SenderWindow = spec.SenderWindow,

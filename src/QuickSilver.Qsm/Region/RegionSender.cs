@@ -1,4 +1,5 @@
 using System.Buffers.Binary;
+using System.Numerics;
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Feeds;
@@ -679,7 +680,7 @@ internal sealed class RegionSender : IDatagramFeed
             _congestion?.OnOverflow();
         }
 
-        if (status.Missing != 0)
+        if (!status.Missing.IsEmpty)
         {
             RepairGaps(status.Position, status.Missing);
         }
@@ -820,21 +821,19 @@ internal sealed class RegionSender : IDatagramFeed
 
     /// <summary>Queues resends of the packets a status names as missing (bit i: position + 1 + i), each at most once per
     /// <see cref="RepairHoldoff"/> (a report may have left before the last resend arrived).</summary>
-    private void RepairGaps(ulong position, ulong missing)
+    private void RepairGaps(ulong position, in GapMap missing)
     {
         var now = _scheduler.Now;
-        for (int i = 0; i < 64 && missing != 0; i++, missing >>= 1)
+        for (int w = 0; w < GapMap.Words; w++)
         {
-            ulong seq = position + 1 + (ulong)i;
-            if ((missing & 1) == 0)
+            for (ulong word = missing.Word(w); word != 0; word &= word - 1)
             {
-                continue;
-            }
-
-            RepairAsked?.Invoke(seq);
-            if (RepairDue(seq, now, _options.GapReportInterval) && QueueRepair(seq))
-            {
-                RetransmittedOnStatus++;
+                ulong seq = position + 1 + (ulong)(w * 64) + (ulong)BitOperations.TrailingZeroCount(word);
+                RepairAsked?.Invoke(seq);
+                if (RepairDue(seq, now, _options.GapReportInterval) && QueueRepair(seq))
+                {
+                    RetransmittedOnStatus++;
+                }
             }
         }
     }

@@ -49,6 +49,10 @@ internal sealed class RegionTimeline
     /// <inheritdoc cref="ArrivalFromSender"/>
     public LatencySamples ArrivalFromOtherPartition { get; } = new();
 
+    /// <summary>For each repair at arrival whose packet a flow status named missing: the first such status at the sender
+    /// − the packet's first transmission (how long the sender took to hear of the loss, from any member).</summary>
+    public LatencySamples SenderLearnt { get; } = new();
+
     /// <summary>Sender's ACK time − first transmission.</summary>
     public LatencySamples Ack { get; } = new();
 
@@ -137,8 +141,14 @@ internal sealed class RegionTimeline
         if (!original)
         {
             TimeSpan? detected = _detected!.Remove((member, sender, seq), out var at) ? at - sent : null;
-            _repairs.Add(new RepairStages(now - sent, detected, log.Asked(seq, sent), log.FirstResend(seq, sent),
+            var asked = log.Asked(seq, sent);
+            _repairs.Add(new RepairStages(now - sent, detected, asked, log.FirstResend(seq, sent),
                 log.LastTransmit(seq) - sent, log.Transmissions(seq), fromSender ? 0 : ownClass ? 1 : 2));
+            if (asked is { } learnt)
+            {
+                SenderLearnt.Add(learnt);
+            }
+
             RecoveryAtArrival.Add(now - sent);
             (fromSender ? ArrivalFromSender : ownClass ? ArrivalFromRing : ArrivalFromOtherPartition).Add(now - sent);
         }
