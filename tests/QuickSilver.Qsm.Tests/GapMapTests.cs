@@ -47,29 +47,24 @@ public sealed class GapMapTests(ITestOutputHelper output)
         var cut = slowest;
         cut.OrShifted(faster, 200, 64); // aggregates of 64 packets: the faster member's gaps do not fit
         Assert.Equal(slowest, cut);
-
-        // News is a gap the last forward did not name; one that closed is not.
-        Assert.True(union.HasNewGaps(100, slowest, 100));
-        Assert.False(slowest.HasNewGaps(100, union, 100));
-        GapMap later = 1UL << 7; // packet 364 again, from position 356
-        Assert.False(later.HasNewGaps(356, union, 100));
     }
 
     /// <summary>60 members in the paper's cost model (100 µs per datagram, 1,000-datagram receive queues), twelve
     /// partitions reporting in four blocks of three (15 members per block), 0.5 % loss on every link; 10 s of warm-up,
-    /// repairs of the packets first sent in the next 8 s. With 64-packet aggregates (<c>GapReportPackets = 64</c>, the
-    /// map before the fix) the sender first heard of the slowest 1 % of losses 237 ms (seed 2006) and 349 ms (2009)
-    /// after the packet's first send, and those repairs arrived after 1,104 ms and 384 ms; with the default 1,024-packet
-    /// aggregates, 135 / 144 ms and 147 / 154 ms (seeds 2007 and 2008: 240 / 186 ms against 141 / 138 ms).</summary>
+    /// repairs of the packets first sent in the next 8 s. p99 of the time from a packet's first send to the sender's first
+    /// report naming it missing, over seeds 2006–2011: 138–154 ms with the default 1,024-packet aggregates in five seeds
+    /// of six (2008: 309 ms, a packet the token had already released, pulled from a peer), and 180–1,148 ms with
+    /// 64-packet aggregates (<c>GapReportPackets = 64</c>, the map before the fix); for the two seeds here 139 and 138 ms
+    /// against 180 and 187 ms, and recovery at arrival's p99 149 and 146 ms against 183 and 193 ms.</summary>
     [Theory]
-    [InlineData(2006)]
-    [InlineData(2009)]
+    [InlineData(2010)]
+    [InlineData(2011)]
     public void The_sender_hears_of_every_members_loss_within_a_repair_round_trip(int seed)
     {
         var (rate, learntP99, arrivalP99) = Run(seed, new RegionOptions().GapReportPackets);
         output.WriteLine($"seed {seed}: {rate:F0} messages/s; the sender heard of a loss within {learntP99:F0} ms (p99), the repair arrived within {arrivalP99:F0} ms (p99)");
-        Assert.True(learntP99 < 170, $"seed {seed}: p99 of the time to the sender's first word of a loss {learntP99:F0} ms");
-        Assert.True(arrivalP99 < 175, $"seed {seed}: p99 recovery at arrival {arrivalP99:F0} ms");
+        Assert.True(learntP99 < 165, $"seed {seed}: p99 of the time to the sender's first word of a loss {learntP99:F0} ms");
+        Assert.True(arrivalP99 < 170, $"seed {seed}: p99 recovery at arrival {arrivalP99:F0} ms");
     }
 
     private static (double Rate, double LearntP99, double ArrivalP99) Run(int seed, int gapPackets)

@@ -1,4 +1,3 @@
-using System.Numerics;
 using System.Runtime.CompilerServices;
 
 namespace QuickSilver.Qsm.Region;
@@ -84,32 +83,6 @@ internal struct GapMap : IEquatable<GapMap>
                 _words[i + words + 1] |= word >> (64 - bits);
             }
         }
-    }
-
-    /// <summary>Whether this map (after <paramref name="position"/>) names a packet that <paramref name="older"/> (after
-    /// <paramref name="olderPosition"/>) does not: a gap the next hop has not been told of. Gaps that closed are not
-    /// news: they go up with the next report the position or a timer sends.</summary>
-    public readonly bool HasNewGaps(ulong position, in GapMap older, ulong olderPosition)
-    {
-        for (int w = 0; w < Words; w++)
-        {
-            for (ulong word = _words[w]; word != 0; word &= word - 1)
-            {
-                ulong seq = position + 1 + (ulong)(w * 64) + (ulong)BitOperations.TrailingZeroCount(word);
-                if (seq <= olderPosition || seq - olderPosition - 1 >= Bits)
-                {
-                    return true;
-                }
-
-                int bit = (int)(seq - olderPosition - 1);
-                if ((older._words[bit >> 6] & (1UL << (bit & 63))) == 0)
-                {
-                    return true;
-                }
-            }
-        }
-
-        return false;
     }
 
     public readonly bool Equals(GapMap other) => ((ReadOnlySpan<ulong>)_words).SequenceEqual(other._words);

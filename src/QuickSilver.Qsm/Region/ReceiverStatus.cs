@@ -411,7 +411,7 @@ internal sealed class ReceiverStatus
         bool requested = own is not null && own.Report.RequestedUpTo > flow.RequestServed && summary.Position > flow.Forwarded;
         if (summary.Position >= flow.Forwarded + threshold || (summary.Complete && !flow.ForwardedComplete)
             || summary.Cached >= flow.ForwardedCached + threshold // a paused reader holds the position, not the cached point
-            || summary.Missing.HasNewGaps(summary.Position, flow.ForwardedMissing, flow.Forwarded) || flow.OverflowPending || requested)
+            || (!summary.Missing.IsEmpty && summary.Missing != flow.ForwardedMissing) || flow.OverflowPending || requested)
         {
             if (own is not null && summary.Position != ulong.MaxValue && summary.Position >= own.Report.RequestedUpTo)
             {
