@@ -17,7 +17,7 @@ internal static class GroupsRun
     {
         var wall = Stopwatch.StartNew();
         // Ethernet-sized data packets (the paper's 100 Mbit/s LAN), the GMS's default timing, the paper's 1 s token.
-        var cluster = new NodeCluster(Testbed.Seed, Testbed.Link(0), new RegionOptions { MaxPacketBytes = Testbed.MaxDatagramBytes, FlowControl = Testbed.FlowControl, ReceiveWindowBytes = Testbed.ReceiveWindowBytes, CongestionControl = Testbed.CongestionControl }, configureNode: sim =>
+        var cluster = new NodeCluster(Testbed.Seed, Testbed.Link(0), new RegionOptions { MaxPacketBytes = Testbed.MaxDatagramBytes, FlowControl = Testbed.FlowControl, ReceiveWindowBytes = Testbed.ReceiveWindowBytes, CongestionControl = Testbed.CongestionControl, GapReportPackets = Testbed.GapReportPackets }, configureNode: sim =>
         {
             sim.ProcessingCostPerPacket = Testbed.ProcessingCostPerPacket;
             sim.ReceiveQueueLimit = Testbed.ReceiveQueueLimit;

@@ -30,16 +30,40 @@ var share = new Option<string>("--partition-share")
 };
 share.AcceptOnlyFromAmong("on", "off");
 var fixedRate = new Option<int?>("--fixed-rate") { Description = "With --flow paper: send at this many packets/s throughout (μ_min = this, λ = 0), below what the receivers take, to measure recovery without overload." };
+var seed = new Option<int?>("--seed") { Description = "The simulated network's seed (its losses and jitter; default 2006): one seed is one sample, rerun with others to see the spread." };
+var gapPackets = new Option<int?>("--gap-report-packets") { Description = "With --flow receivers: the packets a flow report's gap map covers (RegionOptions.GapReportPackets: 64 to 1,024, a multiple of 64; default 1,024; 64 was the map before the tail fix)." };
 var wallBudget = new Option<int?>("--wall-budget") { Description = "Seconds of wall time after which one run is cut (default 60 quick, 240 full)." };
 
 var root = new RootCommand("QuickSilver QSM figures: throughput, partitioning, token rate, senders, recovery and ACK latency in simulation.")
 {
-    quick, output, maxNodes, only, plotOnly, wallBudget, flow, receiveWindow, congestion, share, fixedRate,
+    quick, output, maxNodes, only, plotOnly, wallBudget, flow, receiveWindow, congestion, share, fixedRate, seed, gapPackets,
 };
 
 root.SetAction(parse =>
 {
     Testbed.FlowControl = parse.GetValue(flow) == "receivers" ? QuickSilver.Qsm.Region.RegionFlowControl.ReceiverWindow : QuickSilver.Qsm.Region.RegionFlowControl.PaperRate;
+    if (parse.GetValue(seed) is { } seeded)
+    {
+        if (seeded < 0)
+        {
+            Console.Error.WriteLine("--seed must be 0 or more");
+            return 2;
+        }
+
+        Testbed.Seed = seeded;
+    }
+
+    if (parse.GetValue(gapPackets) is { } packets)
+    {
+        if (packets < 64 || packets > 1024 || packets % 64 != 0)
+        {
+            Console.Error.WriteLine("--gap-report-packets must be a multiple of 64 from 64 to 1,024");
+            return 2;
+        }
+
+        Testbed.GapReportPackets = packets;
+    }
+
     if (parse.GetValue(receiveWindow) is { } window)
     {
         if (window < 65_536 || window > 1 << 30)

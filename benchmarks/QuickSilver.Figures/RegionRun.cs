@@ -1,4 +1,5 @@
 using System.Diagnostics;
+using System.Globalization;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Qsm.Region;
 using QuickSilver.Qsm.Simulation;
@@ -26,7 +27,7 @@ internal static class RegionRun
             {
                 ReplicationFactor = spec.ReplicationFactor,
                 FlowControl = Testbed.FlowControl,
-                ReceiveWindowBytes = Testbed.ReceiveWindowBytes, CongestionControl = Testbed.CongestionControl,
+                ReceiveWindowBytes = Testbed.ReceiveWindowBytes, CongestionControl = Testbed.CongestionControl, GapReportPackets = Testbed.GapReportPackets,
                 PartitionShare = Testbed.PartitionShare,
                 TokenInterval = tokenInterval,
                 SenderWindow = spec.SenderWindow,
@@ -57,6 +58,8 @@ internal static class RegionRun
         long nakAtStart = cluster.Senders.Sum(s => s.Sender!.RetransmittedOnNak);
         long timeoutAtStart = cluster.Senders.Sum(s => s.Sender!.RetransmittedOnTimeout);
         var flowAtStart = FlowCounters.Of(cluster);
+        long deferredAtStart = cluster.Senders.Sum(s => s.Sender!.RepairsDeferred);
+        var holdoffAtStart = TimeSpan.FromTicks(cluster.Senders.Sum(s => s.Sender!.DeferredHoldoffTotal.Ticks));
 
         early |= !early && !RunBounded(cluster, length.Window, wall, length.WallBudget, trace);
         double window = (cluster.Network.Now - start).TotalSeconds;
@@ -87,7 +90,20 @@ internal static class RegionRun
             cluster.LiveMembers.Average(n => (double)n.Member!.PeakHeldBytes),
             trace.Samples,
             [.. cluster.Senders.Select((s, i) => window > 0 ? (cluster.DeliveredToAll(s) - perSenderAtStart[i]) / window : double.NaN)],
-            FlowCounters.Of(cluster).Since(flowAtStart, window));
+            FlowCounters.Of(cluster).Since(flowAtStart, window),
+            RepairDiagnosis(cluster, window, deferredAtStart, holdoffAtStart));
+    }
+
+    /// <summary>Recovery at arrival's median, p90, p99 and maximum, the resends the senders' hold-off deferred (a second,
+    /// and the mean hold-off they met), and where the repairs' time went (<see cref="RegionTimeline.RepairBreakdown"/>).</summary>
+    private static string RepairDiagnosis(RegionCluster cluster, double window, long deferredAtStart, TimeSpan holdoffAtStart)
+    {
+        var arrival = cluster.Timeline.RecoveryAtArrival;
+        long deferred = cluster.Senders.Sum(s => s.Sender!.RepairsDeferred) - deferredAtStart;
+        var holdoff = TimeSpan.FromTicks(cluster.Senders.Sum(s => s.Sender!.DeferredHoldoffTotal.Ticks)) - holdoffAtStart;
+        return string.Create(CultureInfo.InvariantCulture,
+            $"recovery at arrival median {arrival.Quantile(0.5):F1} ms, mean {arrival.Mean:F1}, p90 {arrival.Quantile(0.9):F1}, p99 {arrival.Quantile(0.99):F1}, max {arrival.Max:F1} ms; "
+            + $"resends deferred by the hold-off {(window > 0 ? deferred / window : double.NaN):F0}/s (mean hold-off {(deferred > 0 ? holdoff.TotalMilliseconds / deferred : double.NaN):F1} ms); {cluster.Timeline.RepairBreakdown()}");
     }
 
     /// <summary>Runs <paramref name="duration"/> of virtual time in steps; false if the wall budget ran out first.</summary>

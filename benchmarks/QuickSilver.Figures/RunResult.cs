@@ -26,7 +26,8 @@ internal sealed record RunResult(
     double HeldPeakBytes,
     IReadOnlyList<RateSample> Trace,
     IReadOnlyList<double> PerSenderMessagesPerSecond,
-    string FlowDiagnosis)
+    string FlowDiagnosis,
+    string RepairDiagnosis)
 {
     /// <summary>Payload megabytes per second delivered to every member.</summary>
     public double MegabytesPerSecond => MessagesPerSecond * Testbed.PayloadBytes / 1e6;

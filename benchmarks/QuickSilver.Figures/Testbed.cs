@@ -24,7 +24,12 @@ internal static class Testbed
     /// <summary>Application message size (the paper's packets were 90 bytes including headers).</summary>
     public const int PayloadBytes = 100;
 
-    public const int Seed = 2006;
+    /// <summary>With <c>--flow receivers</c>: the packets a flow report's gap map covers (<c>RegionOptions.GapReportPackets</c>;
+    /// <c>--gap-report-packets 64</c> is the map before issue 11's tail fix).</summary>
+    public static int GapReportPackets { get; set; } = new QuickSilver.Qsm.Region.RegionOptions().GapReportPackets;
+
+    /// <summary>The simulated network's seed (its losses and jitter): 2006, or <c>--seed</c>.</summary>
+    public static int Seed { get; set; } = 2006;
 
     /// <summary>With <c>--flow receivers</c>: each receiver's window, what its receive queue holds
     /// (<see cref="ReceiveQueueLimit"/> datagrams of a 100-byte message and its headers, 144 bytes), as
@@ -71,7 +76,7 @@ internal static class Testbed
         yield return string.Create(c, $"receive CPU: {ProcessingCostPerPacket.TotalMicroseconds:F0} µs per datagram (≤ {1 / ProcessingCostPerPacket.TotalSeconds:N0} datagrams/s per node), receive queue {ReceiveQueueLimit} datagrams; sending costs no CPU");
         yield return string.Create(c, $"messages: {PayloadBytes} B payload, one per datagram (no packing); seed {Seed}; virtual time");
         yield return FlowControl == QuickSilver.Qsm.Region.RegionFlowControl.ReceiverWindow
-            ? string.Create(c, $"flow control: {FlowControl}, receive window {ReceiveWindowBytes:N0} bytes, congestion control {(CongestionControl ? "on" : "off")}")
+            ? string.Create(c, $"flow control: {FlowControl}, receive window {ReceiveWindowBytes:N0} bytes, congestion control {(CongestionControl ? "on" : "off")}, gap map {GapReportPackets} packets")
             : FixedRate is { } rate ? string.Create(c, $"flow control: {FlowControl}, fixed at {rate:N0} packets/s (μ_min = {rate:N0}, λ = 0)") : $"flow control: {FlowControl}";
         yield return $"partition share: {(PartitionShare ? "on" : "off")}";
     }

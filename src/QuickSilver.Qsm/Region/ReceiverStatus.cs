@@ -203,8 +203,8 @@ internal sealed class ReceiverStatus
         {
             foreach (var (sender, flow) in flows)
             {
-                var summary = flow.Aggregate();
-                if (summary.Missing == 0)
+                var summary = flow.Aggregate(_options.GapReportPackets);
+                if (summary.Missing.IsEmpty)
                 {
                     flow.Gap.Reset();
                     continue;
@@ -286,7 +286,7 @@ internal sealed class ReceiverStatus
 
         report.Sent = position;
         var view = _member.View!;
-        ulong missing = stream.MissingAfter(position);
+        GapMap missing = stream.MissingAfter(position); // a member's own gaps: the 64 packets after its position (see GapMap)
         bool overflowed = Overflowed(report);
         ulong cached = stream.HeldClassUpTo(_member.Partitions, _member.Partition);
         report.SentCached = cached;
@@ -310,7 +310,7 @@ internal sealed class ReceiverStatus
 
     /// <summary>As partition leader: a member's (or this member's own) report, and the sender's aggregate if it moved far
     /// enough or became complete.</summary>
-    private void Update(uint sender, int slot, ulong position, uint window, ulong missing, ulong highest, bool overflowed, ulong cached)
+    private void Update(uint sender, int slot, ulong position, uint window, in GapMap missing, ulong highest, bool overflowed, ulong cached)
     {
         if (!_partition.TryGetValue(sender, out var flow))
         {
@@ -405,13 +405,13 @@ internal sealed class ReceiverStatus
         flow.SlotSlowest[slot] = report.Slowest;
         flow.SlotLeading[slot] = report.Leading;
         flow.SlotCached[slot] = Math.Max(flow.SlotCached[slot], report.Cached); // never goes back in a view
-        var summary = flow.Aggregate();
+        var summary = flow.Aggregate(_options.GapReportPackets);
         ulong threshold = _member.Streams.TryGetValue(sender, out var own) ? Threshold(own) : _firstThreshold;
         // The sender asked for a report (this member saw the request too): pass on every move until the aggregate reaches it.
         bool requested = own is not null && own.Report.RequestedUpTo > flow.RequestServed && summary.Position > flow.Forwarded;
         if (summary.Position >= flow.Forwarded + threshold || (summary.Complete && !flow.ForwardedComplete)
             || summary.Cached >= flow.ForwardedCached + threshold // a paused reader holds the position, not the cached point
-            || (summary.Missing != 0 && summary.Missing != flow.ForwardedMissing) || flow.OverflowPending || requested)
+            || (!summary.Missing.IsEmpty && summary.Missing != flow.ForwardedMissing) || flow.OverflowPending || requested)
         {
             if (own is not null && summary.Position != ulong.MaxValue && summary.Position >= own.Report.RequestedUpTo)
             {
@@ -421,7 +421,7 @@ internal sealed class ReceiverStatus
             Forward(sender, flow, summary);
         }
 
-        if (summary.Missing != 0)
+        if (!summary.Missing.IsEmpty)
         {
             ArmGapTimer(); // repeat it while it stays open
         }
@@ -516,9 +516,9 @@ internal sealed class ReceiverStatus
             {
                 foreach (var (sender, flow) in flows)
                 {
-                    var summary = flow.Aggregate();
+                    var summary = flow.Aggregate(_options.GapReportPackets);
                     if (summary.Position != flow.Forwarded || summary.Complete != flow.ForwardedComplete || summary.Cached != flow.ForwardedCached
-                        || Repeat(ref flow.Repeated, summary.Missing != 0))
+                        || Repeat(ref flow.Repeated, !summary.Missing.IsEmpty))
                     {
                         Forward(sender, flow, summary);
                     }
@@ -546,7 +546,7 @@ internal sealed class ReceiverStatus
         public readonly ulong[] Positions = new ulong[members];
         public readonly uint[] Windows = new uint[members];
         public readonly bool[] Heard = new bool[members];
-        public readonly ulong[] Missing = new ulong[members];
+        public readonly GapMap[] Missing = new GapMap[members];
         public readonly ulong[] Highest = new ulong[members];
         public readonly uint[] Nodes = new uint[members];
         public readonly bool[] SlotComplete = new bool[members];  // a member's report is complete; a partition's, when it says so
@@ -555,7 +555,7 @@ internal sealed class ReceiverStatus
         public readonly ulong[] SlotCached = new ulong[members]; // what each member (or partition) holds of its class
         public ulong Forwarded;
         public ulong ForwardedCached;
-        public ulong ForwardedMissing;
+        public GapMap ForwardedMissing;
         public bool ForwardedComplete;
         public int Repeated;
         public GapRepeatBackoff Gap;
@@ -573,9 +573,10 @@ internal sealed class ReceiverStatus
             SlotCached[slot] = 0; // the sender is no holder to count on (it may be the one that crashes)
         }
 
-        public PartitionSummary Aggregate()
+        public PartitionSummary Aggregate(int gapPackets)
         {
-            ulong minimum = ulong.MaxValue, highest = ulong.MaxValue, missing = 0, leading = 0;
+            ulong minimum = ulong.MaxValue, highest = ulong.MaxValue, leading = 0;
+            GapMap missing = default;
             ulong cached = ulong.MaxValue; // every replica of the partition holds its class up to here; for a block, every partition
             uint window = uint.MaxValue, slowest = 0;
             bool complete = true;
@@ -612,9 +613,9 @@ internal sealed class ReceiverStatus
             for (int i = 0; i < Positions.Length && minimum != ulong.MaxValue; i++)
             {
                 ulong shift = Positions[i] - minimum;
-                if (Heard[i] && shift < 64)
+                if (Heard[i])
                 {
-                    missing |= Missing[i] << (int)shift;
+                    missing.OrShifted(Missing[i], shift, gapPackets);
                 }
             }
 
@@ -625,11 +626,11 @@ internal sealed class ReceiverStatus
 }
 
 /// <summary>A partition leader's aggregate of its members' reports on one stream: the minimum position and window over
-/// the members heard, whether all were, the union of their gaps within the 64 packets after the minimum, and the lowest
+/// the members heard, whether all were, the union of their gaps within the <see cref="GapMap.Bits"/> packets after the minimum, and the lowest
 /// highest packet. <see cref="Position"/> is <see cref="ulong.MaxValue"/> when no member but the sender itself was heard
 /// (nothing to say). <see cref="Slowest"/> is the member at <see cref="Position"/>, <see cref="Leading"/> the furthest
 /// position of any member heard.</summary>
-internal readonly record struct PartitionSummary(ulong Position, uint Window, bool Complete, ulong Missing, ulong Highest, uint Slowest, ulong Leading,
+internal readonly record struct PartitionSummary(ulong Position, uint Window, bool Complete, GapMap Missing, ulong Highest, uint Slowest, ulong Leading,
     bool Overflowed = false, ulong Cached = 0);
 
 /// <summary>What a member last reported of one sender's stream (<see cref="ReceiverStatus"/>).</summary>

@@ -185,6 +185,13 @@ public sealed record RegionOptions
     /// default 16 (80 members at the default replication factor).</summary>
     public int ReportFanIn { get; init; } = 16;
 
+    /// <summary>With <see cref="RegionFlowControl.ReceiverWindow"/>: how many packets after its position a partition's or
+    /// block's aggregated flow report names gaps in (<see cref="GapMap"/>; a member's own report names the 64 after its
+    /// position). 64 (what aggregates carried before) to 1,024, a multiple of 64; default 1,024. With 64, the members'
+    /// gaps further than 64 packets above the partition's slowest member reached the sender only once that member's gap
+    /// had been repaired (docs/qsm.md, "Flow control").</summary>
+    public int GapReportPackets { get; init; } = GapMap.Bits;
+
     public void Validate()
     {
         OptionChecks.InRange(ReplicationFactor, 1, 100, $"RegionOptions.{nameof(ReplicationFactor)}");
@@ -200,6 +207,12 @@ public sealed record RegionOptions
         OptionChecks.Positive(StatusInterval, $"RegionOptions.{nameof(StatusInterval)}");
         OptionChecks.Positive(GapReportInterval, $"RegionOptions.{nameof(GapReportInterval)}");
         OptionChecks.InRange(ReportFanIn, 2, 1024, $"RegionOptions.{nameof(ReportFanIn)}");
+        OptionChecks.InRange(GapReportPackets, 64, GapMap.Bits, $"RegionOptions.{nameof(GapReportPackets)}");
+        if (GapReportPackets % 64 != 0)
+        {
+            throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(GapReportPackets)}", GapReportPackets,
+                $"RegionOptions.{nameof(GapReportPackets)} ({GapReportPackets}) must be a multiple of 64.");
+        }
         if (InitialCongestionWindowBytes != 0)
         {
             OptionChecks.InRange(InitialCongestionWindowBytes, 4_096, 1 << 30, $"RegionOptions.{nameof(InitialCongestionWindowBytes)}");

@@ -1,4 +1,5 @@
 using System.Buffers.Binary;
+using System.Numerics;
 using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Feeds;
@@ -679,7 +680,7 @@ internal sealed class RegionSender : IDatagramFeed
             _congestion?.OnOverflow();
         }
 
-        if (status.Missing != 0)
+        if (!status.Missing.IsEmpty)
         {
             RepairGaps(status.Position, status.Missing);
         }
@@ -820,15 +821,19 @@ internal sealed class RegionSender : IDatagramFeed
 
     /// <summary>Queues resends of the packets a status names as missing (bit i: position + 1 + i), each at most once per
     /// <see cref="RepairHoldoff"/> (a report may have left before the last resend arrived).</summary>
-    private void RepairGaps(ulong position, ulong missing)
+    private void RepairGaps(ulong position, in GapMap missing)
     {
         var now = _scheduler.Now;
-        for (int i = 0; i < 64 && missing != 0; i++, missing >>= 1)
+        for (int w = 0; w < GapMap.Words; w++)
         {
-            ulong seq = position + 1 + (ulong)i;
-            if ((missing & 1) != 0 && RepairDue(seq, now, _options.GapReportInterval) && QueueRepair(seq))
+            for (ulong word = missing.Word(w); word != 0; word &= word - 1)
             {
-                RetransmittedOnStatus++;
+                ulong seq = position + 1 + (ulong)(w * 64) + (ulong)BitOperations.TrailingZeroCount(word);
+                RepairAsked?.Invoke(seq);
+                if (RepairDue(seq, now, _options.GapReportInterval) && QueueRepair(seq))
+                {
+                    RetransmittedOnStatus++;
+                }
             }
         }
     }
@@ -869,6 +874,12 @@ internal sealed class RegionSender : IDatagramFeed
         ref var outgoing = ref _window[seq % (ulong)_window.Length];
         if (outgoing.ResentOnReport && now - outgoing.SentAt < RepairHoldoff(floor))
         {
+            if (!outgoing.RepairQueued)
+            {
+                RepairsDeferred++;
+                DeferredHoldoffTotal += RepairHoldoff(floor);
+            }
+
             return false;
         }
 
@@ -899,6 +910,18 @@ internal sealed class RegionSender : IDatagramFeed
         var sample = _scheduler.Now - _window[highest % (ulong)_window.Length].FirstSentAt;
         ReportDelay = ReportDelay == TimeSpan.Zero ? sample : ReportDelay + ((sample - ReportDelay) / 8);
     }
+
+    /// <summary>A flow status named this buffered packet missing (each time one does, whether or not it is resent):
+    /// the simulator's timeline takes the first as the time the sender learnt of the loss.</summary>
+    public event Action<ulong>? RepairAsked;
+
+    /// <summary>Reports that named a packet missing while its last resend was within <see cref="RepairHoldoff"/> (and no
+    /// resend of it was queued): the resend they asked for was deferred.</summary>
+    public long RepairsDeferred { get; private set; }
+
+    /// <summary>The sum of <see cref="RepairHoldoff"/> over <see cref="RepairsDeferred"/>: its mean is the hold-off the
+    /// deferred requests met.</summary>
+    public TimeSpan DeferredHoldoffTotal { get; private set; }
 
     /// <summary>Packets resent because a flow status named them missing (receiver window mode).</summary>
     public long RetransmittedOnStatus { get; private set; }

@@ -30,7 +30,7 @@ internal readonly record struct RegionAck(uint Region, uint Sender, uint View, u
 /// <see cref="Leading"/> the furthest position over the members heard (the reporter's own, in a member's report): a
 /// sender held back by one member far behind the others can tell it to skip ahead (<see cref="SlowReceiverPolicy.SkipAhead"/>).</summary>
 internal readonly record struct FlowStatus(uint Reporter, uint Region, uint View, uint Sender, int Partition, bool Aggregate, bool Complete,
-    ulong Position, uint WindowBytes, ulong Missing, ulong Highest, uint Slowest = 0, ulong Leading = 0, bool Partial = false,
+    ulong Position, uint WindowBytes, GapMap Missing, ulong Highest, uint Slowest = 0, ulong Leading = 0, bool Partial = false,
     bool Overflowed = false, ulong Cached = 0);
 
 /// <summary>The fixed part of a QSM data packet. <see cref="Settled"/> (0 when unknown, and in repairs) is the point up to
@@ -62,6 +62,9 @@ internal static class RegionWire
     public const PacketType StatusType = (PacketType)34;
 
     public const int StatusSize = PacketHeader.Size + 64;
+
+    /// <summary>The longest status: <see cref="StatusSize"/> and the gap map's 15 further words (<see cref="GapMap"/>).</summary>
+    public const int MaxStatusSize = StatusSize + (GapMap.Words - 1) * 8;
 
     /// <summary>Data packet flag: the sender asks every member to report its flow status as soon as its position
     /// reaches this packet (it is about to run out of window; docs/qsm.md "Congestion control").</summary>
@@ -272,7 +275,9 @@ internal static class RegionWire
     {
         ushort flags = (ushort)((status.Aggregate ? StatusAggregateFlag : 0) | (status.Complete ? StatusCompleteFlag : 0)
                                 | (status.Partial ? StatusPartialFlag : 0) | (status.Overflowed ? StatusOverflowedFlag : 0));
-        new PacketHeader(StatusType, status.Reporter, StatusSize, flags).Write(datagram);
+        int words = Math.Max(status.Missing.UsedWords, 1);
+        int length = StatusSize + ((words - 1) * 8);
+        new PacketHeader(StatusType, status.Reporter, (ushort)length, flags).Write(datagram);
         var body = datagram[PacketHeader.Size..];
         BinaryPrimitives.WriteUInt32LittleEndian(body, status.Region);
         BinaryPrimitives.WriteUInt32LittleEndian(body[4..], status.View);
@@ -280,18 +285,23 @@ internal static class RegionWire
         BinaryPrimitives.WriteUInt32LittleEndian(body[12..], (uint)status.Partition);
         BinaryPrimitives.WriteUInt64LittleEndian(body[16..], status.Position);
         BinaryPrimitives.WriteUInt32LittleEndian(body[24..], status.WindowBytes);
-        BinaryPrimitives.WriteUInt64LittleEndian(body[28..], status.Missing);
+        BinaryPrimitives.WriteUInt64LittleEndian(body[28..], status.Missing.Word(0));
         BinaryPrimitives.WriteUInt64LittleEndian(body[36..], status.Highest);
         BinaryPrimitives.WriteUInt32LittleEndian(body[44..], status.Slowest);
         BinaryPrimitives.WriteUInt64LittleEndian(body[48..], status.Leading);
         BinaryPrimitives.WriteUInt64LittleEndian(body[56..], status.Cached);
-        return StatusSize;
+        for (int i = 1; i < words; i++)
+        {
+            BinaryPrimitives.WriteUInt64LittleEndian(body[(56 + (i * 8))..], status.Missing.Word(i));
+        }
+
+        return length;
     }
 
     public static bool TryReadStatus(scoped in PacketHeader common, ReadOnlySpan<byte> datagram, out FlowStatus status)
     {
         status = default;
-        if (common.Type != StatusType || datagram.Length != StatusSize
+        if (common.Type != StatusType || datagram.Length < StatusSize || datagram.Length > MaxStatusSize || (datagram.Length - StatusSize) % 8 != 0
             || (common.Flags & ~(StatusAggregateFlag | StatusCompleteFlag | StatusPartialFlag | StatusOverflowedFlag)) != 0)
         {
             return false;
@@ -299,6 +309,12 @@ internal static class RegionWire
 
         var body = datagram[PacketHeader.Size..];
         uint partition = BinaryPrimitives.ReadUInt32LittleEndian(body[12..]);
+        GapMap missing = BinaryPrimitives.ReadUInt64LittleEndian(body[28..]);
+        for (int i = 1; i <= (datagram.Length - StatusSize) / 8; i++)
+        {
+            missing.SetWord(i, BinaryPrimitives.ReadUInt64LittleEndian(body[(56 + (i * 8))..]));
+        }
+
         status = new FlowStatus(
             common.Sender,
             BinaryPrimitives.ReadUInt32LittleEndian(body),
@@ -309,7 +325,7 @@ internal static class RegionWire
             (common.Flags & StatusCompleteFlag) != 0,
             BinaryPrimitives.ReadUInt64LittleEndian(body[16..]),
             BinaryPrimitives.ReadUInt32LittleEndian(body[24..]),
-            BinaryPrimitives.ReadUInt64LittleEndian(body[28..]),
+            missing,
             BinaryPrimitives.ReadUInt64LittleEndian(body[36..]),
             BinaryPrimitives.ReadUInt32LittleEndian(body[44..]),
             BinaryPrimitives.ReadUInt64LittleEndian(body[48..]),

@@ -17,7 +17,7 @@ internal sealed class StatusOutbox : IDatagramFeed
     private readonly IDatagramTransport _transport;
     private readonly IFeedChannel _feed;
     private readonly Pending[] _pending = new Pending[Capacity];
-    private readonly byte[] _buffer = new byte[RegionWire.StatusSize];
+    private readonly byte[] _buffer = new byte[RegionWire.MaxStatusSize];
     private int _head;
     private int _count;
 

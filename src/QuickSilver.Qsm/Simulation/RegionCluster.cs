@@ -63,6 +63,7 @@ internal sealed class RegionCluster
             var node = s;
             node.Sender = node.Region.Sender(View);
             node.Sender.Transmitted += seq => Timeline.OnTransmit(node.Id, seq, node.Sim.Now);
+            node.Sender.RepairAsked += seq => Timeline.OnRepairAsked(node.Id, seq, node.Sim.Now);
             node.Sender.AcknowledgedAdvanced += (before, after) => Timeline.OnAcknowledged(node.Id, before, after, node.Sim.Now);
         }
     }

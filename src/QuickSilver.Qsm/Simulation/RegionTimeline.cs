@@ -22,6 +22,8 @@ internal sealed class RegionTimeline
         {
             _originals = new();
             _arrived = new();
+            _highest = new();
+            _detected = new();
         }
     }
 
@@ -47,6 +49,10 @@ internal sealed class RegionTimeline
     /// <inheritdoc cref="ArrivalFromSender"/>
     public LatencySamples ArrivalFromOtherPartition { get; } = new();
 
+    /// <summary>For each repair at arrival whose packet a flow status named missing: the first such status at the sender
+    /// − the packet's first transmission (how long the sender took to hear of the loss, from any member).</summary>
+    public LatencySamples SenderLearnt { get; } = new();
+
     /// <summary>Sender's ACK time − first transmission.</summary>
     public LatencySamples Ack { get; } = new();
 
@@ -55,6 +61,21 @@ internal sealed class RegionTimeline
 
     /// <summary>Transmissions of a packet after its first (NAK or timeout retransmissions by the sender).</summary>
     public long SenderRetransmissions { get; private set; }
+
+    /// <summary>The stages of each sampled repair at arrival (<see cref="RepairStages"/>), for <see cref="RepairBreakdown"/>.</summary>
+    private readonly List<RepairStages> _repairs = new();
+    private readonly Dictionary<(int Member, uint Sender), ulong>? _highest;
+    private readonly Dictionary<(int Member, uint Sender, ulong Seq), TimeSpan>? _detected;
+
+    /// <summary>A sender's flow status named <paramref name="seq"/> missing: the first such time per packet is when the
+    /// sender learnt of its loss (from any member).</summary>
+    internal void OnRepairAsked(uint sender, ulong seq, TimeSpan now)
+    {
+        if (_sends.TryGetValue(sender, out var log))
+        {
+            log.Ask(seq, now);
+        }
+    }
 
     internal void OnTransmit(uint sender, ulong seq, TimeSpan now)
     {
@@ -79,6 +100,25 @@ internal sealed class RegionTimeline
             return;
         }
 
+        // A member detects a gap when a later packet arrives: the packets between its highest and this one are missing.
+        var key = (member, sender);
+        ulong highest = _highest!.GetValueOrDefault(key);
+        if (seq > highest)
+        {
+            if (highest > 0)
+            {
+                for (ulong missing = highest + 1; missing < seq; missing++)
+                {
+                    if (TrySampled(sender, missing, out _))
+                    {
+                        _detected!.TryAdd((member, sender, missing), now);
+                    }
+                }
+            }
+
+            _highest![key] = seq;
+        }
+
         // Retransmitted before this copy arrived: it cannot be told from the original, count it repaired.
         bool original = fromSender && log.Transmissions(seq) == 1;
         if (original)
@@ -100,6 +140,15 @@ internal sealed class RegionTimeline
         arrived.Set(seq);
         if (!original)
         {
+            TimeSpan? detected = _detected!.Remove((member, sender, seq), out var at) ? at - sent : null;
+            var asked = log.Asked(seq, sent);
+            _repairs.Add(new RepairStages(now - sent, detected, asked, log.FirstResend(seq, sent),
+                log.LastTransmit(seq) - sent, log.Transmissions(seq), fromSender ? 0 : ownClass ? 1 : 2));
+            if (asked is { } learnt)
+            {
+                SenderLearnt.Add(learnt);
+            }
+
             RecoveryAtArrival.Add(now - sent);
             (fromSender ? ArrivalFromSender : ownClass ? ArrivalFromRing : ArrivalFromOtherPartition).Add(now - sent);
         }
@@ -146,10 +195,69 @@ internal sealed class RegionTimeline
         return _sends.TryGetValue(sender, out var log) && log.TryFirst(seq, out sent) && sent >= MeasureFrom && sent < MeasureUntil;
     }
 
+    /// <summary>
+    /// Where the repairs' time went, for all of them and for the slowest 10 % and 1 % (by recovery at arrival): the mean
+    /// time from the first send to the member detecting the gap (a later packet arrived), to the sender first hearing the
+    /// packet named missing (by any member's report, through the aggregation), to its first resend, to the transmission
+    /// whose copy arrived, and to the arrival; the share of repairs whose packet was sent three or more times by then (a
+    /// resend lost again, or asked again), and the share that came from a peer rather than the sender.
+    /// </summary>
+    public string RepairBreakdown()
+    {
+        if (_repairs.Count == 0)
+        {
+            return "no repairs";
+        }
+
+        _repairs.Sort((a, b) => a.Recovery.CompareTo(b.Recovery));
+        var parts = new List<string>();
+        foreach (var (name, from) in new[] { ("all", 0.0), ("slowest 10 %", 0.9), ("slowest 1 %", 0.99) })
+        {
+            var slice = _repairs.Skip((int)(from * _repairs.Count)).ToList();
+            double Mean(Func<RepairStages, TimeSpan?> stage)
+            {
+                var known = slice.Select(stage).Where(t => t is not null).Select(t => t!.Value.TotalMilliseconds).ToList();
+                return known.Count == 0 ? double.NaN : known.Average();
+            }
+
+            parts.Add(string.Create(System.Globalization.CultureInfo.InvariantCulture,
+                $"{name} ({slice.Count}, from {slice[0].Recovery.TotalMilliseconds:F0} ms): detected {Mean(r => r.Detected):F1}, sender asked {Mean(r => r.Asked):F1}, " +
+                $"first resend {Mean(r => r.FirstResend):F1}, copy sent {Mean(r => r.CopySent):F1}, arrived {Mean(r => r.Recovery):F1} ms; " +
+                $"sent 3+ times {100.0 * slice.Count(r => r.Transmissions >= 3) / slice.Count:F1} %, never asked {100.0 * slice.Count(r => r.Asked is null) / slice.Count:F1} %, " +
+                $"from a peer {100.0 * slice.Count(r => r.Source != 0) / slice.Count:F1} %"));
+        }
+
+        return string.Join(" | ", parts);
+    }
+
+    /// <summary>One repair at arrival, each time from the packet's first send.</summary>
+    private readonly record struct RepairStages(TimeSpan Recovery, TimeSpan? Detected, TimeSpan? Asked, TimeSpan? FirstResend, TimeSpan CopySent,
+        int Transmissions, int Source);
+
     private sealed class SendLog
     {
         private readonly List<TimeSpan> _first = new();
         private readonly List<byte> _count = new();
+        private readonly List<TimeSpan> _last = new();
+        private readonly List<TimeSpan> _second = new();
+        private readonly List<TimeSpan> _asked = new();
+
+        public void Ask(ulong seq, TimeSpan now)
+        {
+            if (seq >= 1 && seq <= (ulong)_asked.Count && _asked[(int)(seq - 1)] == TimeSpan.MinValue)
+            {
+                _asked[(int)(seq - 1)] = now;
+            }
+        }
+
+        public TimeSpan? Asked(ulong seq, TimeSpan sent) => At(_asked, seq) is { } t ? t - sent : null;
+
+        public TimeSpan? FirstResend(ulong seq, TimeSpan sent) => At(_second, seq) is { } t ? t - sent : null;
+
+        public TimeSpan LastTransmit(ulong seq) => At(_last, seq) ?? TimeSpan.Zero;
+
+        private static TimeSpan? At(List<TimeSpan> times, ulong seq) =>
+            seq >= 1 && seq <= (ulong)times.Count && times[(int)(seq - 1)] != TimeSpan.MinValue ? times[(int)(seq - 1)] : null;
 
         /// <summary>Records a transmission; true if it was a retransmission.</summary>
         public bool Record(ulong seq, TimeSpan now)
@@ -158,6 +266,9 @@ internal sealed class RegionTimeline
             {
                 _first.Add(TimeSpan.MinValue);
                 _count.Add(0);
+                _last.Add(TimeSpan.MinValue);
+                _second.Add(TimeSpan.MinValue);
+                _asked.Add(TimeSpan.MinValue);
             }
 
             int i = (int)(seq - 1);
@@ -165,6 +276,12 @@ internal sealed class RegionTimeline
             {
                 _first[i] = now;
             }
+            else if (_count[i] == 1)
+            {
+                _second[i] = now;
+            }
+
+            _last[i] = now;
 
             _count[i] = (byte)Math.Min(255, _count[i] + 1);
             return _count[i] > 1;
