@@ -140,7 +140,11 @@ internal sealed class GroupLayer : IProtocolLayer
     }
 
     /// <summary>The application published into the group's owner queue: its regions pull when they can.</summary>
-    internal void SignalPublished(NodeGroup group) => SignalRegions(group);
+    internal void SignalPublished(NodeGroup group)
+    {
+        group.PublishSignalled = true;
+        SignalRegions(group);
+    }
 
     /// <summary>The group has something to send: its regions' senders pull when they can.</summary>
     private void SignalRegions(NodeGroup group)
@@ -605,6 +609,9 @@ internal sealed class GroupLayer : IProtocolLayer
             return false;
         }
 
+        uint lastGroup = 0;
+        NodeGroup? lastTarget = _groupsById.GetValueOrDefault(0u);
+        bool fifo = _regions.Options.FifoDelivery;
         while (!packet.IsEmpty)
         {
             if (!GroupWire.TryRead(packet, out uint group, out ulong groupSeq, out var payload, out int consumed))
@@ -614,12 +621,19 @@ internal sealed class GroupLayer : IProtocolLayer
             }
 
             packet = packet[consumed..];
-            if (!_groupsById.TryGetValue(group, out var target))
+            if (group != lastGroup)
+            {
+                // A packet's records mostly come from one group (the feed fills a packet from one group before the next).
+                lastGroup = group;
+                lastTarget = _groupsById.GetValueOrDefault(group);
+            }
+
+            if (lastTarget is not { } target)
             {
                 continue; // a group this node is not in (the region carries every group mapped to it)
             }
 
-            if (!target.Advance(sender, groupSeq, _regions.Options.FifoDelivery))
+            if (!target.Advance(sender, groupSeq, fifo))
             {
                 Duplicates++;
                 continue;

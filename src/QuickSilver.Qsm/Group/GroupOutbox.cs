@@ -156,7 +156,11 @@ internal sealed class GroupOutbox
             throw new InvalidOperationException("The group outbox is full.");
         }
 
-        GrowIfFull();
+        if (Count == _items.Length)
+        {
+            GrowIfFull();
+        }
+
         _items[_tail & _mask] = new Item(message, sequence, published);
         _tail++;
     }
