@@ -16,7 +16,7 @@ public sealed class BoundCounterTests
     [Fact]
     public void A_full_group_outbox_refuses_the_next_message_and_counts_it()
     {
-        var group = new NodeGroup("g", new Owner());
+        var group = new NodeGroup("g", new NullGroupOwner());
         group.Outbox.SetRegions([1]);
         for (int i = 0; i < NodeGroup.OutboxCapacity + 10; i++)
         {
@@ -142,28 +142,5 @@ public sealed class BoundCounterTests
         token.Sections.Add(new TokenSection(2, rig.Options.MaxNakRanges) { Cutoff = cutoff, PurgeUpTo = 0, StableBefore = 0 });
         var message = new byte[4096];
         return message.AsSpan(0, token.Write(message)).ToArray();
-    }
-
-    private sealed class Owner : IGroupOwner
-    {
-        public void OnViewInstalled(GroupView view)
-        {
-        }
-
-        public bool Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload) => true;
-
-        public bool TryTakePublished(out ReadOnlyMemory<byte> message)
-        {
-            message = default;
-            return false;
-        }
-
-        public void OnSent(ReadOnlyMemory<byte> message)
-        {
-        }
-
-        public void OnLeft(int discarded)
-        {
-        }
     }
 }

@@ -18,7 +18,7 @@ public sealed class NodeGroupAdvanceTests
         {
             foreach (bool fifo in new[] { true, false })
             {
-                var group = new NodeGroup("g", new Owner());
+                var group = new NodeGroup("g", new NullGroupOwner());
                 var model = new Dictionary<uint, ulong>();
                 foreach (var (op, sender, sequence) in operations)
                 {
@@ -56,27 +56,4 @@ public sealed class NodeGroupAdvanceTests
                 }
             }
         });
-
-    private sealed class Owner : IGroupOwner
-    {
-        public void OnViewInstalled(GroupView view)
-        {
-        }
-
-        public bool Deliver(uint sender, ulong sequence, ReadOnlySpan<byte> payload) => true;
-
-        public bool TryTakePublished(out ReadOnlyMemory<byte> message)
-        {
-            message = default;
-            return false;
-        }
-
-        public void OnSent(ReadOnlyMemory<byte> message)
-        {
-        }
-
-        public void OnLeft(int discarded)
-        {
-        }
-    }
 }
