@@ -2,7 +2,6 @@ using System.Collections.Concurrent;
 using System.Runtime.InteropServices;
 using System.Runtime.CompilerServices;
 using System.Threading.Channels;
-using QuickSilver.Core.Downcalls;
 using QuickSilver.Core.Feeds;
 using QuickSilver.Membership;
 using QuickSilver.Membership.Service;

@@ -610,7 +610,8 @@ internal sealed class GroupLayer : IProtocolLayer
         }
 
         uint lastGroup = 0;
-        NodeGroup? lastTarget = _groupsById.GetValueOrDefault(0u);
+        NodeGroup? lastTarget = null;
+        bool looked = false;
         bool fifo = _regions.Options.FifoDelivery;
         while (!packet.IsEmpty)
         {
@@ -621,9 +622,10 @@ internal sealed class GroupLayer : IProtocolLayer
             }
 
             packet = packet[consumed..];
-            if (group != lastGroup)
+            if (!looked || group != lastGroup)
             {
                 // A packet's records mostly come from one group (the feed fills a packet from one group before the next).
+                looked = true;
                 lastGroup = group;
                 lastTarget = _groupsById.GetValueOrDefault(group);
             }

@@ -139,7 +139,11 @@ internal sealed class GroupOutbox
                 continue;
             }
 
-            GrowIfFull();
+            if (Count == _items.Length)
+            {
+                Grow();
+            }
+
             _head--;
             _items[_head & _mask] = new Item(message, sequence, false);
             oldest = sequence;
@@ -158,21 +162,17 @@ internal sealed class GroupOutbox
 
         if (Count == _items.Length)
         {
-            GrowIfFull();
+            Grow();
         }
 
         _items[_tail & _mask] = new Item(message, sequence, published);
         _tail++;
     }
 
-    /// <summary>Doubles the ring when every slot holds a message (below the capacity), each message keeping its position.</summary>
-    private void GrowIfFull()
+    /// <summary>Doubles the ring (every slot holds a message, and the capacity is not reached), each message keeping its
+    /// position.</summary>
+    private void Grow()
     {
-        if (Count < _items.Length)
-        {
-            return;
-        }
-
         var items = new Item[_items.Length * 2];
         long mask = items.Length - 1;
         for (long p = _head; p < _tail; p++)
