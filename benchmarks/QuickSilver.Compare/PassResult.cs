@@ -19,7 +19,7 @@ internal sealed record PassResult(string System, ExperimentPoint Point, double S
     /// every receiver printed its result, in µs; 0 if not measured.</summary>
     public long SenderCpuMicros { get; init; }
 
-    /// <summary>QuickSilver: the receivers' process CPU time from their first measured arrival to their last, summed over
+    /// <summary>QuickSilver: the receivers' process CPU time from their first measured arrival until they had every message (looked at every 5 ms), summed over
     /// the receivers that reported it, in µs; 0 if not measured.</summary>
     public long ReceiverCpuMicros { get; init; }
 
