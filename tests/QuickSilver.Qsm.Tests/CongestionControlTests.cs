@@ -43,7 +43,7 @@ public sealed class CongestionControlTests(ITestOutputHelper output)
         // 8,939 against 7,921 msgs/s (1.13) until the flow reports' aggregates named every member's gaps, not only those
         // within 64 packets of the slowest (GapMap, issue 11): the overflow's losses are now repaired sooner without
         // congestion control too, 8,903 against 8,406 (1.06). The drops are what it saves.
-        Assert.True(on.Rate > off.Rate, $"seed {Seed}: {on.Rate:F0} msgs/s with congestion control against {off.Rate:F0} without");
+        Assert.True(on.Rate > 1.05 * off.Rate, $"seed {Seed}: {on.Rate:F0} msgs/s with congestion control against {off.Rate:F0} without");
         Assert.True(on.QueueDrops < off.QueueDrops / 2, $"seed {Seed}: {on.QueueDrops} receive-queue drops against {off.QueueDrops}");
         Assert.True(sender.CongestionDecreases > 0);
         Assert.True(sender.CongestionWindowBytes < 2 << 20, $"the window stayed at {sender.CongestionWindowBytes} B");
