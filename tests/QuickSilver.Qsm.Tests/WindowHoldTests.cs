@@ -35,6 +35,7 @@ public sealed class WindowHoldTests(ITestOutputHelper output)
         Assert.True(sender.LastSequence > 1_000, "the sender hardly sent");
         Assert.Equal(TimeSpan.Zero, sender.HeldBy(WindowHold.Congestion));
         Assert.Equal(TimeSpan.Zero, sender.HeldBy(WindowHold.Local));
+        Assert.Equal(0, sender.LimitsAboveHighest); // 144-byte packets: the window spans what reports name (WindowAboveGapTests)
         if (loss == 0)
         {
             Assert.True(taken > TimeSpan.FromSeconds(1), $"held by full windows only {taken}");

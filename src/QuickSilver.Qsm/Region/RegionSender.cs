@@ -64,6 +64,8 @@ internal sealed class RegionSender : IDatagramFeed
     private ulong _sentBytes;   // bytes of every packet numbered so far (the stream's byte position)
     private ulong _ackedBytes;  // the byte position of the last acknowledged packet
     private ulong _byteLimit;   // new packets go only while _sentBytes is below it (receiver window mode)
+    private ulong _baseLimit = ulong.MaxValue; // _byteLimit without the windows counted from members' highest packets
+    private ulong _seqLimit = ulong.MaxValue;  // above _baseLimit, new packets go only while LastSequence is below it
     private int _limiting = -1; // the partition whose report sets _byteLimit, or -1 (the local member, or none)
     private readonly CongestionWindow? _congestion; // receiver-window mode with RegionOptions.CongestionControl
     private bool _congestionBinds; // the congestion window, not a receiver's, sets _byteLimit
@@ -286,7 +288,7 @@ internal sealed class RegionSender : IDatagramFeed
 
             if (_receiverWindow)
             {
-                if (_sentBytes >= _byteLimit)
+                if (_sentBytes >= _byteLimit || (LastSequence >= _seqLimit && _sentBytes >= _baseLimit))
                 {
                     if (_congestionBinds)
                     {
@@ -636,6 +638,10 @@ internal sealed class RegionSender : IDatagramFeed
             : report.Highest > report.Position ? WindowHold.Gap : WindowHold.Taken;
     }
 
+    /// <summary>Times a partition's limit was counted from its members' highest packet rather than their position, and
+    /// went further for it (<see cref="FlowStatus.RoomAboveHighest"/>, docs/qsm.md "The window above a gap").</summary>
+    public long LimitsAboveHighest { get; private set; }
+
     /// <summary>Flow status reports taken from partition leaders.</summary>
     public long StatusReports { get; private set; }
 
@@ -701,6 +707,7 @@ internal sealed class RegionSender : IDatagramFeed
         report.Cached = Math.Max(report.Cached, Math.Min(status.Cached, LastSequence)); // never goes back in a view
         report.Position = status.Position;
         report.Window = status.WindowBytes;
+        report.RoomAbove = status.RoomAboveHighest ? Math.Min(status.Highest, LastSequence) : 0; // paired with this report's window
         report.Slowest = status.Slowest;
         report.Leading = status.Leading;
 
@@ -986,6 +993,9 @@ internal sealed class RegionSender : IDatagramFeed
     {
         ulong limit = ulong.MaxValue;
         ulong floor = ulong.MaxValue; // the slowest partition's position, in bytes of the stream
+        ulong arrived = ulong.MaxValue; // over the partitions, the least of their highest packets offering room above (else positions), in bytes
+        ulong baseLimit = ulong.MaxValue; // the limit without any window counted from a highest packet
+        ulong seqLimit = ulong.MaxValue;
         _limiting = -1;
         for (int j = 0; j < _reports.Length; j++)
         {
@@ -1000,6 +1010,34 @@ internal sealed class RegionSender : IDatagramFeed
             ulong bytes = BytesUpTo(position);
             floor = Math.Min(floor, bytes);
             ulong bound = bytes + window;
+            baseLimit = Math.Min(baseLimit, bound);
+            ulong arrivedHere = bytes; // where the congestion window counts from for this partition
+            if (report.Heard && report.Complete && report.RoomAbove > position)
+            {
+                // Every member has room for its window above its highest packet: the window counts from there, up to the
+                // packets above the position that the members' reports can name as missing (GapReportPackets).
+                ulong above = BytesUpTo(report.RoomAbove) + window;
+                ulong horizon = position + (ulong)_options.GapReportPackets;
+                if (horizon <= LastSequence)
+                {
+                    above = Math.Min(above, BytesUpTo(horizon));
+                }
+                else
+                {
+                    seqLimit = Math.Min(seqLimit, horizon); // not sent yet: counted in packets as they go
+                }
+
+                if (above > bound)
+                {
+                    bound = above;
+                    LimitsAboveHighest++;
+                }
+
+                arrivedHere = BytesUpTo(report.RoomAbove);
+            }
+
+            arrived = Math.Min(arrived, arrivedHere);
+
             if (bound < limit)
             {
                 limit = bound;
@@ -1018,10 +1056,12 @@ internal sealed class RegionSender : IDatagramFeed
         }
 
         _congestionBinds = false;
-        if (_congestion is not null && floor != ulong.MaxValue)
+        if (_congestion is not null && arrived != ulong.MaxValue)
         {
-            _congestion.OnProgress(floor, _sentBytes);
-            ulong bound = floor + _congestion.Window;
+            // Under a window counted from the members' highest packets, so is the congestion window: what is in flight
+            // is what left and has not arrived (TCP's pipe with SACK), a gap's repair is owed, not queued.
+            _congestion.OnProgress(arrived, _sentBytes);
+            ulong bound = arrived + _congestion.Window;
             if (bound < limit)
             {
                 limit = bound;
@@ -1030,7 +1070,10 @@ internal sealed class RegionSender : IDatagramFeed
         }
 
         _byteLimit = limit;
-        _limitSpan = floor == ulong.MaxValue || limit == ulong.MaxValue || limit <= floor ? 0 : limit - floor;
+        _baseLimit = Math.Min(baseLimit, limit);
+        _seqLimit = seqLimit;
+        ulong from = _congestionBinds ? arrived : floor;
+        _limitSpan = from == ulong.MaxValue || limit == ulong.MaxValue || limit <= from ? 0 : limit - from;
     }
 
     /// <summary>Whether the packet about to go (<paramref name="length"/> bytes) asks members to report when they reach it:
@@ -1165,6 +1208,7 @@ internal sealed class RegionSender : IDatagramFeed
         public uint Slowest;  // the member at Position
         public ulong Leading; // the furthest position of the partition's members
         public ulong Cached;  // the partition's cached point (FlowStatus.Cached)
+        public ulong RoomAbove; // the report's highest packet, when every member has room for its window above it (else 0)
     }
 }
 

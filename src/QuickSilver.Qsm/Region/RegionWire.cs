@@ -31,7 +31,7 @@ internal readonly record struct RegionAck(uint Region, uint Sender, uint View, u
 /// sender held back by one member far behind the others can tell it to skip ahead (<see cref="SlowReceiverPolicy.SkipAhead"/>).</summary>
 internal readonly record struct FlowStatus(uint Reporter, uint Region, uint View, uint Sender, int Partition, bool Aggregate, bool Complete,
     ulong Position, uint WindowBytes, GapMap Missing, ulong Highest, uint Slowest = 0, ulong Leading = 0, bool Partial = false,
-    bool Overflowed = false, ulong Cached = 0);
+    bool Overflowed = false, ulong Cached = 0, bool RoomAboveHighest = false);
 
 /// <summary>The fixed part of a QSM data packet. <see cref="Settled"/> (0 when unknown, and in repairs) is the point up to
 /// which the sender's flow reports say every member of its view has taken its stream (docs/qsm.md, "Purging on the
@@ -73,6 +73,7 @@ internal static class RegionWire
     private const ushort StatusCompleteFlag = 2;
     private const ushort StatusPartialFlag = 4;
     private const ushort StatusOverflowedFlag = 8;
+    private const ushort StatusRoomAboveHighestFlag = 16;
 
     /// <summary>The view field of a repair (a member forwarding a cached packet): it says nothing about where the sender's
     /// view started, and its source is not the sender. Region views are numbered from 1.</summary>
@@ -263,7 +264,9 @@ internal static class RegionWire
     /// member of the partition (or block); 4 = partial: a partition leader's aggregate to its block's aggregator, in a
     /// region of more than <see cref="RegionOptions.ReportFanIn"/> partitions (only with 1); 8 = overflowed: the
     /// reporter's receive queue (for an aggregate, some member's) dropped datagrams for being full since its last report
-    /// of this stream (QSM's congestion signal). Bit i of <c>missing</c> says packet position + 1 + i has not arrived (at some member of
+    /// of this stream (QSM's congestion signal); 16 = room above highest: the reporter (for an aggregate, every member
+    /// heard) holds everything up to <c>highest</c> within its byte bound less a window, so the sender may count the
+    /// window from <c>highest</c> rather than from <c>position</c> (docs/qsm.md, "The window above a gap"). Bit i of <c>missing</c> says packet position + 1 + i has not arrived (at some member of
     /// the partition, for an aggregate) though a later one has; <c>highest</c> is the highest packet that arrived (the
     /// lowest such over the partition, for an aggregate): below the sender's last packet, long after it left, it says
     /// the tail was lost. <c>slowest</c> is the node at <c>position</c> and <c>leading</c> the furthest position of any
@@ -274,7 +277,8 @@ internal static class RegionWire
     public static int WriteStatus(Span<byte> datagram, in FlowStatus status)
     {
         ushort flags = (ushort)((status.Aggregate ? StatusAggregateFlag : 0) | (status.Complete ? StatusCompleteFlag : 0)
-                                | (status.Partial ? StatusPartialFlag : 0) | (status.Overflowed ? StatusOverflowedFlag : 0));
+                                | (status.Partial ? StatusPartialFlag : 0) | (status.Overflowed ? StatusOverflowedFlag : 0)
+                                | (status.RoomAboveHighest ? StatusRoomAboveHighestFlag : 0));
         int words = Math.Max(status.Missing.UsedWords, 1);
         int length = StatusSize + ((words - 1) * 8);
         new PacketHeader(StatusType, status.Reporter, (ushort)length, flags).Write(datagram);
@@ -302,7 +306,7 @@ internal static class RegionWire
     {
         status = default;
         if (common.Type != StatusType || datagram.Length < StatusSize || datagram.Length > MaxStatusSize || (datagram.Length - StatusSize) % 8 != 0
-            || (common.Flags & ~(StatusAggregateFlag | StatusCompleteFlag | StatusPartialFlag | StatusOverflowedFlag)) != 0)
+            || (common.Flags & ~(StatusAggregateFlag | StatusCompleteFlag | StatusPartialFlag | StatusOverflowedFlag | StatusRoomAboveHighestFlag)) != 0)
         {
             return false;
         }
@@ -331,7 +335,8 @@ internal static class RegionWire
             BinaryPrimitives.ReadUInt64LittleEndian(body[48..]),
             (common.Flags & StatusPartialFlag) != 0,
             (common.Flags & StatusOverflowedFlag) != 0,
-            BinaryPrimitives.ReadUInt64LittleEndian(body[56..]));
+            BinaryPrimitives.ReadUInt64LittleEndian(body[56..]),
+            (common.Flags & StatusRoomAboveHighestFlag) != 0);
         return status.View > 0 && (status.Aggregate || !status.Partial) && partition <= ushort.MaxValue && (status.Aggregate || !status.Complete) && status.Highest >= status.Position
                && status.Leading >= status.Position;
     }

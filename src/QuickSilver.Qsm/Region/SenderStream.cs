@@ -276,22 +276,33 @@ internal sealed class SenderStream
     /// sends at most a window beyond it never overruns the ring; 0 before the anchor.</summary>
     public ulong FlowPosition => Anchored ? HeldBytesCap(Math.Min(Delivered, WindowEnd - _reserve)) : 0;
 
+    /// <summary>Whether this member has room for a whole reserve (the receive window) above the highest packet it has
+    /// seen: every packet up to <see cref="MaxSeen"/> (held at its length, released at 0, missing at the largest payload)
+    /// fits the byte bound less its reserve (<see cref="HeldBytesCap"/> reaches it), and the packet window reaches a
+    /// reserve past it. Then the sender may count this member's window from <see cref="MaxSeen"/>, not only from
+    /// <see cref="FlowPosition"/>: what it sends still fits the bound, and what is in flight to this member is still at
+    /// most a window (it has read everything up to <see cref="MaxSeen"/> off its socket). A gap then no longer stops
+    /// the sender a window after it (docs/qsm.md, "The window above a gap"). Amortized O(1): the cap's cursor moves on.</summary>
+    public bool RoomAboveHighest => Anchored && MaxSeen <= WindowEnd - _reserve && HeldBytesCap(MaxSeen) >= MaxSeen;
+
     /// <summary>Which of the 64 packets after <paramref name="position"/> have not arrived though a later one has (bit i:
     /// packet position + 1 + i): the gaps a flow status names, so the sender can resend them at once.</summary>
-    public ulong MissingAfter(ulong position)
-    {
-        ulong missing = 0;
-        for (int i = 0; i < 64; i++)
-        {
-            ulong seq = position + 1 + (ulong)i;
-            if (seq >= MaxSeen)
-            {
-                break;
-            }
+    public ulong MissingAfter(ulong position) => MissingAfter(position, 64).Word(0);
 
+    /// <summary>Which of the <paramref name="packets"/> packets after <paramref name="position"/> (a multiple of 64, at
+    /// most <see cref="GapMap.Bits"/>) have not arrived though a later one has: the gaps a member's own flow status names.
+    /// It names more than 64 when the sender may send that far above the position (<see cref="RoomAboveHighest"/>):
+    /// a loss further up would otherwise be heard of only at the token.</summary>
+    public GapMap MissingAfter(ulong position, int packets)
+    {
+        GapMap missing = default;
+        ulong end = Math.Min(MaxSeen, position + 1 + (ulong)Math.Min(packets, GapMap.Bits)); // seqs in [position + 1, end)
+        for (ulong seq = position + 1; seq < end; seq++)
+        {
             if (!Received(seq))
             {
-                missing |= 1UL << i;
+                int i = (int)(seq - position - 1);
+                missing.SetWord(i >> 6, missing.Word(i >> 6) | (1UL << (i & 63)));
             }
         }
 
