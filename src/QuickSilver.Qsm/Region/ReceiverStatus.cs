@@ -119,11 +119,10 @@ internal sealed class ReceiverStatus
     {
         ulong position = stream.FlowPosition;
         var report = stream.Report;
-        ulong threshold = Threshold(stream);
-        if ((position >= report.Sent + threshold || (report.RequestedUpTo > report.Sent && position >= report.RequestedUpTo))
+        if ((position >= report.Sent + Threshold(stream) || (report.RequestedUpTo > report.Sent && position >= report.RequestedUpTo))
             && !_stopped && stream.Sender != _member.Node)
         {
-            Report(stream, position); // the position moved on, or above a gap the highest packet did (the window counts from it)
+            Report(stream, position);
         }
     }
 
@@ -305,7 +304,6 @@ internal sealed class ReceiverStatus
         ulong cached = stream.HeldClassUpTo(_member.Partitions, _member.Partition);
         report.SentCached = cached;
         ulong highest = Math.Max(position, stream.MaxSeen);
-        report.SentHighest = highest;
         if (IsPartitionLeader)
         {
             Update(stream.Sender, _member.Index / _member.Partitions, position, Window, missing, highest, overflowed, cached, room);
@@ -666,7 +664,6 @@ internal sealed class FlowReport
     public long OverflowsReported = -1; // the node's receive-queue drops this stream's last overflowed report covered (-1: none yet)
     public ulong RequestedUpTo;    // the highest packet that asked for a report on reaching it
     public ulong SentCached;       // the cached point (SenderStream.HeldClassUpTo) the last report carried
-    public ulong SentHighest;      // the highest packet the last report named
 
     public void Reset()
     {
@@ -675,7 +672,6 @@ internal sealed class FlowReport
         Repeated = 0;
         RequestedUpTo = 0;
         SentCached = 0;
-        SentHighest = 0;
         Gap.Reset();
     }
 }
