@@ -211,19 +211,23 @@ public class FramedConnectionTests
                 using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(60));
                 int got = 0;
                 var run = receiving.RunAsync(new FrameSpanHandler(_ => got++), cts.Token);
+                // All five frames in one send: sent one by one, a frame after the altered one could meet the connection
+                // the receiver had already closed, and the send threw (ECONNRESET) instead of the test asserting.
+                int length = 4 + 100 + raw.Overhead;
+                var wire = new byte[5 * length];
                 for (int i = 0; i < 5; i++)
                 {
-                    var wire = new byte[4 + 100 + raw.Overhead];
-                    BinaryPrimitives.WriteUInt32LittleEndian(wire, (uint)(100 + raw.Overhead));
-                    Frame(i, 100).CopyTo(wire, 4);
-                    raw.Seal(wire.AsSpan(4), 100);
+                    var frame = wire.AsSpan(i * length, length);
+                    BinaryPrimitives.WriteUInt32LittleEndian(frame, (uint)(100 + raw.Overhead));
+                    Frame(i, 100).CopyTo(frame[4..]);
+                    raw.Seal(frame[4..], 100);
                     if (i == 2)
                     {
-                        wire[50] ^= 1;
+                        frame[50] ^= 1;
                     }
-
-                    await a.SendAsync(wire);
                 }
+
+                await a.SendAsync(wire);
 
                 await run; // ends at the altered frame
                 Assert.Equal(2, got);
