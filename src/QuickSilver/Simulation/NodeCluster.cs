@@ -294,6 +294,17 @@ internal sealed class NodeCluster
         /// and it registered again.</summary>
         public IReadOnlyList<uint> Ids => _ids;
 
+        /// <summary>Adds the node's current GMS id to <see cref="Ids"/> now: a node that registered but lost every view
+        /// of that registration (heavy loss), then was dropped and registered again, would otherwise list only its
+        /// second id, and look like a node that never registered again.</summary>
+        public void NoteId()
+        {
+            if (Gms?.Node is { } id && !_ids.Contains(id.Value))
+            {
+                _ids.Add(id.Value);
+            }
+        }
+
         /// <summary>A label for messages: the current id, or "unregistered (sim N)".</summary>
         public string Label => Gms?.Node is { } id ? $"node {id.Value}" : $"unregistered node (sim {Sim.Index})";
 

@@ -27,8 +27,10 @@ public sealed class SoakSampleTests(ITestOutputHelper output)
     /// 3891, 4099, 4450, 6059 and 9028 when a registered GMS client follows a follower's stale redirect (a late answer to its
     /// first Hello) and, welcomed back by the replica it moved to, does not read the views it dropped meanwhile; 5138,
     /// 5676 and 5825 when a member that lost every packet of a short stream (no stream, nothing to NAK with) leaves
-    /// the region's ACK to the members that had them, so the sender resends nothing.</summary>
-    public static TheoryData<int> Seeds => new(Enumerable.Range(1, 24).Concat([89, 130, 139, 551, 734, 784, 3891, 3912, 4099, 4450, 5138, 5676, 5825, 6059, 8255, 8926, 9028]));
+    /// the region's ACK to the members that had them, so the sender resends nothing. 9348 failed in the harness, not the
+    /// protocol: a joiner lost every view of its first registration, was dropped as silent, registered again after the
+    /// stream had ended, and was still held to what its first id was owed (<c>NodeCluster.Node.NoteId</c>).</summary>
+    public static TheoryData<int> Seeds => new(Enumerable.Range(1, 24).Concat([89, 130, 139, 551, 734, 784, 3891, 3912, 4099, 4450, 5138, 5676, 5825, 6059, 8255, 8926, 9028, 9348]));
 
     [Theory]
     [MemberData(nameof(Seeds))]
