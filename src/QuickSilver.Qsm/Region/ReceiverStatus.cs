@@ -58,6 +58,13 @@ internal sealed class ReceiverStatus
     /// <summary>Reports from partition members this member took as their leader.</summary>
     public long ReportsReceived { get; private set; }
 
+    /// <summary>Of <see cref="ReportsReceived"/>, the partition leaders' aggregates this member took as their block's aggregator.</summary>
+    public long PartialReportsReceived { get; private set; }
+
+    /// <summary>Aggregates this member sent, by hop (<see cref="AggregateHop"/>) and by what made it send
+    /// (<see cref="ForwardTrigger"/>): [hop * ForwardTrigger.Count + trigger]. Diagnostics for the figures runner.</summary>
+    public long[] Forwards { get; } = new long[3 * (int)ForwardTrigger.Count];
+
     /// <summary>This member's share of the receive window per sender (bytes).</summary>
     public uint Window => _window;
 
@@ -214,7 +221,7 @@ internal sealed class ReceiverStatus
                 if (flow.Gap.Due(summary.Position, now, _options.GapReportInterval, _options.StatusInterval))
                 {
                     GapRepeats++;
-                    Forward(sender, flow, summary);
+                    Forward(sender, flow, summary, ForwardTrigger.GapRepeat);
                 }
 
                 next = next < flow.Gap.NextDue ? next : flow.Gap.NextDue;
@@ -369,6 +376,7 @@ internal sealed class ReceiverStatus
         }
 
         ReportsReceived++;
+        PartialReportsReceived++;
         UpdateBlock(status.Sender, status.Partition, new PartitionSummary(status.Position, status.WindowBytes, status.Complete, status.Missing,
             status.Highest, status.Slowest, status.Leading, status.Overflowed, status.Cached, status.RoomAboveHighest));
         return true;
@@ -426,16 +434,21 @@ internal sealed class ReceiverStatus
         ulong threshold = _member.Streams.TryGetValue(sender, out var own) ? Threshold(own) : _firstThreshold;
         // The sender asked for a report (this member saw the request too): pass on every move until the aggregate reaches it.
         bool requested = own is not null && own.Report.RequestedUpTo > flow.RequestServed && summary.Position > flow.Forwarded;
-        if (summary.Position >= flow.Forwarded + threshold || (summary.Complete && !flow.ForwardedComplete)
-            || summary.Cached >= flow.ForwardedCached + threshold // a paused reader holds the position, not the cached point
-            || (!summary.Missing.IsEmpty && summary.Missing != flow.ForwardedMissing) || flow.OverflowPending || requested)
+        var trigger = summary.Position >= flow.Forwarded + threshold ? ForwardTrigger.Position
+            : summary.Complete && !flow.ForwardedComplete ? ForwardTrigger.Complete
+            : summary.Cached >= flow.ForwardedCached + threshold ? ForwardTrigger.Cached // a paused reader holds the position, not the cached point
+            : !summary.Missing.IsEmpty && summary.Missing != flow.ForwardedMissing ? ForwardTrigger.MapChange
+            : flow.OverflowPending ? ForwardTrigger.Overflow
+            : requested ? ForwardTrigger.Request
+            : ForwardTrigger.Count;
+        if (trigger != ForwardTrigger.Count)
         {
             if (own is not null && summary.Position != ulong.MaxValue && summary.Position >= own.Report.RequestedUpTo)
             {
                 flow.RequestServed = own.Report.RequestedUpTo;
             }
 
-            Forward(sender, flow, summary);
+            Forward(sender, flow, summary, trigger);
         }
 
         if (!summary.Missing.IsEmpty)
@@ -444,7 +457,7 @@ internal sealed class ReceiverStatus
         }
     }
 
-    private void Forward(uint sender, PartitionFlow flow, in PartitionSummary summary)
+    private void Forward(uint sender, PartitionFlow flow, in PartitionSummary summary, ForwardTrigger trigger)
     {
         if (summary.Position == ulong.MaxValue)
         {
@@ -479,6 +492,7 @@ internal sealed class ReceiverStatus
             }
 
             ReportsSent++;
+            Forwards[((int)AggregateHop.Partial * (int)ForwardTrigger.Count) + (int)trigger]++;
             _sink(view.Members[aggregator].Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, sender, _member.Partition,
                 Aggregate: true, summary.Complete, summary.Position, summary.Window, summary.Missing, summary.Highest, summary.Slowest, summary.Leading,
                 Partial: true, Overflowed: overflowedHere, Cached: summary.Cached, RoomAboveHighest: summary.Room));
@@ -486,6 +500,7 @@ internal sealed class ReceiverStatus
         }
 
         ReportsSent++;
+        Forwards[((int)(flow.Block < 0 ? AggregateHop.Partition : AggregateHop.Block) * (int)ForwardTrigger.Count) + (int)trigger]++;
         bool overflowed = flow.OverflowPending;
         flow.OverflowPending = false;
         _sink(stream.Address, new FlowStatus(_member.Node, view.Region.Value, view.ViewNumber, sender, flow.Block < 0 ? _member.Partition : flow.Block,
@@ -537,7 +552,7 @@ internal sealed class ReceiverStatus
                     if (summary.Position != flow.Forwarded || summary.Complete != flow.ForwardedComplete || summary.Cached != flow.ForwardedCached
                         || Repeat(ref flow.Repeated, !summary.Missing.IsEmpty))
                     {
-                        Forward(sender, flow, summary);
+                        Forward(sender, flow, summary, ForwardTrigger.Tick);
                     }
                 }
             }
@@ -652,6 +667,31 @@ internal sealed class ReceiverStatus
 /// position of any member heard.</summary>
 internal readonly record struct PartitionSummary(ulong Position, uint Window, bool Complete, GapMap Missing, ulong Highest, uint Slowest, ulong Leading,
     bool Overflowed = false, ulong Cached = 0, bool Room = false);
+
+/// <summary>Where an aggregate goes (<see cref="ReceiverStatus.Forwards"/>): a partition leader's to the sender, a
+/// partition leader's to its block's aggregator (<see cref="FlowStatus.Partial"/>), a block aggregator's to the sender.</summary>
+internal enum AggregateHop
+{
+    Partition,
+    Partial,
+    Block,
+}
+
+/// <summary>What made an aggregate go (<see cref="ReceiverStatus.Forwards"/>), first match in this order: its position
+/// moved a threshold, it became complete, its cached point moved a threshold, its gap map changed, a queue overflowed,
+/// the sender asked; or the status tick, or the gap timer's repeat.</summary>
+internal enum ForwardTrigger
+{
+    Position,
+    Complete,
+    Cached,
+    MapChange,
+    Overflow,
+    Request,
+    Tick,
+    GapRepeat,
+    Count,
+}
 
 /// <summary>What a member last reported of one sender's stream (<see cref="ReceiverStatus"/>).</summary>
 internal sealed class FlowReport
