@@ -52,13 +52,13 @@ public sealed class GapMapTests(ITestOutputHelper output)
     [Fact]
     public void A_map_adds_to_an_earlier_one_only_with_a_packet_that_was_not_missing_then()
     {
-        // Reference model: sets of absolute packet numbers. An earlier map at position 1,000 - shift against a later one at
-        // 1,000; the later one adds a gap iff it names a packet the earlier did not name (or could not cover).
+        // Reference model: sets of absolute packet numbers. An earlier map at position 10,000 - shift against a later one at
+        // 10,000; the later one adds a gap iff it names a packet the earlier did not name (or could not cover).
         var random = new Random(11);
         for (int trial = 0; trial < 2_000; trial++)
         {
             long shift = random.Next(0, 3) == 0 ? random.Next(0, 64) : random.Next(0, GapMap.Bits + 64);
-            ulong position = 1_000, earlierPosition = position - (ulong)shift;
+            ulong position = 10_000, earlierPosition = position - (ulong)shift;
             var earlierSet = new HashSet<ulong>();
             var laterSet = new HashSet<ulong>();
             GapMap earlier = default, later = default;
