@@ -204,6 +204,7 @@ internal sealed class Experiments(FigureMode mode, Action<string> log)
             _runs[spec] = result;
             log(string.Create(CultureInfo.InvariantCulture, $"  {spec} -> {result.MessagesPerSecond:F0} msgs/s in {result.WallSeconds:F1} s wall{(result.StoppedEarly ? " (stopped early: wall budget)" : "")}"));
             log($"    flow: {result.FlowDiagnosis}");
+            log($"    aggregation: {result.AggregationDiagnosis}");
             log($"    repairs: {result.RepairDiagnosis}");
         }
 

@@ -15,6 +15,15 @@ internal sealed record FigureMode(
     /// <summary>Loss per link traversal in the recovery experiment: uplink then downlink, about 1 % end to end.</summary>
     public const double RecoveryLossPerLink = 0.005;
 
+    /// <summary>The same sweeps, keeping only the region sizes in <paramref name="sizes"/> (the replication and
+    /// recovery sweeps' included), so one point of a sweep reruns alone.</summary>
+    public FigureMode OnlySizes(IReadOnlySet<int> sizes) => this with
+    {
+        NodeCounts = [.. NodeCounts.Where(sizes.Contains)],
+        ReplicationNodeCounts = [.. ReplicationNodeCounts.Where(sizes.Contains)],
+        RecoveryNodeCounts = [.. RecoveryNodeCounts.Where(sizes.Contains)],
+    };
+
     /// <summary>About two minutes of wall time: short windows, a subset of each sweep (1,000 nodes only if asked).</summary>
     public static FigureMode Quick(int maxNodes = 250) => new("quick",
         new RunLength(TimeSpan.FromSeconds(20), TimeSpan.FromSeconds(10), TimeSpan.FromSeconds(60)),

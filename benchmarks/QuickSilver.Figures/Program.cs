@@ -32,11 +32,12 @@ share.AcceptOnlyFromAmong("on", "off");
 var fixedRate = new Option<int?>("--fixed-rate") { Description = "With --flow paper: send at this many packets/s throughout (μ_min = this, λ = 0), below what the receivers take, to measure recovery without overload." };
 var seed = new Option<int?>("--seed") { Description = "The simulated network's seed (its losses and jitter; default 2006): one seed is one sample, rerun with others to see the spread." };
 var gapPackets = new Option<int?>("--gap-report-packets") { Description = "With --flow receivers: the packets a flow report's gap map covers (RegionOptions.GapReportPackets: 64 to 1,024, a multiple of 64; default 1,024; 64 was the map before the tail fix)." };
+var nodes = new Option<string?>("--nodes") { Description = "Run only the region sizes in this comma-separated list (e.g. 250: the 250-member point of each sweep alone)." };
 var wallBudget = new Option<int?>("--wall-budget") { Description = "Seconds of wall time after which one run is cut (default 60 quick, 240 full)." };
 
 var root = new RootCommand("QuickSilver QSM figures: throughput, partitioning, token rate, senders, recovery and ACK latency in simulation.")
 {
-    quick, output, maxNodes, only, plotOnly, wallBudget, flow, receiveWindow, congestion, share, fixedRate, seed, gapPackets,
+    quick, output, maxNodes, only, plotOnly, wallBudget, flow, receiveWindow, congestion, share, fixedRate, seed, gapPackets, nodes,
 };
 
 root.SetAction(parse =>
@@ -98,6 +99,23 @@ root.SetAction(parse =>
         }
 
         mode = mode with { Length = mode.Length with { WallBudget = TimeSpan.FromSeconds(budget) } };
+    }
+
+    if (parse.GetValue(nodes) is { } sizes)
+    {
+        var wanted = new HashSet<int>();
+        foreach (string size in sizes.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries))
+        {
+            if (!int.TryParse(size, NumberStyles.None, CultureInfo.InvariantCulture, out int n) || n < 1)
+            {
+                Console.Error.WriteLine($"--nodes must be a comma-separated list of region sizes (1 or more), not '{size}'");
+                return 2;
+            }
+
+            wanted.Add(n);
+        }
+
+        mode = mode.OnlySizes(wanted);
     }
 
     string folder = parse.GetValue(output)!;

@@ -58,6 +58,7 @@ internal static class RegionRun
         long nakAtStart = cluster.Senders.Sum(s => s.Sender!.RetransmittedOnNak);
         long timeoutAtStart = cluster.Senders.Sum(s => s.Sender!.RetransmittedOnTimeout);
         var flowAtStart = FlowCounters.Of(cluster);
+        var aggregationAtStart = AggregationCounters.Of(cluster);
         long deferredAtStart = cluster.Senders.Sum(s => s.Sender!.RepairsDeferred);
         var holdoffAtStart = TimeSpan.FromTicks(cluster.Senders.Sum(s => s.Sender!.DeferredHoldoffTotal.Ticks));
 
@@ -91,6 +92,7 @@ internal static class RegionRun
             trace.Samples,
             [.. cluster.Senders.Select((s, i) => window > 0 ? (cluster.DeliveredToAll(s) - perSenderAtStart[i]) / window : double.NaN)],
             FlowCounters.Of(cluster).Since(flowAtStart, window),
+            AggregationCounters.Of(cluster).Since(aggregationAtStart, window),
             RepairDiagnosis(cluster, window, deferredAtStart, holdoffAtStart));
     }
 

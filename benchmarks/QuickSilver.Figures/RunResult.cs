@@ -27,6 +27,7 @@ internal sealed record RunResult(
     IReadOnlyList<RateSample> Trace,
     IReadOnlyList<double> PerSenderMessagesPerSecond,
     string FlowDiagnosis,
+    string AggregationDiagnosis,
     string RepairDiagnosis)
 {
     /// <summary>Payload megabytes per second delivered to every member.</summary>

@@ -86,6 +86,47 @@ internal struct GapMap : IEquatable<GapMap>
         }
     }
 
+    /// <summary>Whether this map names a packet missing that <paramref name="before"/>, a map of the same stream whose
+    /// position was <paramref name="shift"/> packets below this one's, did not (a new gap, not one that closed or a
+    /// position that moved past it); always true when the position went back (<paramref name="shift"/> negative).
+    /// Packets above what <paramref name="before"/> covers count as not named in it.</summary>
+    public readonly bool AddsTo(in GapMap before, long shift)
+    {
+        if (shift < 0)
+        {
+            return true;
+        }
+
+        for (int i = 0; i < Words; i++)
+        {
+            ulong word = _words[i];
+            if (word == 0)
+            {
+                continue;
+            }
+
+            // before's 64 bits from bit i * 64 + shift: the same packets as this word's
+            ulong bit = ((ulong)i * 64) + (ulong)shift;
+            ulong aligned = 0;
+            if (bit < Bits)
+            {
+                int w = (int)(bit >> 6), r = (int)(bit & 63);
+                aligned = before._words[w] >> r;
+                if (r != 0 && w + 1 < Words)
+                {
+                    aligned |= before._words[w + 1] << (64 - r);
+                }
+            }
+
+            if ((word & ~aligned) != 0)
+            {
+                return true;
+            }
+        }
+
+        return false;
+    }
+
     public readonly bool Equals(GapMap other) => ((ReadOnlySpan<ulong>)_words).SequenceEqual(other._words);
 
     public override readonly bool Equals(object? obj) => obj is GapMap other && Equals(other);

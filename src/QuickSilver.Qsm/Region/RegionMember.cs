@@ -146,6 +146,9 @@ internal sealed class RegionMember
     /// <summary>Flow status reports this member sent (to its partition leader, or as leader to senders).</summary>
     public long StatusReportsSent => _status?.ReportsSent ?? 0;
 
+    /// <summary>This member's side of receiver-driven flow control, if on (its counters, for diagnostics).</summary>
+    internal ReceiverStatus? FlowStatus => _status;
+
     /// <summary>Turns on receiver-driven flow control (<see cref="RegionFlowControl.ReceiverWindow"/>): reports go
     /// through <paramref name="sink"/>. The region layer calls it once, before the first view.</summary>
     internal void EnableFlowStatus(FlowStatusSink sink) => _status ??= new ReceiverStatus(this, sink, _data.MaxDatagramSize);

@@ -361,6 +361,7 @@ public sealed class SimNetwork
 
             node.CpuBusyUntil = start + node.ProcessingCostPerPacket;
             node.ProcessedDatagrams++;
+            node.ProcessedByType[packet.Length > 3 ? packet.Buffer[3] : 0]++;
             delivery.ViaCpu = true;
             ScheduleEvent(alarm, node.CpuBusyUntil);
             return;

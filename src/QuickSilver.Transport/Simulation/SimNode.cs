@@ -55,6 +55,10 @@ public sealed class SimNode : IAlarmScheduler, ICoreDispatcher
     /// cost, over a span of virtual time, the share of that span its CPU was busy.</summary>
     public long ProcessedDatagrams { get; internal set; }
 
+    /// <summary><see cref="ProcessedDatagrams"/> by the common header's packet type (byte 3, <c>PacketHeader</c>;
+    /// datagrams shorter than that at 0): what a busy node's CPU went to.</summary>
+    public long[] ProcessedByType { get; } = new long[256];
+
     /// <summary>A deterministic random generator for this node's protocols, derived from the network seed.</summary>
     public Random Random { get; private set; }
 
