@@ -92,28 +92,38 @@ internal static class Property
     }
 
     /// <summary>Runs <paramref name="decode"/> on <paramref name="input"/> and fails if it threw or allocated more than
-    /// <paramref name="maxBytes"/>; returns its result.</summary>
+    /// <paramref name="maxBytes"/>; returns its result. Over the bound, the same input is decoded once more and only the
+    /// second count is held to it: the runtime's own one-off allocations on a first call (CI once saw 40 bytes over
+    /// <c>NakSet.TryRead</c>'s bound on the very first example) are not the decoder's, and a decoder that allocates per
+    /// input does so both times. Decoders here read into state they reset first, so a second call is the same call.</summary>
     public static TResult Decode<TResult>(byte[] input, long maxBytes, Func<byte[], TResult> decode, string what)
     {
         ArgumentNullException.ThrowIfNull(decode);
-        TResult result = default!;
+        var (result, allocated) = DecodeOnce(input, decode, what);
+        if (allocated > maxBytes)
+        {
+            (result, allocated) = DecodeOnce(input, decode, what);
+            if (allocated > maxBytes)
+            {
+                throw new PropertyFailedException($"{what} allocated {allocated} bytes on {input.Length} bytes of input, above its bound of {maxBytes}");
+            }
+        }
+
+        return result;
+    }
+
+    private static (TResult Result, long Allocated) DecodeOnce<TResult>(byte[] input, Func<byte[], TResult> decode, string what)
+    {
         long before = GC.GetAllocatedBytesForCurrentThread();
         try
         {
-            result = decode(input);
+            var result = decode(input);
+            return (result, GC.GetAllocatedBytesForCurrentThread() - before);
         }
         catch (Exception e)
         {
             throw new PropertyFailedException($"{what} threw on {input.Length} bytes [{Convert.ToHexString(input.AsSpan(0, Math.Min(input.Length, 96)))}]: {e.GetType().Name}: {e.Message}", e);
         }
-
-        long allocated = GC.GetAllocatedBytesForCurrentThread() - before;
-        if (allocated > maxBytes)
-        {
-            throw new PropertyFailedException($"{what} allocated {allocated} bytes on {input.Length} bytes of input, above its bound of {maxBytes}");
-        }
-
-        return result;
     }
 }
 
