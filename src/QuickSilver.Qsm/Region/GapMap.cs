@@ -12,10 +12,11 @@ namespace QuickSilver.Qsm.Region;
 /// packet (<see cref="FlowStatus.RoomAboveHighest"/>: the sender may then be that far above the position). A
 /// partition's or a block's aggregate names the union of its members' gaps relative to its slowest member's position,
 /// and the other members' positions are spread over the window: cut at 64 packets, their gaps did not reach the sender
-/// until the slowest member's gap had been repaired, so a window's gaps were repaired one 64-packet stretch at a time. In a simulated 250-member region under ~1 % loss the slowest 1 % of repairs took
-/// 2.4 s, the sender first hearing of them 1.8 s after the packet's first send though the members had found them
-/// within 14 ms (docs/benchmarks.md, "Where 1 % loss takes the receivers' windows' rate"). Aggregates carry up to
-/// <see cref="RegionOptions.GapReportPackets"/> packets.</para>
+/// until the slowest member's gap had been repaired, so a window's gaps were repaired one 64-packet stretch at a time.
+/// In a simulated 250-member region under ~1 % loss the slowest 1 % of repairs took 2.4 s, the sender first hearing of
+/// them 1.8 s after the packet's first send though the members had found them within 14 ms (docs/benchmarks.md, "Where
+/// 1 % loss takes the receivers' windows' rate"). Aggregates carry up to <see cref="RegionOptions.GapReportPackets"/>
+/// packets.</para>
 /// </summary>
 internal struct GapMap : IEquatable<GapMap>
 {

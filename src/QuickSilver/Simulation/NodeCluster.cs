@@ -256,13 +256,7 @@ internal sealed class NodeCluster
                 });
                 AerGroups = new AerGroups(Stack);
                 Gms = Stack.Get<MembershipLayer>().Client;
-                Gms.ViewsChanged += _ =>
-                {
-                    if (Gms.Node is { } id && !_ids.Contains(id.Value))
-                    {
-                        _ids.Add(id.Value);
-                    }
-                };
+                Gms.ViewsChanged += _ => NoteId();
                 Region = Stack.Get<RegionLayer>();
                 GroupLayer = Stack.Get<GroupLayer>();
             }, null);
