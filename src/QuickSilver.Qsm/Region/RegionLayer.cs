@@ -155,7 +155,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
         string.Concat(_senders.Values.Select(s => $"; sender to region {s.Region}: last {s.LastSequence}, acked {s.Acknowledged}, " +
             $"unacked {s.Unacknowledged}, " +
             (_options.FlowControl == RegionFlowControl.ReceiverWindow
-                ? $"window left {s.WindowRemaining} B, blocked {s.WindowBlocked}, above highest {s.LimitsAboveHighest}, status {s.StatusReports}, token acks {s.AcknowledgedByToken}, resent on status {s.RetransmittedOnStatus}, laggards skipped {s.LaggardsSkipped}, "
+                ? $"window left {s.WindowRemaining} B, blocked {s.WindowBlocked} (held ms: congestion {s.HeldBy(WindowHold.Congestion).TotalMilliseconds:F0}, gap {s.HeldBy(WindowHold.Gap).TotalMilliseconds:F0}, taken {s.HeldBy(WindowHold.Taken).TotalMilliseconds:F0}, local {s.HeldBy(WindowHold.Local).TotalMilliseconds:F0}), above highest {s.LimitsAboveHighest}, status {s.StatusReports}, token acks {s.AcknowledgedByToken}, resent on status {s.RetransmittedOnStatus} (lost resends {s.LostResends}, deferred {s.RepairsDeferred}, report delay {s.ReportDelay.TotalMilliseconds:F2} ms), laggards skipped {s.LaggardsSkipped}, "
                 : $"μ_snd {s.RateController.TargetRate:F0}/s, credits {s.RateController.Credits:F0}, ") +
             $"resent on NAK {s.RetransmittedOnNak} / timeout {s.RetransmittedOnTimeout}")) +
         (_retired.Count > 0 ? $"; retired senders {_retired.Count}" : "") +

@@ -345,6 +345,7 @@ internal sealed class RegionSender : IDatagramFeed
             outgoing.View = _view.ViewNumber;
             outgoing.SentAt = _scheduler.Now;
             outgoing.FirstSentAt = outgoing.SentAt;
+            outgoing.LastAtSend = next;
             outgoing.RepairQueued = false;
             outgoing.ResentOnReport = false;
             _sentBytes += (ulong)length;
@@ -420,6 +421,7 @@ internal sealed class RegionSender : IDatagramFeed
         BinaryPrimitives.WriteUInt64LittleEndian(slot[RegionWire.SettledOffset..], Math.Min(Settled, seq - 1)); // what is settled now
         BinaryPrimitives.WriteUInt64LittleEndian(slot[RegionWire.CachedOffset..], Math.Min(Cached, seq - 1)); // and cached
         outgoing.SentAt = _scheduler.Now;
+        outgoing.LastAtSend = LastSequence;
         Transmitted?.Invoke(seq);
         return outgoing.Length;
     }
@@ -688,7 +690,7 @@ internal sealed class RegionSender : IDatagramFeed
 
         if (!status.Missing.IsEmpty)
         {
-            RepairGaps(status.Position, status.Missing);
+            RepairGaps(status.Position, status.Missing, Math.Min(status.Highest, LastSequence));
         }
 
         ref var report = ref _reports[status.Partition];
@@ -827,8 +829,9 @@ internal sealed class RegionSender : IDatagramFeed
     }
 
     /// <summary>Queues resends of the packets a status names as missing (bit i: position + 1 + i), each at most once per
-    /// <see cref="RepairHoldoff"/> (a report may have left before the last resend arrived).</summary>
-    private void RepairGaps(ulong position, in GapMap missing)
+    /// <see cref="RepairHoldoff"/> (a report may have left before the last resend arrived), unless the report shows the
+    /// last resend lost: its reporters' lowest highest packet, <paramref name="highest"/>, was first sent after it.</summary>
+    private void RepairGaps(ulong position, in GapMap missing, ulong highest)
     {
         var now = _scheduler.Now;
         for (int w = 0; w < GapMap.Words; w++)
@@ -837,7 +840,7 @@ internal sealed class RegionSender : IDatagramFeed
             {
                 ulong seq = position + 1 + (ulong)(w * 64) + (ulong)BitOperations.TrailingZeroCount(word);
                 RepairAsked?.Invoke(seq);
-                if (RepairDue(seq, now, _options.GapReportInterval) && QueueRepair(seq))
+                if (RepairDue(seq, now, _options.GapReportInterval, highest) && QueueRepair(seq))
                 {
                     RetransmittedOnStatus++;
                 }
@@ -870,8 +873,9 @@ internal sealed class RegionSender : IDatagramFeed
 
     /// <summary>Whether a report may have a buffered packet resent now: at once the first time (a later packet arrived,
     /// so this one was lost), then at most once per <see cref="RepairHoldoff"/> (a report may have left
-    /// before the last resend arrived).</summary>
-    private bool RepairDue(ulong seq, TimeSpan now, TimeSpan floor)
+    /// before the last resend arrived), or at once again when the report's <paramref name="highest"/> packet was first
+    /// sent after the last resend left (<see cref="LostResends"/>).</summary>
+    private bool RepairDue(ulong seq, TimeSpan now, TimeSpan floor, ulong highest = 0)
     {
         if (!IsBuffered(seq))
         {
@@ -881,6 +885,13 @@ internal sealed class RegionSender : IDatagramFeed
         ref var outgoing = ref _window[seq % (ulong)_window.Length];
         if (outgoing.ResentOnReport && now - outgoing.SentAt < RepairHoldoff(floor))
         {
+            if (highest > outgoing.LastAtSend && !outgoing.RepairQueued)
+            {
+                LostResends++;
+                outgoing.ResentOnReport = true;
+                return true;
+            }
+
             if (!outgoing.RepairQueued)
             {
                 RepairsDeferred++;
@@ -929,6 +940,16 @@ internal sealed class RegionSender : IDatagramFeed
     /// <summary>The sum of <see cref="RepairHoldoff"/> over <see cref="RepairsDeferred"/>: its mean is the hold-off the
     /// deferred requests met.</summary>
     public TimeSpan DeferredHoldoffTotal { get; private set; }
+
+    /// <summary>
+    /// Of <see cref="RetransmittedOnStatus"/>, resends sent again within <see cref="RepairHoldoff"/> because the report
+    /// that named the packet missing had arrived after a packet first sent after the last resend: every member behind the
+    /// report had received that packet, so, a sender's datagrams keeping their order on the way (as on a LAN, loopback
+    /// and the simulator's links), the resend before it was lost, not still on its way. The hold-off (twice the report
+    /// delay, 35 ms on this machine at 5 % loss) had held such a packet's members, and so the sender, that long. A
+    /// reordering network resends such a packet once more than needed.
+    /// </summary>
+    public long LostResends { get; private set; }
 
     /// <summary>Packets resent because a flow status named them missing (receiver window mode).</summary>
     public long RetransmittedOnStatus { get; private set; }
@@ -1195,6 +1216,7 @@ internal sealed class RegionSender : IDatagramFeed
         public ulong EndBytes; // the stream's byte position after this packet
         public bool ResentOnReport; // a flow report had it resent already (later ones wait a hold-off)
         public TimeSpan FirstSentAt;
+        public ulong LastAtSend; // LastSequence when this packet's latest copy left: a report whose highest is above it came after
     }
 
     /// <summary>A partition leader's latest flow status for this sender (receiver window mode).</summary>

@@ -1,6 +1,7 @@
 using System.Diagnostics;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Wire;
 using QuickSilver.Qsm.Recovery;
 
 namespace QuickSilver.Qsm.Region;
@@ -912,6 +913,12 @@ internal sealed class SenderStream
                     _skip?.Invoke(this, next, slot.Buffer.AsSpan(0, slot.Length));
                     ReleaseUnlessShared(next);
                     continue;
+                }
+
+                ref var following = ref _slots[(next + 1) & _mask];
+                if (following.Buffer is not null && following.Seq == next + 1)
+                {
+                    CacheHint.Prefetch(following.Buffer, following.Length); // held packets go cold (CacheHint)
                 }
 
                 if (!early && !_deliver(this, next, slot.Buffer.AsSpan(0, slot.Length)))
