@@ -885,6 +885,9 @@ internal sealed class SenderStream
 
     /// <summary>Delivers every held packet that now follows <see cref="Delivered"/> without a gap (skipping those
     /// already delivered early), until a gap or a refusal.</summary>
+    /// <summary>How many held packets ahead of the one being delivered a stream prefetches.</summary>
+    private const int PrefetchAhead = 2;
+
     private void DeliverInOrder()
     {
         if (_delivering || _blocked || !Anchored)
@@ -893,6 +896,7 @@ internal sealed class SenderStream
         }
 
         _delivering = true;
+        ulong prefetched = Delivered + 1; // the packets up to here are not prefetched: the first is delivered at once
         try
         {
             while (true)
@@ -915,10 +919,15 @@ internal sealed class SenderStream
                     continue;
                 }
 
-                ref var following = ref _slots[(next + 1) & _mask];
-                if (following.Buffer is not null && following.Seq == next + 1)
+                for (; prefetched < next + PrefetchAhead; prefetched++)
                 {
-                    CacheHint.Prefetch(following.Buffer, following.Length); // held packets go cold (CacheHint)
+                    ref var ahead = ref _slots[(prefetched + 1) & _mask];
+                    if (ahead.Buffer is null || ahead.Seq != prefetched + 1)
+                    {
+                        break;
+                    }
+
+                    CacheHint.Prefetch(ahead.Buffer, ahead.Length); // held packets go cold (docs/qsm.md, "Delivering held packets")
                 }
 
                 if (!early && !_deliver(this, next, slot.Buffer.AsSpan(0, slot.Length)))
