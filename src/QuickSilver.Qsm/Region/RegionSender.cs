@@ -67,6 +67,7 @@ internal sealed class RegionSender : IDatagramFeed
     private ulong _baseLimit = ulong.MaxValue; // _byteLimit without the windows counted from members' highest packets
     private ulong _seqLimit = ulong.MaxValue;  // above _baseLimit, new packets go only while LastSequence is below it
     private int _limiting = -1; // the partition whose report sets _byteLimit, or -1 (the local member, or none)
+    private WindowHold _limitingAbove; // for that partition: AboveHighest or Horizon when its bound counts from its highest packet
     private readonly CongestionWindow? _congestion; // receiver-window mode with RegionOptions.CongestionControl
     private bool _congestionBinds; // the congestion window, not a receiver's, sets _byteLimit
     private ulong _limitSpan;      // _byteLimit less the slowest partition's position (bytes): the window in force
@@ -637,6 +638,7 @@ internal sealed class RegionSender : IDatagramFeed
 
         ref var report = ref _reports[_limiting];
         return !report.Heard || !report.Complete ? WindowHold.Incomplete
+            : _limitingAbove != WindowHold.None ? _limitingAbove
             : report.Highest > report.Position ? WindowHold.Gap : WindowHold.Taken;
     }
 
@@ -867,6 +869,7 @@ internal sealed class RegionSender : IDatagramFeed
             if (RepairDue(seq, now, _options.StatusInterval) && QueueRepair(seq))
             {
                 RetransmittedOnStatus++;
+                TailResends++;
             }
         }
     }
@@ -951,6 +954,9 @@ internal sealed class RegionSender : IDatagramFeed
     /// </summary>
     public long LostResends { get; private set; }
 
+    /// <summary>Of <see cref="RetransmittedOnStatus"/>, packets resent as a lost tail (<see cref="RepairTail"/>).</summary>
+    public long TailResends { get; private set; }
+
     /// <summary>Packets resent because a flow status named them missing (receiver window mode).</summary>
     public long RetransmittedOnStatus { get; private set; }
 
@@ -1033,24 +1039,27 @@ internal sealed class RegionSender : IDatagramFeed
             ulong bound = bytes + window;
             baseLimit = Math.Min(baseLimit, bound);
             ulong arrivedHere = bytes; // where the congestion window counts from for this partition
+            var above = WindowHold.None;
             if (report.Heard && report.Complete && report.RoomAbove > position)
             {
                 // Every member has room for its window above its highest packet: the window counts from there, up to the
                 // packets above the position that the members' reports can name as missing (GapReportPackets).
-                ulong above = BytesUpTo(report.RoomAbove) + window;
+                ulong aboveHighest = BytesUpTo(report.RoomAbove) + window;
                 ulong horizon = position + (ulong)_options.GapReportPackets;
-                if (horizon <= LastSequence)
+                bool atHorizon = horizon <= LastSequence && BytesUpTo(horizon) < aboveHighest;
+                if (atHorizon)
                 {
-                    above = Math.Min(above, BytesUpTo(horizon));
+                    aboveHighest = BytesUpTo(horizon);
                 }
-                else
+                else if (horizon > LastSequence)
                 {
                     seqLimit = Math.Min(seqLimit, horizon); // not sent yet: counted in packets as they go
                 }
 
-                if (above > bound)
+                if (aboveHighest > bound)
                 {
-                    bound = above;
+                    bound = aboveHighest;
+                    above = atHorizon ? WindowHold.Horizon : WindowHold.AboveHighest;
                     LimitsAboveHighest++;
                 }
 
@@ -1063,6 +1072,7 @@ internal sealed class RegionSender : IDatagramFeed
             {
                 limit = bound;
                 _limiting = j;
+                _limitingAbove = above;
             }
         }
 
@@ -1255,4 +1265,12 @@ public enum WindowHold
     /// <summary>A partition whose slowest member has taken all it received: its window is full of unprocessed data, or
     /// the report saying otherwise has not arrived.</summary>
     Taken,
+
+    /// <summary>A partition whose members have a gap and room above their highest packet: the window counted from that
+    /// packet is in flight (docs/qsm.md, "The window above a gap").</summary>
+    AboveHighest,
+
+    /// <summary>As <see cref="AboveHighest"/>, but at the most the members' reports can name above their position
+    /// (<see cref="RegionOptions.GapReportPackets"/>): a gap that old holds the sender.</summary>
+    Horizon,
 }
