@@ -62,6 +62,10 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
 
     public NetAddress LocalAddress { get; }
 
+    /// <summary>Group sockets that drop, in the kernel, the datagrams this endpoint multicast itself
+    /// (<see cref="UdpEndpointOptions.ReceiveOwnMulticast"/> off, on Linux).</summary>
+    public int OwnMulticastFiltered { get; private set; }
+
     public int MaxDatagramSize => Options.MaxDatagramSize;
 
     public UdpEndpointOptions Options { get; }
@@ -243,6 +247,17 @@ public abstract unsafe class UdpEndpoint : IDatagramTransport, IDisposable
             if (wildcard)
             {
                 socket.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.PacketInformation, true);
+            }
+
+            if (!Options.ReceiveOwnMulticast && OperatingSystem.IsLinux())
+            {
+                // What this endpoint multicasts leaves from its main socket, from the multicast interface's address
+                // when that socket is bound to the wildcard one.
+                var source = LocalAddress.Ip != 0 ? LocalAddress : new NetAddress(Options.MulticastInterface.Ip, LocalAddress.Port);
+                if (Linux.OwnDatagramFilter.TryAttach(socket, source))
+                {
+                    OwnMulticastFiltered++;
+                }
             }
 
             OnSocketOpened(socket, wildcard ? group : null);

@@ -15,6 +15,12 @@ public sealed record UdpEndpointOptions
     /// <summary>Whether this host's own sockets receive the multicast it sends (needed on one machine).</summary>
     public bool MulticastLoopback { get; init; } = true;
 
+    /// <summary>Whether this endpoint's group sockets receive the datagrams it multicast itself. Off by default: on
+    /// Linux a socket filter drops them in the kernel (the layers above have their own packets already; docs/core.md,
+    /// "UDP endpoints"); other sockets on the host, other processes' included, still receive them through
+    /// <see cref="MulticastLoopback"/>. Elsewhere they arrive as before.</summary>
+    public bool ReceiveOwnMulticast { get; init; }
+
     /// <summary>Largest datagram sent or accepted. Larger received datagrams are dropped and counted (Oversized).</summary>
     public int MaxDatagramSize { get; init; } = 1472;
 

@@ -217,13 +217,6 @@ public sealed partial class CompletionBackendTests
     /// <summary>Runs <paramref name="func"/> on the core, failing (not hanging) if the core does not answer in time.</summary>
     private static Task<T> OnCoreAsync<T>(QuickSilverCore core, Func<T> func) => core.InvokeAsync(func).WaitAsync(Patience);
 
-    private static T OnCore<T>(QuickSilverCore core, Func<T> func)
-    {
-        T result = default!;
-        core.Invoke(() => result = func());
-        return result;
-    }
-
     private const int CloneNewNet = 0x40000000;
 
     [LibraryImport("libc", EntryPoint = "setns", SetLastError = true)]

@@ -35,6 +35,14 @@ internal static class CoreTestKit
         }
     }
 
+    /// <summary>Runs <paramref name="func"/> on the core thread and returns its result.</summary>
+    public static T OnCore<T>(QuickSilverCore core, Func<T> func)
+    {
+        T result = default!;
+        core.Invoke(() => result = func());
+        return result;
+    }
+
     /// <summary>Collects datagrams on the core thread.</summary>
     public sealed class CountingHandler : IDatagramHandler
     {
