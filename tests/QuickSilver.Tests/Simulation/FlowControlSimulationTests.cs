@@ -292,23 +292,9 @@ public sealed class FlowControlSimulationTests(ITestOutputHelper output)
     [InlineData(0.05, 1272, 0.36)]
     public void A_lost_resend_is_asked_for_again_within_a_gap_interval(double loss, int seed, double limitSeconds)
     {
-        const int Messages = 300_000;
-        var cluster = new NodeCluster(seed, new LinkOptions
-        {
-            BandwidthBitsPerSecond = 10_000_000_000, LossRate = loss, Latency = TimeSpan.FromMilliseconds(0.1),
-        }, new RegionOptions { TokenInterval = TimeSpan.FromSeconds(1) });
-        var all = Members(cluster, 3);
-        var sender = all[0];
-        var start = cluster.Network.Now;
-        sender.PublishNumbered(Group, Messages, size: 1_000);
-        bool done = RunUntilAllHave(cluster, all, sender, Messages, TimeSpan.FromSeconds(30));
-        var elapsed = cluster.Network.Now - start;
-        var regionSender = sender.Region!.Senders.Values.Single();
-        output.WriteLine($"loss {loss}: done {done} in {elapsed}, resent on status {regionSender.RetransmittedOnStatus}, all resent {regionSender.Retransmissions}, blocked {regionSender.WindowBlocked}");
-        Assert.True(done, $"seed {seed}: not every message arrived");
-        Assert.True(regionSender.RetransmittedOnStatus > 0, $"seed {seed}: nothing was resent; the test proves nothing");
+        var (elapsed, sender) = RunLossyStream(loss, seed, TimeSpan.FromMilliseconds(0.1), 300_000, limitSeconds);
+        Assert.True(sender.RetransmittedOnStatus > 0, $"seed {seed}: nothing was resent; the test proves nothing");
         Assert.True(elapsed.TotalSeconds < limitSeconds, $"seed {seed}: {elapsed} with {loss:P0} loss (limit {limitSeconds} s)");
-        AssertEveryMessageInOrder(all, sender, Messages);
     }
 
     /// <summary>On 10 Gbit/s links of 1 ms, a report takes about 4.4 ms to say a packet arrived, and the sender holds back
@@ -323,23 +309,32 @@ public sealed class FlowControlSimulationTests(ITestOutputHelper output)
     [InlineData(0.05, 1282, 0.33)]
     public void A_resend_a_later_packet_overtook_in_a_report_goes_again_at_once(double loss, int seed, double limitSeconds)
     {
-        const int Messages = 100_000;
+        var (elapsed, sender) = RunLossyStream(loss, seed, TimeSpan.FromMilliseconds(1), 100_000, limitSeconds);
+        Assert.True(sender.LostResends > 0, $"seed {seed}: no resend was found lost; the test proves nothing");
+        Assert.True(elapsed.TotalSeconds < limitSeconds, $"seed {seed}: {elapsed} with {loss:P0} loss (limit {limitSeconds} s)");
+    }
+
+    /// <summary>Three members of a region on 10 Gbit/s links with <paramref name="loss"/> and <paramref name="latency"/>;
+    /// the first publishes <paramref name="messages"/> of 1,000 B. Asserts every member got them all, in order; returns
+    /// the virtual time that took and the region sender.</summary>
+    private (TimeSpan Elapsed, RegionSender Sender) RunLossyStream(double loss, int seed, TimeSpan latency, int messages, double limitSeconds)
+    {
         var cluster = new NodeCluster(seed, new LinkOptions
         {
-            BandwidthBitsPerSecond = 10_000_000_000, LossRate = loss, Latency = TimeSpan.FromMilliseconds(1),
+            BandwidthBitsPerSecond = 10_000_000_000, LossRate = loss, Latency = latency,
         }, new RegionOptions { TokenInterval = TimeSpan.FromSeconds(1) });
         var all = Members(cluster, 3);
         var sender = all[0];
         var start = cluster.Network.Now;
-        sender.PublishNumbered(Group, Messages, size: 1_000);
-        bool done = RunUntilAllHave(cluster, all, sender, Messages, TimeSpan.FromSeconds(60));
+        sender.PublishNumbered(Group, messages, size: 1_000);
+        bool done = RunUntilAllHave(cluster, all, sender, messages, TimeSpan.FromSeconds(60));
         var elapsed = cluster.Network.Now - start;
         var regionSender = sender.Region!.Senders.Values.Single();
-        output.WriteLine($"loss {loss}: done {done} in {elapsed}, resent on status {regionSender.RetransmittedOnStatus}, lost resends {regionSender.LostResends}, deferred {regionSender.RepairsDeferred}, report delay {regionSender.ReportDelay}, blocked {regionSender.WindowBlocked}");
+        output.WriteLine($"loss {loss}: done {done} in {elapsed} (limit {limitSeconds} s), resent on status {regionSender.RetransmittedOnStatus}, " +
+                         $"lost resends {regionSender.LostResends}, deferred {regionSender.RepairsDeferred}, report delay {regionSender.ReportDelay}, blocked {regionSender.WindowBlocked}");
         Assert.True(done, $"seed {seed}: not every message arrived");
-        Assert.True(regionSender.LostResends > 0, $"seed {seed}: no resend was found lost; the test proves nothing");
-        Assert.True(elapsed.TotalSeconds < limitSeconds, $"seed {seed}: {elapsed} with {loss:P0} loss (limit {limitSeconds} s)");
-        AssertEveryMessageInOrder(all, sender, Messages);
+        AssertEveryMessageInOrder(all, sender, messages);
+        return (elapsed, regionSender);
     }
 
     private static List<NodeCluster.Node> Members(NodeCluster cluster, int count)
