@@ -127,6 +127,51 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
         Assert.Null(Check(all, [publisher], 2_001, "ticks"));
     }
 
+    [Fact]
+    public void A_group_with_a_few_messages_is_not_held_behind_a_busy_group_of_the_same_region()
+    {
+        // Two groups of the same members share one region and its packets (§2.2). While one group's publisher keeps its
+        // packets full, messages published to the other go out in the next packet or the one after: a group that filled
+        // a whole packet does not start the next one (GroupLayer.RegionFeed).
+        const int Seed = 703;
+        var cluster = new NodeCluster(Seed, new LinkOptions());
+        var all = cluster.AddNodes(3);
+        cluster.Join(all, "bulk");
+        cluster.Join(all, "trickle");
+        cluster.SettleViews("bulk", all);
+        cluster.SettleViews("trickle", all);
+        var publisher = all[0];
+        publisher.PublishNumbered("bulk", 1_000_000);
+        cluster.Network.RunFor(TimeSpan.FromMilliseconds(200));
+        var sender = publisher.Region!.Senders.Values.Single(); // both groups map to one region
+        ulong before = sender.LastSequence;
+        Assert.True(before > 10, $"seed {Seed}: the busy group sent only {before} packets");
+
+        var state = publisher.Groups["trickle"].State!;
+        uint quiet = state.View!.Group.Value;
+        ulong lastWithQuiet = 0;
+        sender.Sent += (seq, payload) =>
+        {
+            while (GroupWire.TryRead(payload, out uint group, out _, out _, out int consumed))
+            {
+                payload = payload[consumed..];
+                lastWithQuiet = group == quiet ? seq : lastWithQuiet;
+            }
+        };
+        for (int i = 1; i <= 10; i++)
+        {
+            var message = new byte[100];
+            BitConverter.TryWriteBytes(message, i);
+            publisher.Sim.TryPost(_ => publisher.GroupLayer!.Enqueue(state, message), null);
+        }
+
+        Assert.True(cluster.Network.RunUntil(() => all.All(n => n.Groups["trickle"].CountFrom(publisher.Id) == 10), TimeSpan.FromSeconds(5)),
+            $"seed {Seed}: the quiet group's 10 messages did not all arrive");
+        Assert.True(lastWithQuiet - before <= 2, $"seed {Seed}: the quiet group's last message left {lastWithQuiet - before} packets after they were published");
+        cluster.Network.RunFor(TimeSpan.FromMilliseconds(200));
+        Assert.True(sender.LastSequence > before + 10, $"seed {Seed}: the busy group stopped ({sender.LastSequence - before} packets since)");
+    }
+
     [Theory]
     [InlineData(25, 801)]
     [InlineData(71, 802)]
