@@ -888,19 +888,19 @@ internal sealed class RegionSender : IDatagramFeed
         ref var outgoing = ref _window[seq % (ulong)_window.Length];
         if (outgoing.ResentOnReport && now - outgoing.SentAt < RepairHoldoff(floor))
         {
-            if (highest > outgoing.LastAtSend && !outgoing.RepairQueued)
+            if (outgoing.RepairQueued)
+            {
+                return false; // a resend is on its way out already
+            }
+
+            if (highest > outgoing.LastAtSend)
             {
                 LostResends++;
-                outgoing.ResentOnReport = true;
                 return true;
             }
 
-            if (!outgoing.RepairQueued)
-            {
-                RepairsDeferred++;
-                DeferredHoldoffTotal += RepairHoldoff(floor);
-            }
-
+            RepairsDeferred++;
+            DeferredHoldoffTotal += RepairHoldoff(floor);
             return false;
         }
 
@@ -1024,6 +1024,7 @@ internal sealed class RegionSender : IDatagramFeed
         ulong baseLimit = ulong.MaxValue; // the limit without any window counted from a highest packet
         ulong seqLimit = ulong.MaxValue;
         _limiting = -1;
+        _limitingAbove = WindowHold.None;
         for (int j = 0; j < _reports.Length; j++)
         {
             ref var report = ref _reports[j];

@@ -883,11 +883,11 @@ internal sealed class SenderStream
         _mask = mask;
     }
 
-    /// <summary>Delivers every held packet that now follows <see cref="Delivered"/> without a gap (skipping those
-    /// already delivered early), until a gap or a refusal.</summary>
     /// <summary>How many held packets ahead of the one being delivered a stream prefetches.</summary>
     private const int PrefetchAhead = 2;
 
+    /// <summary>Delivers every held packet that now follows <see cref="Delivered"/> without a gap (skipping those
+    /// already delivered early), until a gap or a refusal.</summary>
     private void DeliverInOrder()
     {
         if (_delivering || _blocked || !Anchored)
