@@ -314,14 +314,28 @@ public sealed class FlowControlSimulationTests(ITestOutputHelper output)
         Assert.True(elapsed.TotalSeconds < limitSeconds, $"seed {seed}: {elapsed} with {loss:P0} loss (limit {limitSeconds} s)");
     }
 
+    /// <summary>The rule that resends a packet at once when a report's highest packet left after its last resend counts on
+    /// links keeping a sender's order. With 5 % of datagrams held back 1 ms on every link, a report can overtake a resend
+    /// still on its way, and the packet goes once more than needed. Everything still arrives once and in order, and the
+    /// resends stay within 10 % of what the same run costs without the rule: 5,109 (788 of them found lost) against 4,944,
+    /// in 0.333 s against 0.330 s.</summary>
+    [Fact]
+    public void With_reordering_links_a_resend_found_lost_too_early_costs_only_a_resend()
+    {
+        var (_, sender) = RunLossyStream(0.05, 1291, TimeSpan.FromMilliseconds(0.1), 300_000, 2, reorderRate: 0.05);
+        Assert.True(sender.LostResends > 0, "no resend was found lost; the test proves nothing");
+        Assert.True(sender.RetransmittedOnStatus < 4_944 * 11 / 10, $"{sender.RetransmittedOnStatus} resends, 4,944 without the rule");
+    }
+
     /// <summary>Three members of a region on 10 Gbit/s links with <paramref name="loss"/> and <paramref name="latency"/>;
     /// the first publishes <paramref name="messages"/> of 1,000 B. Asserts every member got them all, in order; returns
     /// the virtual time that took and the region sender.</summary>
-    private (TimeSpan Elapsed, RegionSender Sender) RunLossyStream(double loss, int seed, TimeSpan latency, int messages, double limitSeconds)
+    private (TimeSpan Elapsed, RegionSender Sender) RunLossyStream(double loss, int seed, TimeSpan latency, int messages, double limitSeconds,
+        double reorderRate = 0)
     {
         var cluster = new NodeCluster(seed, new LinkOptions
         {
-            BandwidthBitsPerSecond = 10_000_000_000, LossRate = loss, Latency = latency,
+            BandwidthBitsPerSecond = 10_000_000_000, LossRate = loss, Latency = latency, ReorderRate = reorderRate,
         }, new RegionOptions { TokenInterval = TimeSpan.FromSeconds(1) });
         var all = Members(cluster, 3);
         var sender = all[0];
