@@ -37,6 +37,10 @@ internal sealed class QsmCounters : IDisposable
         Sender("qs.qsm.unacknowledged", s => s.Unacknowledged, "{packet}", "Packets the sender keeps until the region's ACK");
         Sender("qs.qsm.retransmitted.nak", s => s.RetransmittedOnNak, "{packet}", "Packets resent for a partition's collective NAK");
         Sender("qs.qsm.retransmitted.timeout", s => s.RetransmittedOnTimeout, "{packet}", "Packets resent on the sender's timeout");
+        Sender("qs.qsm.retransmitted.status", s => s.RetransmittedOnStatus, "{packet}", "Packets resent because a flow report named them missing (the default flow control's repairs)");
+        Sender("qs.qsm.retransmitted.lost_resend", s => s.LostResends, "{packet}", "Of those, resends sent again at once because a report showed the last one lost (docs/qsm.md, \"Flow control\")");
+        Sender("qs.qsm.window.blocked", s => s.WindowBlocked, "{pull}", "Pulls refused because the receivers' window (or the congestion window) was full");
+        Sender("qs.qsm.report_delay", s => s.ReportDelay.TotalMilliseconds, "ms", "Smoothed time from a packet's first send to the report that it arrived (twice it is the repair hold-off)");
         Counter("qs.qsm.token.rounds", () => _member?.RoundsCompleted ?? 0, "{round}", "Token rounds completed while this node led its region");
         Counter("qs.qsm.repairs", () => _member?.RepairsSent ?? 0, "{packet}", "Packets pushed or pulled to a peer");
         Counter("qs.qsm.pulls", () => _member?.PullsSent ?? 0, "{request}");

@@ -73,7 +73,7 @@ public sealed class TelemetryTests
                 Assert.Equal(QuickSilverTelemetry.CoreMeterName, seen[name]);
             }
 
-            foreach (var name in new[] { "qs.qsm.receiver_rate", "qs.qsm.target_rate", "qs.qsm.credits", "qs.qsm.retransmitted.nak", "qs.qsm.token.rounds", "qs.qsm.repairs", "qs.qsm.naks", "qs.security.opened", "qs.security.rejected" })
+            foreach (var name in new[] { "qs.qsm.receiver_rate", "qs.qsm.target_rate", "qs.qsm.credits", "qs.qsm.retransmitted.nak", "qs.qsm.retransmitted.status", "qs.qsm.retransmitted.lost_resend", "qs.qsm.window.blocked", "qs.qsm.report_delay", "qs.qsm.token.rounds", "qs.qsm.repairs", "qs.qsm.naks", "qs.security.opened", "qs.security.rejected" })
             {
                 Assert.Equal(QuickSilverTelemetry.QsmMeterName, seen[name]);
             }
