@@ -35,8 +35,9 @@ public sealed class OwnMulticastTests
         Assert.Equal([1], others);
     }
 
-    /// <summary>Endpoint A multicasts 1; once B has it, B multicasts 2; once A has that, returns what each received
-    /// (first bytes; B's own 2 filtered or not, as A's options say for A) and A's filtered group sockets.</summary>
+    /// <summary>Endpoint A (with <paramref name="receiveOwn"/>) multicasts 1; once B has it, B multicasts 2; once A has
+    /// that, returns the first bytes A received, those B received from others (B's own datagrams set aside, since
+    /// elsewhere than Linux they come back to it), and A's filtered group sockets.</summary>
     private static (List<byte> Own, List<byte> Others, int Filtered) Exchange(IoBackendKind backend, bool receiveOwn)
     {
         using var core = QuickSilverCore.Start(new CoreOptions { Backend = backend });
