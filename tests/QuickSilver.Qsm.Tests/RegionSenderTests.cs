@@ -217,4 +217,73 @@ public sealed class RegionSenderTests
         Assert.Equal((ulong)packets, sender.Settled);
         Assert.Equal(0, sender.WindowBlocked);
     }
+
+    /// <summary>Holds what the sender lends, as the node's own member does, and gives it back when told.</summary>
+    private sealed class OwnMember
+    {
+        public readonly Dictionary<ulong, (byte[] Buffer, int Offset, byte[] Copy)> Held = new();
+
+        public void OnSent(ulong seq, in LentPacket packet)
+        {
+            packet.Lender.Lend(seq, packet.Buffer);
+            Held.Add(seq, (packet.Buffer, packet.Offset, packet.Payload.ToArray()));
+        }
+
+        public void GiveBack(RegionSender sender, ulong seq)
+        {
+            ((IPacketLender)sender).GiveBack(seq, Held[seq].Buffer);
+            Held.Remove(seq);
+        }
+
+        public void AssertIntact()
+        {
+            foreach (var (seq, (buffer, offset, copy)) in Held)
+            {
+                Assert.True(buffer.AsSpan(offset, copy.Length).SequenceEqual(copy), $"packet {seq} was overwritten while its member held it");
+            }
+        }
+    }
+
+    /// <summary>The sender's own member holds the datagrams the sender kept (docs/qsm.md, "The sender's own packets"):
+    /// a window slot whose last packet the member still holds takes another buffer for its next packet, and a buffer
+    /// given back is used again.</summary>
+    [Fact]
+    public void A_datagram_its_own_member_holds_is_not_written_again_until_given_back()
+    {
+        var (sender, transport, _, _) = Make(window: 16);
+        sender.Source = new RecordSource(200); // each packet's records hold different bytes
+        var member = new OwnMember();
+        sender.Sent += member.OnSent;
+        Assert.Equal(16, transport.Pull(room: 100));
+        var first = member.Held.ToDictionary(p => p.Key, p => p.Value.Buffer);
+
+        Ack(sender, 16); // the window moves on while the member still holds 1..16
+        Assert.Equal(16, transport.Pull(room: 100));
+        member.AssertIntact();
+        var second = member.Held.Where(p => p.Key > 16).ToDictionary(p => p.Key, p => p.Value.Buffer);
+        Assert.All(second.Values, buffer => Assert.DoesNotContain(buffer, first.Values));
+
+        for (ulong seq = 1; seq <= 16; seq++)
+        {
+            member.GiveBack(sender, seq); // released after the window moved on: spares
+        }
+
+        for (ulong seq = 17; seq <= 24; seq++)
+        {
+            member.GiveBack(sender, seq); // released while the window still keeps them: used again in place
+        }
+
+        Ack(sender, 32);
+        Assert.Equal(16, transport.Pull(room: 100));
+        member.AssertIntact(); // 25..32 are still held: none of their buffers was written
+        for (ulong seq = 33; seq <= 40; seq++)
+        {
+            Assert.Same(second[seq - 16], member.Held[seq].Buffer);
+        }
+
+        for (ulong seq = 41; seq <= 48; seq++)
+        {
+            Assert.Contains(member.Held[seq].Buffer, first.Values); // the slots of 25..32 took spares
+        }
+    }
 }

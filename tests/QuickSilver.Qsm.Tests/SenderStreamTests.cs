@@ -535,4 +535,58 @@ public sealed class SenderStreamTests
             Log.Add(seq);
         }
     }
+
+    /// <summary>Records what a stream borrows and gives back, as the node's own sender would see it.</summary>
+    private sealed class Lender : IPacketLender
+    {
+        public readonly List<ulong> Lent = new();
+        public readonly List<ulong> GivenBack = new();
+        public readonly Dictionary<ulong, byte[]> Buffers = new();
+
+        public void Lend(ulong seq, byte[] buffer)
+        {
+            Lent.Add(seq);
+            Buffers.Add(seq, buffer);
+        }
+
+        public void GiveBack(ulong seq, byte[] buffer)
+        {
+            Assert.Same(Buffers[seq], buffer);
+            GivenBack.Add(seq);
+        }
+    }
+
+    [Fact]
+    public void A_lent_packet_is_held_in_the_lenders_buffer_and_given_back_once_when_released()
+    {
+        var lender = new Lender();
+        var pool = new PacketPool(16);
+        var stream = new SenderStream(1, Deliver, pool: pool);
+        stream.Anchor(0);
+        var datagrams = new Dictionary<ulong, byte[]>();
+        foreach (ulong seq in new ulong[] { 1, 3, 2 })
+        {
+            var datagram = new byte[40];
+            datagram.AsSpan(8, 4).Fill((byte)seq); // a header of 8 bytes, then the payload
+            datagrams[seq] = datagram;
+            Assert.True(stream.Add(seq, new LentPacket(datagram, 8, 4, lender)));
+        }
+
+        Assert.False(stream.Add(2, new LentPacket(new byte[40], 8, 4, lender))); // a duplicate is neither held nor lent
+        Assert.Equal([1UL, 3, 2], lender.Lent);
+        Assert.Equal([1UL, 2, 3], _delivered);
+        Assert.True(stream.TryGet(3, out var held));
+        Assert.True(held.Overlaps(datagrams[3].AsSpan(8, 4)));     // the lender's buffer itself, not a copy
+        Assert.Equal(3, pool.HeldPackets);                          // counted as held all the same
+        Assert.Equal(12, pool.HeldBytes);
+        Assert.Equal(0, pool.Allocated);                            // and no buffer of the pool's was taken for them
+        Assert.Empty(lender.GivenBack);
+
+        stream.Purge(2);
+        Assert.Equal([1UL, 2], lender.GivenBack);
+        Assert.Equal(1, stream.ReleaseAll());
+        Assert.Equal([1UL, 2, 3], lender.GivenBack);                // each exactly once
+        Assert.Equal(0, pool.HeldPackets);
+        Assert.Equal(0, pool.Free);                                 // a lent buffer never enters the pool
+    }
 }

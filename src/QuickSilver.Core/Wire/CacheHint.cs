@@ -14,18 +14,17 @@ public static class CacheHint
 {
     private const int LineBytes = 64;
 
-    /// <summary>Prefetches every cache line of <paramref name="buffer"/>'s first <paramref name="length"/> bytes.</summary>
-    public static unsafe void Prefetch(byte[] buffer, int length)
+    /// <summary>Prefetches every cache line of <paramref name="bytes"/>.</summary>
+    public static unsafe void Prefetch(ReadOnlySpan<byte> bytes)
     {
-        if (!Sse.IsSupported || length <= 0)
+        if (!Sse.IsSupported || bytes.IsEmpty)
         {
             return;
         }
 
-        length = Math.Min(length, buffer.Length);
-        fixed (byte* start = buffer)
+        fixed (byte* start = bytes)
         {
-            for (int offset = 0; offset < length; offset += LineBytes)
+            for (int offset = 0; offset < bytes.Length; offset += LineBytes)
             {
                 Sse.Prefetch0(start + offset);
             }

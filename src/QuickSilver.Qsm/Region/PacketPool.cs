@@ -66,10 +66,7 @@ internal sealed class PacketPool
         ArgumentOutOfRangeException.ThrowIfGreaterThan(length, MaxLength);
         if (counted)
         {
-            HeldPackets++;
-            HeldBytes += length;
-            PeakHeldPackets = Math.Max(PeakHeldPackets, HeldPackets);
-            PeakHeldBytes = Math.Max(PeakHeldBytes, HeldBytes);
+            Hold(length);
         }
 
         int index = ClassOf(length);
@@ -82,14 +79,30 @@ internal sealed class PacketPool
         return new byte[1 << (index + MinShift)];
     }
 
+    /// <summary>Counts a packet of <paramref name="length"/> bytes held in a buffer that is not this pool's (a datagram
+    /// the node's own sender lent its member, <see cref="IPacketLender"/>), until <see cref="EndHold"/>.</summary>
+    public void Hold(int length)
+    {
+        HeldPackets++;
+        HeldBytes += length;
+        PeakHeldPackets = Math.Max(PeakHeldPackets, HeldPackets);
+        PeakHeldBytes = Math.Max(PeakHeldBytes, HeldBytes);
+    }
+
+    /// <summary>Ends a <see cref="Hold"/> of that length.</summary>
+    public void EndHold(int length)
+    {
+        HeldPackets--;
+        HeldBytes -= length;
+    }
+
     /// <summary>Gives back a buffer <see cref="Rent"/> returned; the caller must not touch it afterwards. A
     /// <paramref name="heldLength"/> of 0 or more ends a counted rental of that length.</summary>
     public void Return(byte[] buffer, int heldLength = -1)
     {
         if (heldLength >= 0)
         {
-            HeldPackets--;
-            HeldBytes -= heldLength;
+            EndHold(heldLength);
         }
 
         int index = ClassOf(buffer.Length);

@@ -600,11 +600,11 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
 
         sender.LocalMember = member;
         var address = _transport.LocalAddress;
-        sender.Sent += (seq, payload) =>
+        sender.Sent += (ulong seq, in LentPacket packet) =>
         {
             if (ReferenceEquals(Member, member))
             {
-                member.OnLocalSend(sender.Node, address, seq, payload, sender.View.ViewNumber, Math.Min(sender.ViewStart, seq));
+                member.OnLocalSend(sender.Node, address, seq, packet, sender.View.ViewNumber, Math.Min(sender.ViewStart, seq));
             }
         };
         sender.LocalPosition = () => ReferenceEquals(Member, member) && member.Streams.TryGetValue(sender.Node, out var own) && own.Anchored ? own.FlowPosition : null;

@@ -537,6 +537,20 @@ internal sealed class RegionMember
     /// <summary>Records a packet this node sent itself (a sender that is also a member has it without receiving it).</summary>
     public void OnLocalSend(uint sender, NetAddress senderAddress, ulong seq, ReadOnlySpan<byte> payload, uint view = 0, ulong viewStart = 0)
     {
+        var stream = LocalStream(sender, senderAddress, seq, view, viewStart);
+        Accept(stream, seq, payload);
+    }
+
+    /// <summary>As <see cref="OnLocalSend(uint, NetAddress, ulong, ReadOnlySpan{byte}, uint, ulong)"/>, holding the
+    /// sender's datagram, which it lends, instead of a copy (docs/qsm.md, "The sender's own packets").</summary>
+    internal void OnLocalSend(uint sender, NetAddress senderAddress, ulong seq, in LentPacket packet, uint view, ulong viewStart)
+    {
+        var stream = LocalStream(sender, senderAddress, seq, view, viewStart);
+        Counted(stream, stream.Add(seq, packet));
+    }
+
+    private SenderStream LocalStream(uint sender, NetAddress senderAddress, ulong seq, uint view, ulong viewStart)
+    {
         var stream = Stream(sender);
         stream.Address = senderAddress;
         if (viewStart > 0)
@@ -549,12 +563,14 @@ internal sealed class RegionMember
             stream.Anchor(seq - 1);
         }
 
-        Accept(stream, seq, payload);
+        return stream;
     }
 
-    private void Accept(SenderStream stream, ulong seq, ReadOnlySpan<byte> payload)
+    private void Accept(SenderStream stream, ulong seq, ReadOnlySpan<byte> payload) => Counted(stream, stream.Add(seq, payload));
+
+    private void Counted(SenderStream stream, bool added)
     {
-        if (stream.Add(seq, payload))
+        if (added)
         {
             _receiveRate.Count();
             _status?.OnProgress(stream);

@@ -22,8 +22,9 @@ internal interface IRegionPacketSource
     int WritePayload(Span<byte> payload);
 }
 
-/// <summary>A packet the sender numbered and sent for the first time; the span is valid only during the call.</summary>
-internal delegate void PacketSentHandler(ulong seq, ReadOnlySpan<byte> payload);
+/// <summary>A packet the sender numbered and sent for the first time: its datagram, valid only during the call unless
+/// the handler keeps it as the lender allows (<see cref="IPacketLender"/>).</summary>
+internal delegate void PacketSentHandler(ulong seq, in LentPacket packet);
 
 /// <summary>
 /// A sender's side of a region (QSM §2.2–§2.4): numbers its packets for the region, multicasts them at the rate the
@@ -38,7 +39,7 @@ internal delegate void PacketSentHandler(ulong seq, ReadOnlySpan<byte> payload);
 /// made only when rate control has a credit and the window has room, so nothing is taken from the source that cannot
 /// leave now.</para>
 /// </summary>
-internal sealed class RegionSender : IDatagramFeed
+internal sealed class RegionSender : IDatagramFeed, IPacketLender
 {
     private readonly uint _node;
     private readonly IDatagramTransport _data;
@@ -46,6 +47,7 @@ internal sealed class RegionSender : IDatagramFeed
     private readonly RegionOptions _options;
     private readonly RateController _rate;
     private readonly Outgoing[] _window;
+    private readonly Stack<byte[]> _spare; // datagram buffers this node's member gave back after the window moved on
     private readonly Queue<ulong> _repairs = new();
     private readonly HashSet<NetAddress> _viewAddresses = new();
     private readonly NakSet _naks;
@@ -96,6 +98,7 @@ internal sealed class RegionSender : IDatagramFeed
         _rate = new RateController(scheduler, rateOptions);
         _rate.CreditAvailable += Signal;
         _window = new Outgoing[_options.SenderWindow];
+        _spare = new Stack<byte[]>();
         _naks = new NakSet(_options.MaxNakRanges);
         _retransmitAlarm = new Alarm(_ => RetransmitOverdue());
         _scheduler.ScheduleAfter(_retransmitAlarm, _options.TokenInterval);
@@ -336,9 +339,12 @@ internal sealed class RegionSender : IDatagramFeed
             int length = RegionWire.WriteHeader(slot, new DataHeader(_node, _view.Region.Value, _view.ViewNumber, Math.Min(_viewStart, next), next, Settled,
                 ReportRequested: RequestReport(RegionWire.DataHeaderSize + written), Cached: Math.Min(Cached, next - 1)), written);
             ref var outgoing = ref _window[next % (ulong)_window.Length];
-            if (outgoing.Datagram is null || outgoing.Datagram.Length < length)
+            if (outgoing.Lent || outgoing.Datagram is null || outgoing.Datagram.Length < length)
             {
-                outgoing.Datagram = new byte[packetBytes]; // once per window slot; reused for every later packet
+                // Once per window slot, and again while this node's member still holds the slot's last packet: the
+                // buffer is reused for every later packet.
+                outgoing.Datagram = _spare.TryPop(out var spare) && spare.Length >= packetBytes ? spare : new byte[packetBytes];
+                outgoing.Lent = false;
             }
 
             slot[..length].CopyTo(outgoing.Datagram);
@@ -351,7 +357,7 @@ internal sealed class RegionSender : IDatagramFeed
             outgoing.ResentOnReport = false;
             _sentBytes += (ulong)length;
             outgoing.EndBytes = _sentBytes;
-            Sent?.Invoke(next, slot[RegionWire.DataHeaderSize..length]);
+            Sent?.Invoke(next, new LentPacket(outgoing.Datagram, RegionWire.DataHeaderSize, length - RegionWire.DataHeaderSize, this));
             if (_alone)
             {
                 SettleAlone();
@@ -1215,11 +1221,35 @@ internal sealed class RegionSender : IDatagramFeed
         _scheduler.ScheduleAfter(_retransmitAlarm, _options.TokenInterval);
     }
 
+    void IPacketLender.Lend(ulong seq, byte[] buffer)
+    {
+        ref var outgoing = ref _window[seq % (ulong)_window.Length];
+        if (ReferenceEquals(outgoing.Datagram, buffer))
+        {
+            outgoing.Lent = true;
+        }
+    }
+
+    void IPacketLender.GiveBack(ulong seq, byte[] buffer)
+    {
+        ref var outgoing = ref _window[seq % (ulong)_window.Length];
+        if (ReferenceEquals(outgoing.Datagram, buffer))
+        {
+            outgoing.Lent = false; // still the window's: it is reused when the slot is
+        }
+        else if (_spare.Count < _window.Length)
+        {
+            _spare.Push(buffer); // the slot moved on to a newer packet in another buffer: this one is free
+        }
+    }
+
     /// <summary>A numbered packet kept for retransmission: the whole datagram as first sent (its header names the view it
-    /// was numbered in and that view's first seq). The buffer belongs to the window slot and is reused.</summary>
+    /// was numbered in and that view's first seq). The buffer belongs to the window slot and is reused, unless it is
+    /// <see cref="Lent"/>.</summary>
     private struct Outgoing
     {
         public byte[]? Datagram;
+        public bool Lent; // this node's member holds Datagram (IPacketLender): it is not written again until given back
         public int Length;
         public uint View;
         public TimeSpan SentAt;

@@ -485,7 +485,7 @@ internal sealed class SenderStream
         ref var slot = ref _slots[seq & _mask];
         if (slot.Buffer is not null && slot.Seq == seq)
         {
-            payload = slot.Buffer.AsSpan(0, slot.Length);
+            payload = slot.Payload;
             return true;
         }
 
@@ -495,7 +495,13 @@ internal sealed class SenderStream
 
     /// <summary>Stores a new packet; false for a duplicate, or for a packet beyond the window (dropped and counted).
     /// Each packet that becomes deliverable is passed to the delivery callback, in order (without FIFO, on arrival).</summary>
-    public bool Add(ulong seq, ReadOnlySpan<byte> payload)
+    public bool Add(ulong seq, ReadOnlySpan<byte> payload) => Add(seq, payload, default);
+
+    /// <summary>As <see cref="Add(ulong, ReadOnlySpan{byte})"/>, for a packet this node sent itself: the stream holds
+    /// the sender's datagram, lent to it, instead of a copy (docs/qsm.md, "The sender's own packets").</summary>
+    public bool Add(ulong seq, in LentPacket lent) => Add(seq, lent.Payload, lent);
+
+    private bool Add(ulong seq, ReadOnlySpan<byte> payload, in LentPacket lent)
     {
         if (seq == 0 || Received(seq))
         {
@@ -503,7 +509,7 @@ internal sealed class SenderStream
             {
                 // Delivered and released before a view change made it this member's share: take it back (docs/qsm.md,
                 // "Partition share"). Not new: nothing is delivered.
-                if (Store(seq, payload))
+                if (Store(seq, payload, lent))
                 {
                     Restored++;
                 }
@@ -522,7 +528,7 @@ internal sealed class SenderStream
             return false;
         }
 
-        if (!Store(seq, payload))
+        if (!Store(seq, payload, lent))
         {
             Overflow();
             return false; // beyond the window: not seen (a forged far sequence must not raise MaxSeen, the cutoff and the ACK)
@@ -786,8 +792,9 @@ internal sealed class SenderStream
         return slot.Buffer is not null && slot.Seq == seq;
     }
 
-    /// <summary>Stores a packet known not to be held; false when it lies beyond the window.</summary>
-    private bool Store(ulong seq, ReadOnlySpan<byte> payload)
+    /// <summary>Stores a packet known not to be held (a copy, or the <paramref name="lent"/> datagram when it has a
+    /// buffer); false when it lies beyond the window.</summary>
+    private bool Store(ulong seq, ReadOnlySpan<byte> payload, in LentPacket lent)
     {
         if (!Anchored && _count == 0)
         {
@@ -826,9 +833,19 @@ internal sealed class SenderStream
             _capBytes += payload.Length - (seq <= Delivered ? 0 : _missingCost); // it counted as missing (or released) so far
         }
 
-        var buffer = _pool.Rent(payload.Length, counted: true);
-        payload.CopyTo(buffer);
-        slot = new Slot { Buffer = buffer, Seq = seq, Length = payload.Length };
+        if (lent.Buffer is not null)
+        {
+            _pool.Hold(payload.Length);
+            slot = new Slot { Buffer = lent.Buffer, Seq = seq, Offset = lent.Offset, Length = payload.Length, Lender = lent.Lender };
+            lent.Lender.Lend(seq, lent.Buffer);
+        }
+        else
+        {
+            var buffer = _pool.Rent(payload.Length, counted: true);
+            payload.CopyTo(buffer);
+            slot = new Slot { Buffer = buffer, Seq = seq, Length = payload.Length };
+        }
+
         _count++;
         HeldBytes += payload.Length;
         PeakHeldBytes = Math.Max(PeakHeldBytes, HeldBytes);
@@ -842,7 +859,16 @@ internal sealed class SenderStream
             _capBytes -= slot.Length - (slot.Seq <= Delivered ? 0 : _missingCost); // now released (or missing again)
         }
 
-        _pool.Return(slot.Buffer!, slot.Length);
+        if (slot.Lender is { } lender)
+        {
+            _pool.EndHold(slot.Length);
+            lender.GiveBack(slot.Seq, slot.Buffer!);
+        }
+        else
+        {
+            _pool.Return(slot.Buffer!, slot.Length);
+        }
+
         HeldBytes -= slot.Length;
         slot = default;
         _count--;
@@ -914,7 +940,7 @@ internal sealed class SenderStream
                 if (next <= _skipThrough && !early)
                 {
                     Skipped++;
-                    _skip?.Invoke(this, next, slot.Buffer.AsSpan(0, slot.Length));
+                    _skip?.Invoke(this, next, slot.Payload);
                     ReleaseUnlessShared(next);
                     continue;
                 }
@@ -927,15 +953,15 @@ internal sealed class SenderStream
                         break;
                     }
 
-                    CacheHint.Prefetch(ahead.Buffer, ahead.Length); // held packets go cold (docs/qsm.md, "Delivering held packets")
+                    CacheHint.Prefetch(ahead.Payload); // held packets go cold (docs/qsm.md, "Delivering held packets")
                 }
 
-                if (!early && !_deliver(this, next, slot.Buffer.AsSpan(0, slot.Length)))
+                if (!early && !_deliver(this, next, slot.Payload))
                 {
                     if (Lossy)
                     {
                         Skipped++;
-                        _skip?.Invoke(this, next, _slots[next & _mask].Buffer.AsSpan(0, _slots[next & _mask].Length));
+                        _skip?.Invoke(this, next, _slots[next & _mask].Payload);
                         ReleaseUnlessShared(next);
                         continue;
                     }
@@ -1005,12 +1031,12 @@ internal sealed class SenderStream
         }
 
         slot.Early = true; // first: a callback that throws does not get the packet again
-        if (!_deliver(this, seq, slot.Buffer.AsSpan(0, slot.Length)))
+        if (!_deliver(this, seq, slot.Payload))
         {
             if (Lossy)
             {
                 Skipped++;
-                _skip?.Invoke(this, seq, _slots[seq & _mask].Buffer.AsSpan(0, _slots[seq & _mask].Length));
+                _skip?.Invoke(this, seq, _slots[seq & _mask].Payload);
                 return; // passed over: stays marked, so it is not offered again
             }
 
@@ -1033,7 +1059,11 @@ internal sealed class SenderStream
     {
         public byte[]? Buffer;
         public ulong Seq;
+        public int Offset; // where the payload starts: 0 in a pool buffer, the header's size in a lent datagram
         public int Length;
         public bool Early; // without FIFO: delivered on arrival, above Delivered
+        public IPacketLender? Lender; // the buffer is the sender's datagram, given back at release, not to the pool
+
+        public readonly Span<byte> Payload => Buffer.AsSpan(Offset, Length);
     }
 }

@@ -1,4 +1,5 @@
 using QuickSilver.Qsm.Group;
+using QuickSilver.Qsm.Region;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Simulation;
 using QuickSilver.Transport.Simulation;
@@ -150,8 +151,9 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
         var state = publisher.Groups["trickle"].State!;
         uint quiet = state.View!.Group.Value;
         ulong lastWithQuiet = 0;
-        sender.Sent += (seq, payload) =>
+        sender.Sent += (ulong seq, in LentPacket packet) =>
         {
+            var payload = packet.Payload;
             while (GroupWire.TryRead(payload, out uint group, out _, out _, out int consumed))
             {
                 payload = payload[consumed..];
