@@ -4,7 +4,7 @@ namespace QuickSilver.Qsm.Region;
 /// Who lends a sender's own member the datagrams it sent (<see cref="RegionSender"/>), so the member holds the sender's
 /// copy instead of one of its own. The member says when it starts to hold one and gives it back when it releases it; a
 /// lender never writes into a buffer it lent until it is given back (docs/qsm.md, "The sender's own packets").
-/// Core thread only.
+/// A datagram is lent to one holder at a time (the node's current member). Core thread only.
 /// </summary>
 internal interface IPacketLender
 {
