@@ -1064,6 +1064,6 @@ internal sealed class SenderStream
         public bool Early; // without FIFO: delivered on arrival, above Delivered
         public IPacketLender? Lender; // the buffer is the sender's datagram, given back at release, not to the pool
 
-        public readonly Span<byte> Payload => Buffer.AsSpan(Offset, Length);
+        public readonly ReadOnlySpan<byte> Payload => Buffer.AsSpan(Offset, Length);
     }
 }
