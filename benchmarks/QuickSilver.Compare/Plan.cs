@@ -33,6 +33,20 @@ internal static class Plan
         return list;
     }
 
+    /// <summary>The order of an experiment's passes with <c>--repeat</c>: round after round, each round going once over
+    /// every pass, so the runs a paired ratio compares (<see cref="Output.Ratios.Paired"/>) were measured minutes apart,
+    /// not a whole point's repeats apart. One round is the passes in their given order.</summary>
+    public static IEnumerable<(int Round, T Pass)> Rounds<T>(IReadOnlyList<T> passes, int repeat)
+    {
+        for (int round = 0; round < repeat; round++)
+        {
+            foreach (var pass in passes)
+            {
+                yield return (round, pass);
+            }
+        }
+    }
+
     /// <summary>JGroups and raw UDP run only without loss (injected loss is a QuickSilver transport option) and with at
     /// most 256 groups (the raw sender's address plan; a JVM with 1,024 channels is past what this machine holds);
     /// sockperf only with one group (it sends to one multicast address).</summary>

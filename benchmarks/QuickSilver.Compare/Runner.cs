@@ -64,32 +64,32 @@ internal static class Runner
         foreach (var experiment in Plan.Create(options.Quick, options.Messages, options.Warmup)
                      .Where(e => options.Only is null || e.Name.StartsWith(options.Only, StringComparison.Ordinal)))
         {
-            var results = new List<PassResult>();
-            foreach (var point in experiment.Points)
+            var passes = (from point in experiment.Points
+                          from system in systems.Where(s => Plan.Runs(s, point))
+                          select (System: system, Point: point)).ToList();
+            var pending = passes.Where(pass => !done.ContainsKey(pass)).ToList();
+            var runs = pending.ToDictionary(pass => pass, _ => new List<PassResult>());
+            foreach (var (round, (system, point)) in Plan.Rounds(pending, options.Repeat))
             {
-                foreach (var system in systems.Where(s => Plan.Runs(s, point)))
+                var run = await RunPassAsync(system, new PassContext(point, options.Timeout, options.QsMinRate, SecurityOf(system), options.Quick ? 2 : 5) { QsCipher = options.QsCipher }, classPath);
+                runs[(system, point)].Add(run);
+                CollectGarbage();
+                Console.WriteLine(options.Repeat > 1 ? $"round {round + 1} of {options.Repeat}: {Describe(experiment.Name, run)}" : Describe(experiment.Name, run));
+            }
+
+            foreach (var pass in pending)
+            {
+                done[pass] = options.Repeat == 1 ? runs[pass][0] : PassResult.Median(runs[pass]);
+                if (options.Repeat > 1)
                 {
-                    if (!done.TryGetValue((system, point), out var result))
-                    {
-                        var runs = new List<PassResult>();
-                        for (int run = 0; run < options.Repeat; run++)
-                        {
-                            runs.Add(await RunPassAsync(system, new PassContext(point, options.Timeout, options.QsMinRate, SecurityOf(system), options.Quick ? 2 : 5) { QsCipher = options.QsCipher }, classPath));
-                            CollectGarbage();
-                        }
-
-                        result = options.Repeat == 1 ? runs[0] : PassResult.Median(runs);
-                        done[(system, point)] = result;
-                        Console.WriteLine(Describe(experiment.Name, result));
-                    }
-
-                    results.Add(result);
+                    Console.WriteLine(Describe(experiment.Name, done[pass])); // the median run
                 }
             }
 
+            var results = passes.Select(pass => done[pass]).ToList();
             CsvOut.Write(Path.Combine(options.Output, experiment.Name + ".csv"), experiment.Name, results);
             PlotOut.Write(Path.Combine(options.Output, experiment.Name + ".png"), experiment, results);
-            summary.Add($"### {experiment.Name}\n\n{Ratios.Markdown(experiment, results)}");
+            summary.Add($"### {experiment.Name}\n\n{Ratios.Markdown(experiment, results)}{Ratios.Paired(experiment, [.. pending.Select(pass => done[pass])])}");
         }
 
         string markdown = string.Join("\n", summary);

@@ -117,4 +117,26 @@ public sealed class OutputTests
 
         Assert.Contains("| 1 | 2,000 | n/a | 3,960 | n/a | n/a | 0.51 | n/a |", table, StringComparison.Ordinal);
     }
+
+    [Fact]
+    public void Repeats_go_round_every_pass_before_the_next_round()
+    {
+        var order = Plan.Rounds(["0 %", "1 %", "5 %"], 3).Select(p => $"{p.Round}:{p.Pass}");
+        Assert.Equal(["0:0 %", "0:1 %", "0:5 %", "1:0 %", "1:1 %", "1:5 %", "2:0 %", "2:1 %", "2:5 %"], order);
+        Assert.Equal(["0:0 %", "0:1 %"], Plan.Rounds(["0 %", "1 %"], 1).Select(p => $"{p.Round}:{p.Pass}"));
+    }
+
+    [Fact]
+    public void Paired_ratios_divide_each_round_by_the_first_points_run_of_that_round()
+    {
+        var experiment = Plan.Create(quick: false, messages: 1000, warmup: 0).Single(e => e.Name == "loss-1000B");
+        PassResult Result(int point, params double[] runs) => new(Systems.QuickSilver, experiment.Points[point], 1, 1000, 1000, 1000, "") { Runs = runs };
+        var results = new List<PassResult> { Result(0, 1000, 2000, 1500), Result(1, 900, 1000, 1500), Result(2, 700, 1600, 600) };
+
+        string table = Ratios.Paired(experiment, results);
+        Assert.Contains("| 1 | QuickSilver | 0.90 0.50 1.00 | 0.90 |", table);  // the median of the ratios, not a ratio of medians (1,000 / 1,500 = 0.67)
+        Assert.Contains("| 5 | QuickSilver | 0.70 0.80 0.40 | 0.70 |", table);
+        Assert.Equal("", Ratios.Paired(experiment, results.Skip(1).ToList())); // the first point measured elsewhere: no pairs
+        Assert.Equal("", Ratios.Paired(experiment, [Result(0, 1000), Result(1, 900)])); // one run each: nothing to pair
+    }
 }

@@ -30,6 +30,41 @@ internal static class Ratios
         return text.ToString();
     }
 
+    /// <summary>With <c>--repeat</c>, for each QuickSilver series: every later point's rate over the experiment's first
+    /// point's (loss 0 %, one group, …) in the same round, and the median of those ratios (the lower middle of an even
+    /// count). Runs of one round were measured minutes apart (<see cref="Plan.Rounds"/>), so these ratios move less
+    /// with other tenants' load than a ratio of two points' medians. Empty without repeats, and when the first point was
+    /// not among <paramref name="results"/> (the runner passes only what this experiment measured: a point an earlier
+    /// experiment measured is reused, but its rounds were another experiment's).</summary>
+    public static string Paired(Experiment experiment, IReadOnlyList<PassResult> results)
+    {
+        var text = new StringBuilder();
+        foreach (var series in results.Where(r => Systems.IsQuickSilver(r.System)).Select(r => r.System).Distinct())
+        {
+            var baseline = results.FirstOrDefault(r => r.System == series && r.Point == experiment.Points[0]);
+            if (baseline is null || baseline.Runs.Count < 2)
+            {
+                continue;
+            }
+
+            foreach (var other in results.Where(r => r.System == series && r.Point != baseline.Point && r.Runs.Count == baseline.Runs.Count))
+            {
+                if (text.Length == 0)
+                {
+                    text.Append(CultureInfo.InvariantCulture, $"\nPaired by round: each point's rate over the {experiment.X(experiment.Points[0]):0.##} point's in the same round.\n\n");
+                    text.Append(CultureInfo.InvariantCulture, $"| {experiment.XLabel} | series | ratio per round | median |\n|---|---|---|---|\n");
+                }
+
+                var ratios = other.Runs.Select((rate, round) => baseline.Runs[round] > 0 ? rate / baseline.Runs[round] : 0).ToList();
+                string each = string.Join(" ", ratios.Select(r => r.ToString("0.00", CultureInfo.InvariantCulture)));
+                double median = ratios.Order().ElementAt((ratios.Count - 1) / 2);
+                text.Append(CultureInfo.InvariantCulture, $"| {experiment.X(other.Point):0.##} | {series} | {each} | {median:0.00} |\n");
+            }
+        }
+
+        return text.ToString();
+    }
+
     private static PassResult? Find(IReadOnlyList<PassResult> results, string system, ExperimentPoint point)
         => results.FirstOrDefault(r => r.System == system && r.Point == point.Lossless);
 
