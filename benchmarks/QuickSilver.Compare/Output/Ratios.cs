@@ -32,8 +32,8 @@ internal static class Ratios
 
     /// <summary>With <c>--repeat</c>, for each QuickSilver series: every later point's rate over the experiment's first
     /// point's (loss 0 %, one group, …) in the same round, and the median of those ratios (the lower middle of an even
-    /// count). Runs of one round were measured minutes apart (<see cref="Plan.Rounds"/>), so these ratios move less
-    /// with other tenants' load than a ratio of two points' medians. Empty without repeats, and when the first point was
+    /// count). Runs of one round were measured minutes apart (<see cref="Plan.Rounds"/>), so each ratio's two rates met
+    /// much the same load from the machine's other tenants. Empty without repeats, and when the first point was
     /// not among <paramref name="results"/> (the runner passes only what this experiment measured: a point an earlier
     /// experiment measured is reused, but its rounds were another experiment's).</summary>
     public static string Paired(Experiment experiment, IReadOnlyList<PassResult> results)
