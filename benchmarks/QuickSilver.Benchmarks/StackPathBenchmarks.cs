@@ -101,7 +101,8 @@ public class StackPathBenchmarks
         ImmutableArray.Create(new ViewMember(new NodeId(SenderNode), SenderAddress), new ViewMember(new NodeId(ReceiverNode), ReceiverAddress)),
         RegionGroup);
 
-    private static GroupView OneRegionGroupView() => new(new GroupId(GroupIdValue), "bench", 1, ImmutableArray.Create(new RegionRef(new RegionId(Region), 1)));
+    private static GroupView OneRegionGroupView(uint group = GroupIdValue)
+        => new(new GroupId(group), $"bench{group}", 1, ImmutableArray.Create(new RegionRef(new RegionId(Region), 1)));
 
     /// <summary>Rate control that never runs out in a benchmark-length run (μ_min and the credit pool at their
     /// bounds): credits are spent per packet as always, but no refill timer is needed.</summary>
@@ -119,7 +120,7 @@ public class StackPathBenchmarks
     /// when the window is full (the transport's pull gets nothing), the region's collective ACK releases everything
     /// sent and pulling goes on.
     /// </summary>
-    private sealed class SendHarness
+    internal sealed class SendHarness
     {
         private readonly PullTransport _transport;
         private readonly VirtualScheduler _scheduler;
@@ -143,10 +144,12 @@ public class StackPathBenchmarks
         }
 
         /// <summary>The real group layer as the sender's source: a node stack (QsmStack.BuildNode) on the transport
-        /// double, its GroupLayer's RegionFeed for the region, one group whose application registered a pull feed.
-        /// The GMS never answers (nobody is there), so the group and its view are set up here by hand as the group
-        /// layer does when a view arrives; its hello waits a day of virtual time, which never passes.</summary>
-        public static SendHarness WithGroupLayer(int messageBytes, int datagramBytes)
+        /// double, its GroupLayer's RegionFeed for the region, <paramref name="groups"/> groups mapped to it, each with
+        /// a pull feed its application registered (all of them handing out the same pre-made message, as the comparison
+        /// runner's feeds do). The GMS never answers (nobody is there), so the groups and their views are set up here
+        /// by hand as the group layer does when a view arrives; its hello waits a day of virtual time, which never
+        /// passes.</summary>
+        public static SendHarness WithGroupLayer(int messageBytes, int datagramBytes, int groups = 1)
         {
             var transport = new PullTransport(SenderAddress, datagramBytes);
             var scheduler = new VirtualScheduler();
@@ -159,18 +162,23 @@ public class StackPathBenchmarks
             var regions = stack.Get<RegionLayer>();
             regions.SetNode(SenderNode);
             var sender = regions.Sender(TwoMemberView());
-            var application = new RepeatingFeed(messageBytes);
-            var group = new NodeGroup("bench", new RecordingGroup("bench") { KeepPayloads = false })
-            {
-                View = OneRegionGroupView(),
-                Feed = application,
-                FeedActive = true,
-            };
-            group.Outbox.SetRegions([Region]);
             var feed = new GroupLayer.RegionFeed(stack.Get<GroupLayer>(), Region) { Sender = sender };
-            feed.Groups.Add(group);
+            ReadOnlyMemory<byte> message = Enumerable.Range(0, messageBytes).Select(i => (byte)i).ToArray();
+            var pulled = new PullCount();
+            for (int g = 0; g < groups; g++)
+            {
+                var group = new NodeGroup($"bench{g}", new RecordingGroup($"bench{g}") { KeepPayloads = false })
+                {
+                    View = OneRegionGroupView((uint)(GroupIdValue + g)),
+                    Feed = new RepeatingFeed(message, pulled),
+                    FeedActive = true,
+                };
+                group.Outbox.SetRegions([Region]);
+                feed.Groups.Add(group);
+            }
+
             sender.Source = feed;
-            return new SendHarness(transport, scheduler, sender, () => application.Pulled, messageBytes);
+            return new SendHarness(transport, scheduler, sender, () => pulled.Value, messageBytes);
         }
 
         /// <summary>The sender alone (as RegionSenderTests builds it), fed group records of a pre-made message.</summary>
@@ -230,17 +238,19 @@ public class StackPathBenchmarks
         }
     }
 
-    /// <summary>The application's pull feed: the same pre-made message, as often as asked (no copy, no allocation).</summary>
-    private sealed class RepeatingFeed(int messageBytes) : IFeed<ReadOnlyMemory<byte>>
+    /// <summary>Messages pulled over all of a harness's feeds.</summary>
+    private sealed class PullCount
     {
-        private readonly ReadOnlyMemory<byte> _message = Enumerable.Range(0, messageBytes).Select(i => (byte)i).ToArray();
+        public long Value;
+    }
 
-        public long Pulled;
-
+    /// <summary>The application's pull feed: the same pre-made message, as often as asked (no copy, no allocation).</summary>
+    private sealed class RepeatingFeed(ReadOnlyMemory<byte> message, PullCount pulled) : IFeed<ReadOnlyMemory<byte>>
+    {
         public bool TryPull(out ReadOnlyMemory<byte> item)
         {
-            item = _message;
-            Pulled++;
+            item = message;
+            pulled.Value++;
             return true;
         }
     }

@@ -95,4 +95,32 @@ public sealed class GroupOutboxRestartTests
         Assert.Equal([6ul], Drain(outbox, 2));
         Assert.Equal(0, outbox.Count);
     }
+
+    [Fact]
+    public void A_region_that_stays_in_a_new_view_keeps_its_place_and_only_published_messages_go_back_once_all_wrote_them()
+    {
+        var outbox = new GroupOutbox(16);
+        var released = new List<byte>();
+        outbox.Released = message => released.Add(message.Span[0]);
+        outbox.SetRegions([1, 2]); // region 1's cursor is the outbox's own field, region 2's in its array
+        for (int s = 1; s <= 4; s++)
+        {
+            outbox.Add(M(s), (ulong)s, published: s % 2 == 0);
+        }
+
+        outbox.Advance(2);
+        outbox.Advance(2);
+        outbox.Advance(2); // region 2 wrote 1-3, region 1 nothing: nothing released
+        Assert.Empty(released);
+        Assert.Equal(4, outbox.Count);
+
+        outbox.SetRegions([2, 5]); // region 1 left the view; region 2's cursor moves to the first place
+        Assert.Equal([2], released); // 1-3 are no longer held back by region 1; of them only 2 was published
+        Assert.Empty(Drain(outbox, 5)); // new, it starts at the tail: 4 was taken before it came
+        Assert.Equal(1, outbox.Count); // region 2 has not written 4 yet
+        Assert.Equal([4ul], Drain(outbox, 2));
+        Assert.Equal(0, outbox.Count);
+        Assert.Equal([2, 4], released);
+        Assert.False(outbox.TryPeek(1, out _, out _)); // a region not in the view has nothing to write
+    }
 }

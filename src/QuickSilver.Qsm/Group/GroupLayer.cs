@@ -513,13 +513,39 @@ internal sealed class GroupLayer : IProtocolLayer
             {
                 int index = (first + i) % count;
                 var group = Groups[index];
-                if (group.View is not { } view)
+                if (group.RegionCount == 0)
                 {
-                    continue;
+                    continue; // no view yet
                 }
 
                 while (true)
                 {
+                    if (group.Outbox.IsEmptyFor(region))
+                    {
+                        // The group's one region, with nothing held: the message goes from the application straight
+                        // into the packet, not through the outbox's ring (unless it does not fit: then it waits there
+                        // for the next packet).
+                        if (!group.TryTake(layer.MaxMessageBytes, layer.Drops, out var taken, out ulong number, out bool published))
+                        {
+                            break;
+                        }
+
+                        if (written + GroupWire.HeaderSize + taken.Length > payload.Length)
+                        {
+                            group.Outbox.Add(taken, number, published);
+                            _start = i == 0 ? index + 1 : index; // as below: the packet is full
+                            return written;
+                        }
+
+                        written += GroupWire.Write(payload[written..], group.Id, number, taken.Span);
+                        if (published)
+                        {
+                            group.Owner.OnSent(taken);
+                        }
+
+                        continue;
+                    }
+
                     if (!group.Outbox.TryPeek(region, out var message, out ulong sequence))
                     {
                         if (!group.TryTakeNext(layer.MaxMessageBytes, layer.Drops))
@@ -527,7 +553,7 @@ internal sealed class GroupLayer : IProtocolLayer
                             break;
                         }
 
-                        if (view.Regions.Length > 1)
+                        if (group.RegionCount > 1)
                         {
                             layer.SignalRegions(group); // the group's other regions have a new message too
                         }
@@ -544,7 +570,7 @@ internal sealed class GroupLayer : IProtocolLayer
                         return written;
                     }
 
-                    written += GroupWire.Write(payload[written..], view.Group.Value, sequence, message.Span);
+                    written += GroupWire.Write(payload[written..], group.Id, sequence, message.Span);
                     group.Outbox.Advance(region);
                 }
             }

@@ -10,6 +10,9 @@ namespace QuickSilver.Qsm.Group;
 /// The ring starts small and doubles when full, up to <c>capacity</c>: a group whose regions write what it takes at
 /// once holds a message or two, and a ring of the full capacity per group (4,096 items of 32 bytes) cost a node in
 /// 1,024 groups 128 MB, cycled through so that every message missed the cache (docs/qsm.md, "The group layer").
+/// The first region's cursor is a field of the outbox, and only a group mapped to more regions keeps the others in an
+/// array: in 1,024 groups each record the sender wrote looked its cursor up in an array of its own, one more cache line
+/// cold at every group's turn (docs/benchmarks.md, "Groups: the per-group state a record touches").
 /// </summary>
 internal sealed class GroupOutbox
 {
@@ -19,7 +22,11 @@ internal sealed class GroupOutbox
     private readonly int _capacity;
     private Item[] _items;
     private long _mask;
-    private (uint Region, long Cursor)[] _cursors = [];
+    // Cursor i: the first region's inline (i = 0), the others' in _more[i - 1]; _regions of them in all (0: no view yet).
+    private uint _region0;
+    private long _cursor0;
+    private (uint Region, long Cursor)[] _more = [];
+    private int _regions;
     private long _head;
     private long _tail;
 
@@ -39,33 +46,55 @@ internal sealed class GroupOutbox
     /// <summary>The ring's size now (it grows on demand up to the capacity, a power of two at or above it).</summary>
     internal int RingSize => _items.Length;
 
-    /// <summary>Called when a message has been written by every region (with whether it was published: its
-    /// publish-buffer slot and buffer are then the owner's again).</summary>
-    public Action<ReadOnlyMemory<byte>, bool>? Released { get; set; }
+    /// <summary>Called when a published message has been written by every region: its publish-buffer slot and buffer
+    /// are the owner's again. Not called for messages taken from a pull feed (nothing of theirs is held here).</summary>
+    public Action<ReadOnlyMemory<byte>>? Released { get; set; }
 
     /// <summary>Sets the regions messages must go to (a new group view). A region already there keeps its cursor; a new one
     /// starts with the next message taken (what was taken before went to the regions of the view it was taken in);
     /// a region no longer there stops holding messages back.</summary>
     public void SetRegions(IReadOnlyList<uint> regions)
     {
-        var cursors = new (uint, long)[regions.Count];
+        var cursors = new long[regions.Count];
         for (int i = 0; i < regions.Count; i++)
         {
-            long cursor = _restarted ? _head : _tail;
-            foreach (var (region, existing) in _cursors)
+            cursors[i] = _restarted ? _head : _tail;
+            for (int j = 0; j < _regions; j++)
             {
-                if (region == regions[i])
+                if (RegionAt(j) == regions[i])
                 {
-                    cursor = existing;
+                    cursors[i] = CursorAt(j);
                 }
             }
-
-            cursors[i] = (regions[i], cursor);
         }
 
-        _cursors = cursors;
+        _regions = regions.Count;
+        _more = regions.Count > 1 ? new (uint, long)[regions.Count - 1] : [];
+        for (int i = 0; i < regions.Count; i++)
+        {
+            if (i == 0)
+            {
+                (_region0, _cursor0) = (regions[0], cursors[0]);
+            }
+            else
+            {
+                _more[i - 1] = (regions[i], cursors[i]);
+            }
+        }
+
         _restarted = false;
         Release();
+    }
+
+    private uint RegionAt(int i) => i == 0 ? _region0 : _more[i - 1].Region;
+
+    private ref long CursorAt(int i) => ref i == 0 ? ref _cursor0 : ref _more[i - 1].Cursor;
+
+    /// <summary>No view: no region holds messages back, and none is written until the next view's regions are set.</summary>
+    private void ClearRegions()
+    {
+        _regions = 0;
+        _more = [];
     }
 
     private bool _restarted;
@@ -78,7 +107,7 @@ internal sealed class GroupOutbox
     /// (duplicate suppression by sequence).</summary>
     public int Restart(IReadOnlyList<(ulong Sequence, ReadOnlyMemory<byte> Message)> replay)
     {
-        _cursors = [];
+        ClearRegions();
         int dropped = Prepend(replay);
         _restarted = true;
         return dropped;
@@ -95,11 +124,11 @@ internal sealed class GroupOutbox
     public int Replay(IReadOnlyList<(ulong Sequence, ReadOnlyMemory<byte> Message)> replay, IReadOnlyCollection<uint> regions)
     {
         int dropped = Prepend(replay);
-        for (int i = 0; i < _cursors.Length; i++)
+        for (int i = 0; i < _regions; i++)
         {
-            if (regions.Contains(_cursors[i].Region))
+            if (regions.Contains(RegionAt(i)))
             {
-                _cursors[i].Cursor = _head;
+                CursorAt(i) = _head;
             }
         }
 
@@ -117,9 +146,9 @@ internal sealed class GroupOutbox
             long shift = (long)System.Numerics.BitOperations.RoundUpToPowerOf2((uint)_capacity);
             _head += shift;
             _tail += shift;
-            for (int i = 0; i < _cursors.Length; i++)
+            for (int i = 0; i < _regions; i++)
             {
-                _cursors[i].Cursor += shift;
+                CursorAt(i) += shift;
             }
         }
 
@@ -188,24 +217,28 @@ internal sealed class GroupOutbox
     public bool TryPeek(uint region, out ReadOnlyMemory<byte> message, out ulong sequence)
     {
         int index = IndexOf(region);
-        if (index < 0 || _cursors[index].Cursor == _tail)
+        if (index < 0 || CursorAt(index) == _tail)
         {
             message = default;
             sequence = 0;
             return false;
         }
 
-        ref var item = ref _items[_cursors[index].Cursor & _mask];
+        ref var item = ref _items[CursorAt(index) & _mask];
         message = item.Message;
         sequence = item.Sequence;
         return true;
     }
 
+    /// <summary>Whether <paramref name="region"/> is the only region messages go to and nothing is held: then a message
+    /// taken for it can be written at once without passing through the ring (<see cref="NodeGroup.TryTake"/>), since
+    /// no other region waits for it and none is ahead of it. Reads fields of this object only.</summary>
+    public bool IsEmptyFor(uint region) => _regions == 1 && _region0 == region && _head == _tail;
+
     /// <summary><paramref name="region"/> wrote its next message.</summary>
     public void Advance(uint region)
     {
-        int index = IndexOf(region);
-        _cursors[index].Cursor++;
+        CursorAt(IndexOf(region))++;
         Release();
     }
 
@@ -227,17 +260,22 @@ internal sealed class GroupOutbox
         }
 
         _head = _tail;
-        _cursors = [];
+        ClearRegions();
         return published;
     }
 
     private int IndexOf(uint region)
     {
-        for (int i = 0; i < _cursors.Length; i++)
+        if (_regions > 0 && _region0 == region)
         {
-            if (_cursors[i].Region == region)
+            return 0;
+        }
+
+        for (int i = 0; i < _more.Length; i++)
+        {
+            if (_more[i].Region == region)
             {
-                return i;
+                return i + 1;
             }
         }
 
@@ -246,13 +284,13 @@ internal sealed class GroupOutbox
 
     private void Release()
     {
-        if (_cursors.Length == 0)
+        if (_regions == 0)
         {
             return; // no view yet: messages wait for its regions
         }
 
-        long slowest = long.MaxValue;
-        foreach (var (_, cursor) in _cursors)
+        long slowest = _cursor0;
+        foreach (var (_, cursor) in _more)
         {
             slowest = Math.Min(slowest, cursor);
         }
@@ -263,7 +301,10 @@ internal sealed class GroupOutbox
             var (message, published) = (item.Message, item.Published);
             item = default;
             _head++;
-            Released?.Invoke(message, published);
+            if (published)
+            {
+                Released?.Invoke(message);
+            }
         }
     }
 

@@ -63,12 +63,32 @@ internal sealed class NodeGroup
     {
         Name = name;
         Owner = owner;
-        Outbox = new GroupOutbox(OutboxCapacity) { Released = (message, published) => { if (published) { owner.OnSent(message); } } };
+        Outbox = new GroupOutbox(OutboxCapacity) { Released = owner.OnSent };
     }
 
     public string Name { get; }
     public IGroupOwner Owner { get; }
-    public GroupView? View { get; set; }
+    /// <summary>The group's current view (null until the first). Setting it also sets <see cref="Id"/> and
+    /// <see cref="RegionCount"/>, which the sender's feed reads at every record: fields of this object, so a record does
+    /// not touch the view's objects too (cold at each group's turn in 1,024 groups).</summary>
+    public GroupView? View
+    {
+        get => _view;
+        set
+        {
+            _view = value;
+            Id = value?.Group.Value ?? 0;
+            RegionCount = value?.Regions.Length ?? 0;
+        }
+    }
+
+    private GroupView? _view;
+
+    /// <summary>The group's number in its current view (0 without a view).</summary>
+    public uint Id { get; private set; }
+
+    /// <summary>How many regions the current view maps the group to (0 without a view).</summary>
+    public int RegionCount { get; private set; }
     public ulong NextSequence { get; set; }
     /// <summary>Messages published on the core thread (the simulation's publishers); application threads publish
     /// through the owner (<see cref="IGroupOwner.TryTakePublished"/>).</summary>
@@ -103,41 +123,61 @@ internal sealed class NodeGroup
             return false;
         }
 
+        if (!TryTake(maxBytes, drops, out var message, out ulong sequence, out bool published))
+        {
+            return false;
+        }
+
+        Outbox.Add(message, sequence, published);
+        return true;
+    }
+
+    /// <summary>Takes and numbers the next message from the application as <see cref="TryTakeNext"/> does, but hands it
+    /// to the caller instead of the outbox: the caller writes it at once or adds it to the outbox itself, and gives a
+    /// published one back to the owner (<see cref="IGroupOwner.OnSent"/>) once written. For a group whose one region
+    /// takes what it is given (<see cref="GroupOutbox.IsEmptyFor"/>), so nothing has to wait in the outbox.</summary>
+    public bool TryTake(int maxBytes, DropCounters drops, out ReadOnlyMemory<byte> message, out ulong sequence, out bool published)
+    {
+        published = true;
         if (_pending is { Count: > 0 } && _pending.TryDequeue(out var pending))
         {
-            Outbox.Add(pending, ++NextSequence, published: true);
+            message = pending;
+            sequence = ++NextSequence;
             return true;
         }
 
         if (PublishSignalled)
         {
-            if (Owner.TryTakePublished(out var published))
+            if (Owner.TryTakePublished(out message))
             {
-                Outbox.Add(published, ++NextSequence, published: true);
+                sequence = ++NextSequence;
                 return true;
             }
 
             PublishSignalled = false; // a message published from now on posts a wake-up, which sets it again
         }
 
+        published = false;
         while (Feed is { } feed && FeedActive)
         {
-            if (!feed.TryPull(out var item))
+            if (!feed.TryPull(out message))
             {
                 FeedActive = false;
-                return false;
+                break;
             }
 
-            if (item.Length > maxBytes)
+            if (message.Length > maxBytes)
             {
                 drops.Increment(DropReason.Oversized);
                 continue;
             }
 
-            Outbox.Add(item, ++NextSequence, published: false);
+            sequence = ++NextSequence;
             return true;
         }
 
+        message = default;
+        sequence = 0;
         return false;
     }
 

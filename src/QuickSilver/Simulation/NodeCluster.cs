@@ -522,8 +522,17 @@ internal sealed class RecordingGroup(string name) : IGroupOwner
         return false; // the simulation publishes on the core thread (GroupLayer.Enqueue) or through a feed
     }
 
+    /// <summary>Published messages handed back once written into packets (<see cref="IGroupOwner.OnSent"/>), by their
+    /// first four bytes (the number <see cref="NumberedFeed"/> and the tests write), with how many times each came.</summary>
+    public Dictionary<int, int> SentBack { get; } = new();
+
     public void OnSent(ReadOnlyMemory<byte> message)
     {
+        if (message.Length >= sizeof(int))
+        {
+            int number = BitConverter.ToInt32(message.Span);
+            SentBack[number] = SentBack.GetValueOrDefault(number) + 1;
+        }
     }
 
     public void OnLeft(int discarded) => Left = true;

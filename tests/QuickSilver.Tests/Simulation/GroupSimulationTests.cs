@@ -174,6 +174,43 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
         Assert.True(sender.LastSequence > before + 10, $"seed {Seed}: the busy group stopped ({sender.LastSequence - before} packets since)");
     }
 
+    [Fact]
+    public void A_published_message_goes_back_to_its_owner_once_when_written_and_every_member_gets_them_in_order()
+    {
+        // A group mapped to one region with nothing held writes a message from the application straight into the packet
+        // (GroupLayer.RegionFeed); one that does not fit waits in the outbox and starts the next packet. A published
+        // message's buffer goes back to its owner (IGroupOwner.OnSent) once it is in a packet: exactly once, or a
+        // publisher's buffer slots leak or are freed twice.
+        const int Seed = 705;
+        const int Messages = 60;
+        var cluster = new NodeCluster(Seed, new LinkOptions());
+        var all = cluster.AddNodes(3);
+        cluster.Join(all, "orders");
+        cluster.SettleViews("orders", all);
+        var publisher = all[0];
+        var state = publisher.Groups["orders"].State!;
+        for (int i = 1; i <= Messages; i++)
+        {
+            var message = new byte[400 + (i % 7 * 50)]; // a few to a packet, and the last of each does not fit
+            BitConverter.TryWriteBytes(message, i);
+            publisher.Sim.TryPost(_ => publisher.GroupLayer!.Enqueue(state, message), null);
+        }
+
+        Assert.True(cluster.Network.RunUntil(() => all.All(n => n.Groups["orders"].CountFrom(publisher.Id) == Messages), TimeSpan.FromSeconds(5)),
+            $"seed {Seed}: not every message arrived");
+        foreach (var node in all)
+        {
+            Assert.Equal(Enumerable.Range(1, Messages), node.Groups["orders"].Received[publisher.Id]);
+        }
+
+        var sentBack = publisher.Groups["orders"].SentBack;
+        Assert.Equal(Enumerable.Range(1, Messages), sentBack.Keys.Order());
+        Assert.All(sentBack.Values, times => Assert.Equal(1, times));
+        Assert.Equal(0, state.Outbox.Count);
+        var sender = publisher.Region!.Senders.Values.Single();
+        Assert.True(sender.LastSequence < Messages / 2, $"seed {Seed}: {sender.LastSequence} packets for {Messages} messages: they were not packed");
+    }
+
     [Theory]
     [InlineData(25, 801)]
     [InlineData(71, 802)]
