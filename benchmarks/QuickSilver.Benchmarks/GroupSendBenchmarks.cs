@@ -35,25 +35,32 @@ public class GroupSendBenchmarks
 
     /// <summary>The <c>groupsend</c> command: the same harness for <c>--messages</c> messages (default 20,000,000) in
     /// <c>--groups</c> groups (default 1) of <c>--size</c>-byte messages (default 1,000), then the time per message.
-    /// For <c>perf stat</c>: a fixed amount of work, so its counts divide by the message count.</summary>
+    /// A fixed amount of work in one process, so a profile's samples divide by the message count.</summary>
     public static int RunFixed(string[] args)
     {
         int groups = 1;
         int size = 1000;
         long messages = 20_000_000;
-        for (int i = 0; i + 1 < args.Length; i += 2)
+        for (int i = 0; i < args.Length; i += 2)
         {
-            switch (args[i])
+            string option = args[i];
+            if (i + 1 >= args.Length || !long.TryParse(args[i + 1], System.Globalization.CultureInfo.InvariantCulture, out long value) || value < 1)
             {
-                case "--groups": groups = int.Parse(args[i + 1], System.Globalization.CultureInfo.InvariantCulture); break;
-                case "--size": size = int.Parse(args[i + 1], System.Globalization.CultureInfo.InvariantCulture); break;
-                case "--messages": messages = long.Parse(args[i + 1], System.Globalization.CultureInfo.InvariantCulture); break;
-                default: throw new ArgumentException($"Unknown option {args[i]} (groupsend takes --groups, --size, --messages).");
+                Console.Error.WriteLine($"groupsend: {option} needs a whole number of at least 1.");
+                return 2;
+            }
+
+            switch (option)
+            {
+                case "--groups" when value <= 100_000: groups = (int)value; break;
+                case "--size" when value <= 16_000: size = (int)value; break; // one message to a 16 KiB datagram at most
+                case "--messages": messages = value; break;
+                default:
+                    Console.Error.WriteLine($"groupsend: {option} {value}: unknown option or out of range (--groups up to 100,000, --size up to 16,000, --messages).");
+                    return 2;
             }
         }
 
-        ArgumentOutOfRangeException.ThrowIfLessThan(groups, 1, "--groups");
-        ArgumentOutOfRangeException.ThrowIfLessThan(messages, 1, "--messages");
         var send = StackPathBenchmarks.SendHarness.WithGroupLayer(size, 16_384, groups);
         var clock = System.Diagnostics.Stopwatch.StartNew();
         for (long done = 0; done < messages; done += StackPathBenchmarks.MessagesPerInvoke)

@@ -14,9 +14,9 @@ if (args.Length > 0 && args[0] is "gmsfailover" or "gmsviewchange")
     return await ReplicatedGmsBench.RunAsync(args);
 }
 
-// The group send path for a fixed number of messages, outside BenchmarkDotNet, to run under `perf stat` (instructions
-// and cache misses per message, which the machine's other tenants move far less than time):
-//            perf stat -e instructions:u,cycles:u,L1-dcache-load-misses:u dotnet benchmarks/QuickSilver.Benchmarks/bin/Release/net10.0/QuickSilver.Benchmarks.dll groupsend --groups 1024 --messages 20000000
+// The group send path (GroupSendBenchmarks) for a fixed number of messages, outside BenchmarkDotNet: one process and a
+// fixed amount of work, to alternate with another build run by run or to profile (`perf record`):
+//            dotnet benchmarks/QuickSilver.Benchmarks/bin/Release/net10.0/QuickSilver.Benchmarks.dll groupsend --groups 1024 --messages 20000000
 if (args.Length > 0 && args[0] == "groupsend")
 {
     return GroupSendBenchmarks.RunFixed(args[1..]);

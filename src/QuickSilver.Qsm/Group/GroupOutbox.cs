@@ -11,8 +11,8 @@ namespace QuickSilver.Qsm.Group;
 /// once holds a message or two, and a ring of the full capacity per group (4,096 items of 32 bytes) cost a node in
 /// 1,024 groups 128 MB, cycled through so that every message missed the cache (docs/qsm.md, "The group layer").
 /// The first region's cursor is a field of the outbox, and only a group mapped to more regions keeps the others in an
-/// array: in 1,024 groups each record the sender wrote looked its cursor up in an array of its own, one more cache line
-/// cold at every group's turn (docs/benchmarks.md, "Groups: the per-group state a record touches").
+/// array, one object less to reach at each group's turn. A group with one region and nothing held is written without
+/// the ring at all (<see cref="IsEmptyFor"/>; docs/benchmarks.md, "The group send path without the outbox ring").
 /// </summary>
 internal sealed class GroupOutbox
 {
