@@ -51,6 +51,39 @@ public sealed class SenderStreamTests
     }
 
     [Fact]
+    public void A_large_packet_is_delivered_and_kept_byte_for_byte_whether_it_arrives_in_order_or_behind_a_gap()
+    {
+        // A packet delivered on arrival is delivered from the bytes as they came and kept through StreamingCopy (its copy
+        // is for repairs only); one behind a gap is copied as usual and delivered from the copy when the gap closes.
+        var delivered = new Dictionary<ulong, byte[]>();
+        var stream = new SenderStream(1, (_, seq, payload) =>
+        {
+            delivered[seq] = payload.ToArray();
+            return true;
+        });
+        stream.Anchor(0);
+        var packets = Enumerable.Range(1, 4).Select(n =>
+        {
+            var bytes = new byte[16_000 + n];
+            new Random(n).NextBytes(bytes);
+            return bytes;
+        }).ToArray();
+
+        stream.Add(1, packets[0]); // in order: delivered now
+        stream.Add(3, packets[2]); // behind the gap at 2: held
+        stream.Add(4, packets[3]);
+        Assert.Equal([1UL], delivered.Keys);
+        stream.Add(2, packets[1]); // the gap closes: 2 from the fresh bytes, 3 and 4 from their copies
+
+        for (ulong seq = 1; seq <= 4; seq++)
+        {
+            Assert.Equal(packets[seq - 1], delivered[seq]);
+            Assert.True(stream.TryGet(seq, out var kept), $"packet {seq} is not kept for repairs");
+            Assert.True(kept.SequenceEqual(packets[seq - 1]), $"packet {seq}'s kept copy differs");
+        }
+    }
+
+    [Fact]
     public void Without_fifo_a_packet_after_a_gap_is_delivered_at_once_and_never_again()
     {
         var stream = NewStream(fifo: false);

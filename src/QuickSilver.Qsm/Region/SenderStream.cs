@@ -541,7 +541,7 @@ internal sealed class SenderStream
             DeliverEarly(seq); // no order asked for: it need not wait for the gap below it
         }
 
-        DeliverInOrder();
+        DeliverInOrder(seq, payload);
         return true;
     }
 
@@ -842,7 +842,18 @@ internal sealed class SenderStream
         else
         {
             var buffer = _pool.Rent(payload.Length, counted: true);
-            payload.CopyTo(buffer);
+            if (_fifo && Anchored && !_blocked && seq == Delivered + 1)
+            {
+                // Delivered now, from the bytes as they arrived (DeliverInOrder's fresh packet): the copy is kept only
+                // for repairs, so it is written past the cache. A packet held behind a gap is copied as usual: it is
+                // read when the gap closes, soon, and from memory it cost the delivery more than the copy saved.
+                StreamingCopy.Copy(payload, buffer);
+            }
+            else
+            {
+                payload.CopyTo(buffer);
+            }
+
             slot = new Slot { Buffer = buffer, Seq = seq, Length = payload.Length };
         }
 
@@ -913,8 +924,10 @@ internal sealed class SenderStream
     private const int PrefetchAhead = 2;
 
     /// <summary>Delivers every held packet that now follows <see cref="Delivered"/> without a gap (skipping those
-    /// already delivered early), until a gap or a refusal.</summary>
-    private void DeliverInOrder()
+    /// already delivered early), until a gap or a refusal. <paramref name="fresh"/> is packet
+    /// <paramref name="freshSeq"/>'s bytes as they arrived, when it was just stored: it is delivered from there, where
+    /// they are in the cache, not from the held copy (<see cref="StreamingCopy"/> wrote that past the cache).</summary>
+    private void DeliverInOrder(ulong freshSeq = 0, ReadOnlySpan<byte> fresh = default)
     {
         if (_delivering || _blocked || !Anchored)
         {
@@ -956,7 +969,7 @@ internal sealed class SenderStream
                     CacheHint.Prefetch(ahead.Payload); // held packets go cold (docs/qsm.md, "Delivering held packets")
                 }
 
-                if (!early && !_deliver(this, next, slot.Payload))
+                if (!early && !_deliver(this, next, next == freshSeq ? fresh : slot.Payload))
                 {
                     if (Lossy)
                     {
