@@ -223,8 +223,9 @@ public sealed class RegionSenderTests
     {
         public readonly Dictionary<ulong, (byte[] Buffer, int Offset, byte[] Copy)> Held = new();
 
-        public void OnSent(ulong seq, in LentPacket packet)
+        public void OnSent(ulong seq, in LentPacket packet, ReadOnlySpan<byte> sent)
         {
+            Assert.True(sent.SequenceEqual(packet.Payload), $"packet {seq}: the slot's bytes and the lent datagram's differ");
             packet.Lender.Lend(seq, packet.Buffer);
             Held.Add(seq, (packet.Buffer, packet.Offset, packet.Payload.ToArray()));
         }
@@ -296,7 +297,7 @@ public sealed class RegionSenderTests
         sender.Source = new RecordSource(1000);
         var held = new (ulong Seq, byte[] Buffer)[512];
         ulong oldest = 1;
-        sender.Sent += (ulong seq, in LentPacket packet) =>
+        sender.Sent += (ulong seq, in LentPacket packet, ReadOnlySpan<byte> sent) =>
         {
             packet.Lender.Lend(seq, packet.Buffer);
             held[seq % (ulong)held.Length] = (seq, packet.Buffer);

@@ -600,11 +600,11 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
 
         sender.LocalMember = member;
         var address = _transport.LocalAddress;
-        sender.Sent += (ulong seq, in LentPacket packet) =>
+        sender.Sent += (ulong seq, in LentPacket packet, ReadOnlySpan<byte> sent) =>
         {
             if (ReferenceEquals(Member, member))
             {
-                member.OnLocalSend(sender.Node, address, seq, packet, sender.View.ViewNumber, Math.Min(sender.ViewStart, seq));
+                member.OnLocalSend(sender.Node, address, seq, packet, sent, sender.View.ViewNumber, Math.Min(sender.ViewStart, seq));
             }
         };
         sender.LocalPosition = () => ReferenceEquals(Member, member) && member.Streams.TryGetValue(sender.Node, out var own) && own.Anchored ? own.FlowPosition : null;

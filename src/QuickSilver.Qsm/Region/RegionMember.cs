@@ -542,11 +542,12 @@ internal sealed class RegionMember
     }
 
     /// <summary>As <see cref="OnLocalSend(uint, NetAddress, ulong, ReadOnlySpan{byte}, uint, ulong)"/>, holding the
-    /// sender's datagram, which it lends, instead of a copy (docs/qsm.md, "The sender's own packets").</summary>
-    internal void OnLocalSend(uint sender, NetAddress senderAddress, ulong seq, in LentPacket packet, uint view, ulong viewStart)
+    /// sender's datagram, which it lends, instead of a copy (docs/qsm.md, "The sender's own packets"), and delivering it
+    /// now from <paramref name="sent"/>, the same bytes where the sender just wrote them.</summary>
+    internal void OnLocalSend(uint sender, NetAddress senderAddress, ulong seq, in LentPacket packet, ReadOnlySpan<byte> sent, uint view, ulong viewStart)
     {
         var stream = LocalStream(sender, senderAddress, seq, view, viewStart);
-        Counted(stream, stream.Add(seq, packet));
+        Counted(stream, stream.Add(seq, packet, sent));
     }
 
     private SenderStream LocalStream(uint sender, NetAddress senderAddress, ulong seq, uint view, ulong viewStart)

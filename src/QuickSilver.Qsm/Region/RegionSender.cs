@@ -4,6 +4,7 @@ using QuickSilver.Core.Alarms;
 using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Feeds;
 using QuickSilver.Core.Io;
+using QuickSilver.Core.Wire;
 using QuickSilver.Membership;
 using QuickSilver.Qsm.RateControl;
 using QuickSilver.Qsm.Recovery;
@@ -22,9 +23,11 @@ internal interface IRegionPacketSource
     int WritePayload(Span<byte> payload);
 }
 
-/// <summary>A packet the sender numbered and sent for the first time: its datagram, valid only during the call unless
-/// the handler keeps it as the lender allows (<see cref="IPacketLender"/>).</summary>
-internal delegate void PacketSentHandler(ulong seq, in LentPacket packet);
+/// <summary>A packet the sender numbered and sent for the first time: its datagram in the sender's window, valid only
+/// during the call unless the handler keeps it as the lender allows (<see cref="IPacketLender"/>), and
+/// <paramref name="sent"/>, the same payload in the transport's send slot, valid only during the call. Read the packet
+/// now from <paramref name="sent"/>: the window's copy was written past the cache (<see cref="StreamingCopy"/>).</summary>
+internal delegate void PacketSentHandler(ulong seq, in LentPacket packet, ReadOnlySpan<byte> sent);
 
 /// <summary>
 /// A sender's side of a region (QSM §2.2–§2.4): numbers its packets for the region, multicasts them at the rate the
@@ -347,7 +350,7 @@ internal sealed class RegionSender : IDatagramFeed, IPacketLender
                 outgoing.Lent = false;
             }
 
-            slot[..length].CopyTo(outgoing.Datagram);
+            StreamingCopy.Copy(slot[..length], outgoing.Datagram); // kept for resends: not read again unless one is lost
             outgoing.Length = length;
             outgoing.View = _view.ViewNumber;
             outgoing.SentAt = _scheduler.Now;
@@ -357,7 +360,8 @@ internal sealed class RegionSender : IDatagramFeed, IPacketLender
             outgoing.ResentOnReport = false;
             _sentBytes += (ulong)length;
             outgoing.EndBytes = _sentBytes;
-            Sent?.Invoke(next, new LentPacket(outgoing.Datagram, RegionWire.DataHeaderSize, length - RegionWire.DataHeaderSize, this));
+            Sent?.Invoke(next, new LentPacket(outgoing.Datagram, RegionWire.DataHeaderSize, length - RegionWire.DataHeaderSize, this),
+                slot[RegionWire.DataHeaderSize..length]);
             if (_alone)
             {
                 SettleAlone();

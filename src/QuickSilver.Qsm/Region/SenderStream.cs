@@ -498,10 +498,11 @@ internal sealed class SenderStream
     public bool Add(ulong seq, ReadOnlySpan<byte> payload) => Add(seq, payload, default);
 
     /// <summary>As <see cref="Add(ulong, ReadOnlySpan{byte})"/>, for a packet this node sent itself: the stream holds
-    /// the sender's datagram, lent to it, instead of a copy (docs/qsm.md, "The sender's own packets").</summary>
-    public bool Add(ulong seq, in LentPacket lent) => Add(seq, lent.Payload, lent);
+    /// the sender's datagram, lent to it, instead of a copy (docs/qsm.md, "The sender's own packets"). Delivered now, it
+    /// is read from <paramref name="sent"/> when given (the same bytes, still in the cache where the sender wrote them).</summary>
+    public bool Add(ulong seq, in LentPacket lent, ReadOnlySpan<byte> sent = default) => Add(seq, lent.Payload, lent, sent);
 
-    private bool Add(ulong seq, ReadOnlySpan<byte> payload, in LentPacket lent)
+    private bool Add(ulong seq, ReadOnlySpan<byte> payload, in LentPacket lent, ReadOnlySpan<byte> sent = default)
     {
         if (seq == 0 || Received(seq))
         {
@@ -541,7 +542,7 @@ internal sealed class SenderStream
             DeliverEarly(seq); // no order asked for: it need not wait for the gap below it
         }
 
-        DeliverInOrder(seq, payload);
+        DeliverInOrder(seq, sent.IsEmpty ? payload : sent);
         return true;
     }
 

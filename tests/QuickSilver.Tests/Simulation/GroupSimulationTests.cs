@@ -151,7 +151,7 @@ public sealed class GroupSimulationTests(ITestOutputHelper output)
         var state = publisher.Groups["trickle"].State!;
         uint quiet = state.View!.Group.Value;
         ulong lastWithQuiet = 0;
-        sender.Sent += (ulong seq, in LentPacket packet) =>
+        sender.Sent += (ulong seq, in LentPacket packet, ReadOnlySpan<byte> sent) =>
         {
             var payload = packet.Payload;
             while (GroupWire.TryRead(payload, out uint group, out _, out _, out int consumed))
