@@ -26,7 +26,8 @@ internal interface IRegionPacketSource
 /// <summary>A packet the sender numbered and sent for the first time: its datagram in the sender's window, valid only
 /// during the call unless the handler keeps it as the lender allows (<see cref="IPacketLender"/>), and
 /// <paramref name="sent"/>, the same payload in the transport's send slot, valid only during the call. Read the packet
-/// now from <paramref name="sent"/>: the window's copy was written past the cache (<see cref="StreamingCopy"/>).</summary>
+/// now from <paramref name="sent"/>: in a region with multicast the window's copy was written past the cache
+/// (<see cref="StreamingCopy"/>).</summary>
 internal delegate void PacketSentHandler(ulong seq, in LentPacket packet, ReadOnlySpan<byte> sent);
 
 /// <summary>
@@ -350,7 +351,14 @@ internal sealed class RegionSender : IDatagramFeed, IPacketLender
                 outgoing.Lent = false;
             }
 
-            StreamingCopy.Copy(slot[..length], outgoing.Datagram); // kept for resends: not read again unless one is lost
+            if (_view.MulticastAddress is not null)
+            {
+                StreamingCopy.Copy(slot[..length], outgoing.Datagram); // kept for resends: not read again unless one is lost
+            }
+            else
+            {
+                slot[..length].CopyTo(outgoing.Datagram); // a unicast fan-out copies it out again for each other member, now
+            }
             outgoing.Length = length;
             outgoing.View = _view.ViewNumber;
             outgoing.SentAt = _scheduler.Now;
