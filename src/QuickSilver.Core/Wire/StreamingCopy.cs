@@ -19,13 +19,13 @@ public static class StreamingCopy
     /// long.</summary>
     public static unsafe void Copy(ReadOnlySpan<byte> source, Span<byte> destination)
     {
+        ArgumentOutOfRangeException.ThrowIfLessThan(destination.Length, source.Length, nameof(destination));
         if (source.Length < MinimumBytes || !Avx.IsSupported)
         {
             source.CopyTo(destination);
             return;
         }
 
-        ArgumentOutOfRangeException.ThrowIfLessThan(destination.Length, source.Length, nameof(destination));
         fixed (byte* from = source)
         fixed (byte* to = destination)
         {

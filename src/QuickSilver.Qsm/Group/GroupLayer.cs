@@ -523,8 +523,8 @@ internal sealed class GroupLayer : IProtocolLayer
                     if (group.Outbox.IsEmptyFor(region))
                     {
                         // The group's one region, with nothing held: the message goes from the application straight
-                        // into the packet, not through the outbox's ring (unless it does not fit: then it waits there
-                        // for the next packet).
+                        // into the packet, not through the outbox's ring. One that does not fit goes into the ring, and
+                        // the ring's path below ends the packet and starts the next one with it.
                         if (!group.TryTake(layer.MaxMessageBytes, layer.Drops, out var taken, out ulong number, out bool published))
                         {
                             break;
@@ -533,8 +533,7 @@ internal sealed class GroupLayer : IProtocolLayer
                         if (written + GroupWire.HeaderSize + taken.Length > payload.Length)
                         {
                             group.Outbox.Add(taken, number, published);
-                            _start = i == 0 ? index + 1 : index; // as below: the packet is full
-                            return written;
+                            continue;
                         }
 
                         written += GroupWire.Write(payload[written..], group.Id, number, taken.Span);

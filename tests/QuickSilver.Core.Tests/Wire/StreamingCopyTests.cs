@@ -31,10 +31,12 @@ public sealed class StreamingCopyTests
         Assert.All(destination[(destinationOffset + length)..], b => Assert.Equal(0xA5, b));
     }
 
-    [Fact]
-    public void A_destination_shorter_than_the_source_is_refused()
+    [Theory]
+    [InlineData(100)]
+    [InlineData(StreamingCopy.MinimumBytes * 2)]
+    public void A_destination_shorter_than_the_source_is_refused_whatever_the_length(int length)
     {
-        var source = new byte[StreamingCopy.MinimumBytes * 2];
-        Assert.Throws<ArgumentOutOfRangeException>(() => StreamingCopy.Copy(source, new byte[source.Length - 1]));
+        var source = new byte[length];
+        Assert.Throws<ArgumentOutOfRangeException>(() => StreamingCopy.Copy(source, new byte[length - 1]));
     }
 }
