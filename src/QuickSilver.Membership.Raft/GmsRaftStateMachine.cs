@@ -15,10 +15,20 @@ internal sealed class GmsRaftStateMachine(DirectoryInfo location, RaftGmsLog log
     protected override async ValueTask<bool> ApplyAsync(LogEntry entry, CancellationToken token)
     {
         long index = entry.Index;
-        if (entry.IsConfiguration || !entry.TryGetPayload(out var payload) || payload.IsEmpty)
+        if (entry.IsConfiguration)
         {
-            // The engine's own entries (a new leader's no-op, membership configuration): nothing to apply, but reads count
-            // them (FollowerReadMaxLag compares log indices).
+            // The engine hands a configuration entry here only before it has started (it installs them itself after):
+            // the log's replay at start. The replica-set storage installs it if it is newer than the set it holds, as the
+            // engine would have.
+            await log.ReplicaSet.SaveConfigurationAsync(entry, index, token).ConfigureAwait(false);
+            await log.OnCoreAsync(server => server.OnApplied(index)).ConfigureAwait(false);
+            return false;
+        }
+
+        if (!entry.TryGetPayload(out var payload) || payload.IsEmpty)
+        {
+            // The engine's own entries (a new leader's no-op, a configuration it installed itself): nothing to apply, but
+            // reads count them (FollowerReadMaxLag compares log indices).
             await log.OnCoreAsync(server => server.OnApplied(index)).ConfigureAwait(false);
             return false;
         }

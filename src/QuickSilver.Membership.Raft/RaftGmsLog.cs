@@ -1,7 +1,6 @@
 using System.Net;
 using DotNext.Net.Cluster;
 using DotNext.Net.Cluster.Consensus.Raft;
-using DotNext.Net.Cluster.Consensus.Raft.Membership;
 using DotNext.Net.Cluster.Consensus.Raft.StateMachine;
 using QuickSilver.Core.Io;
 using QuickSilver.Membership.Service;
@@ -34,13 +33,7 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
     private WriteAheadLog? _wal;
     private GmsRaftStateMachine? _machine;
     private Task? _poll;
-    private string? _replicaFile;
-    private IReadOnlyList<NetAddress>? _savedReplicas;
-
-    /// <summary>The replica set this replica last knew, saved in its data directory whenever it changes, one address a
-    /// line: a restart starts from it rather than from <see cref="RaftGmsOptions.Peers"/>, which a change may have made
-    /// stale.</summary>
-    public const string ReplicaFileName = "replicas.txt";
+    private ReplicaSetStorage? _replicaSet;
     private RaftTls? _tls;
 
     /// <param name="onCore">Runs an action on the GMS server's core thread and completes when it has run.</param>
@@ -71,8 +64,9 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
 
     public void Start(GmsServer server) => _server = server;
 
-    /// <summary>Restores the latest snapshot into the server, opens the write-ahead log (which replays committed entries
-    /// after it) and joins the Raft cluster. Call once the server exists (<see cref="Start"/>).</summary>
+    /// <summary>Loads the saved replica set (<see cref="ReplicaSetStorage"/>), restores the latest snapshot into the server,
+    /// opens the write-ahead log and waits while it replays the committed entries after the snapshot, then joins the Raft
+    /// cluster. Call once the server exists (<see cref="Start"/>).</summary>
     public async Task StartAsync(CancellationToken cancellationToken = default)
     {
         if (_server is null)
@@ -81,12 +75,35 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
         }
 
         var root = Path.GetFullPath(_options.DataDirectory);
+        Directory.CreateDirectory(root);
+        var self = _options.Self.ToIPEndPoint();
+        _tls = _options.ClusterSecret is { } secret ? RaftTls.FromSecret(secret, Logger, ReplicaId) : null;
+
+        // The replica set, from the file a change saved (not --peers, which the change made stale) at the log index it came
+        // from, before the log is opened: the configuration entries the log replays are then installed only if newer.
+        _replicaSet = new ReplicaSetStorage(root, _options.Self, givenOthers: _options.Peers.Count > 1, Logger, ReplicaId);
+        var saved = ReplicaSetStorage.Load(root);
+        if (saved is not null && !saved.Replicas.SequenceEqual(_options.Peers.OrderBy(a => a.Ip).ThenBy(a => a.Port)))
+        {
+            RaftLog.ReplicaSetFromDisk(Logger, ReplicaId, saved.Replicas, _options.Peers);
+        }
+
+        if (!_options.Join || saved is not null)
+        {
+            // (A joining replica has no configuration until the leader's reaches it through the log.)
+            await _replicaSet.SeedAsync(saved, _options.Peers, cancellationToken).ConfigureAwait(false);
+        }
+
         _machine = new GmsRaftStateMachine(new DirectoryInfo(Path.Combine(root, "snapshots")), this, _options.SnapshotEvery);
         await _machine.RestoreAsync(cancellationToken).ConfigureAwait(false);
         _wal = new WriteAheadLog(new WriteAheadLog.Options { Location = Path.Combine(root, "wal") }, _machine);
 
-        var self = _options.Self.ToIPEndPoint();
-        _tls = _options.ClusterSecret is { } secret ? RaftTls.FromSecret(secret, Logger, ReplicaId) : null;
+        // The log replays its committed entries as soon as it is opened. Wait for that before the engine starts: its
+        // configuration entries all reach the storage through the state machine (the engine hands them there only once it
+        // has started), and the engine then starts from the set they leave, rather than installing them while it loads
+        // its configuration (a set installed in between was lost).
+        await _wal.InitializeAsync(cancellationToken).ConfigureAwait(false);
+
         var configuration = new RaftCluster.TcpConfiguration(self)
         {
             SslOptions = _tls?.CreateOptions(),
@@ -95,28 +112,9 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
             RequestTimeout = _options.RequestTimeout,
             ColdStart = false,
             TransmissionBlockSize = 8192,
-            ConfigurationStorage = null!, // the engine's in-memory storage: the replica set is fixed by RaftGmsOptions.Peers
+            ConfigurationStorage = _replicaSet,
         };
 
-        var members = ((InMemoryClusterConfigurationStorage<EndPoint>)configuration.ConfigurationStorage).CreateInitialConfigurationBuilder();
-        _replicaFile = Path.Combine(root, ReplicaFileName);
-        var saved = LoadReplicaSet(_replicaFile);
-        if (saved is not null && !saved.SequenceEqual(_options.Peers.OrderBy(a => a.Ip).ThenBy(a => a.Port)))
-        {
-            RaftLog.ReplicaSetFromDisk(Logger, ReplicaId, saved, _options.Peers);
-        }
-
-        foreach (var peer in saved ?? _options.Peers)
-        {
-            members.Add(peer.ToIPEndPoint());
-        }
-
-        if (!_options.Join || saved is not null)
-        {
-            members.Build(); // a joining replica has no configuration until the leader's reaches it through the log
-        }
-
-        _savedReplicas = saved;
         _cluster = new RaftCluster(configuration) { AuditTrail = _wal };
         _cluster.LeaderChanged += OnLeaderChanged;
         await _cluster.StartAsync(cancellationToken).ConfigureAwait(false);
@@ -160,6 +158,10 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
             }
         }
     }
+
+    /// <summary>The engine's configuration storage, which keeps the replica set on disk (after <see cref="StartAsync"/>
+    /// has begun).</summary>
+    internal ReplicaSetStorage ReplicaSet => _replicaSet ?? throw new InvalidOperationException("The Raft log has not been started.");
 
     /// <summary>The replica set as this replica's engine knows it now.</summary>
     public IReadOnlyList<NetAddress> Replicas => [.. Cluster.Members.Select(m => m.EndPoint).OfType<IPEndPoint>().Select(NetAddress.FromIPEndPoint).OrderBy(a => a.Port)];
@@ -234,56 +236,6 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
         return OnCoreAsync(server => server.OnLeaderChanged(self ? null : address, self));
     }
 
-    /// <summary>The saved replica set, sorted; null when there is none (or it cannot be read: then --peers decides).</summary>
-    internal static IReadOnlyList<NetAddress>? LoadReplicaSet(string path)
-    {
-        try
-        {
-            if (!File.Exists(path))
-            {
-                return null;
-            }
-
-            var list = File.ReadAllLines(path).Select(l => l.Trim()).Where(l => l.Length > 0).Select(NetAddress.Parse).OrderBy(a => a.Ip).ThenBy(a => a.Port).ToList();
-            GmsOptions.ValidateReplicas(list, path);
-            return list.Count > 0 ? list : null;
-        }
-        catch (Exception e) when (e is IOException or FormatException or ArgumentException or UnauthorizedAccessException)
-        {
-            return null;
-        }
-    }
-
-    /// <summary>Saves the replica set when it differs from the one saved (write to a temporary file, then rename).</summary>
-    private void SaveReplicaSet()
-    {
-        if (_replicaFile is null || _cluster is null)
-        {
-            return;
-        }
-
-        var now = Replicas.OrderBy(a => a.Ip).ThenBy(a => a.Port).ToList();
-        // Only a set this replica belongs to, with others in it when it was given others (a joining replica not yet added
-        // must not save itself alone: restarted, it would lead a GMS of one).
-        if (now.Count == 0 || !now.Contains(_options.Self) || (now.Count == 1 && _options.Peers.Count > 1)
-            || (_savedReplicas is not null && now.SequenceEqual(_savedReplicas)))
-        {
-            return;
-        }
-
-        try
-        {
-            string temporary = _replicaFile + ".tmp";
-            File.WriteAllLines(temporary, now.Select(a => a.ToString()));
-            File.Move(temporary, _replicaFile, overwrite: true);
-            _savedReplicas = now;
-        }
-        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
-        {
-            RaftLog.NotCommitted(Logger, ReplicaId, 0, e.Message); // the set is saved again at the next poll
-        }
-    }
-
     private async Task PollLeaderAsync(CancellationToken token)
     {
         using var timer = new PeriodicTimer(LeaderPoll);
@@ -293,7 +245,6 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
             {
                 if (_cluster is { } cluster)
                 {
-                    SaveReplicaSet();
                     var leader = cluster.Leader;
                     bool self = leader is { IsRemote: false } && !cluster.LeadershipToken.IsCancellationRequested;
                     await ReportLeaderAsync(self ? leader : leader is { IsRemote: true } ? leader : null).ConfigureAwait(false);
@@ -368,6 +319,7 @@ internal sealed class RaftGmsLog : IGmsLog, IAsyncDisposable
             await _machine.DisposeAsync().ConfigureAwait(false);
         }
 
+        _replicaSet?.Dispose();
         _tls?.Dispose();
         _stop.Dispose();
     }

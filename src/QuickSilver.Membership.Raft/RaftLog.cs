@@ -23,4 +23,7 @@ internal static partial class RaftLog
 
     [LoggerMessage(EventId = 255, Level = LogLevel.Warning, Message = "GMS replica {Replica}: starting from the replica set saved on disk ({Saved}), not --peers ({Peers}): it changed at run time")]
     public static partial void ReplicaSetFromDisk(ILogger logger, uint replica, IEnumerable<NetAddress> saved, IEnumerable<NetAddress> peers);
+
+    [LoggerMessage(EventId = 256, Level = LogLevel.Warning, Message = "GMS replica {Replica}: could not save the replica set in {File}: {Error}; a restart may start from an older set")]
+    public static partial void ReplicaSetNotSaved(ILogger logger, uint replica, string file, string error);
 }

@@ -187,8 +187,8 @@ public sealed class ReplicaSetChangeTests : IAsyncLifetime
         // removed one), so with the other survivor it is a majority again (two of four would not be).
         var survivor = replicas.Single(); // the one of the first three neither removed nor stopped
         var set3 = await Eventually(() => Task.FromResult(string.Join(",", added.Replicas)), set => set.Split(',').Length == 3, "the added replica knows the set of three");
-        string file = Path.Combine(_root, "r4", RaftGmsLog.ReplicaFileName);
-        await Eventually(() => Task.FromResult(File.Exists(file) ? string.Join(",", File.ReadAllLines(file).Select(NetAddress.Parse).OrderBy(a => a.Port)) : ""),
+        string directory = Path.Combine(_root, "r4");
+        await Eventually(() => Task.FromResult(ReplicaSetStorage.Load(directory) is { } saved ? string.Join(",", saved.Replicas.OrderBy(a => a.Port)) : ""),
             saved => saved == set3, "the added replica saved the set of three");
         string roles = $"removed {follower.Address}, stopped leader {leader.Address}, added {added.Address}, survivor {survivor.Address}";
         await added.DisposeAsync().AsTask().WaitAsync(Limit);

@@ -91,11 +91,18 @@ internal sealed class SimulatedConsensus
         member.Alive = false;
         if (Leader == member)
         {
-            Leader = null;
-            foreach (var other in _members.Where(m => m.Alive && m.Server is not null))
-            {
-                other.Server!.OnLeaderChanged(null, false);
-            }
+            LoseLeader();
+        }
+    }
+
+    /// <summary>Nobody leads until the next <see cref="Elect"/>, as when a Raft leader steps down because a heartbeat
+    /// round reached no majority (a peer restarting, say); every live member learns there is no leader.</summary>
+    public void LoseLeader()
+    {
+        Leader = null;
+        foreach (var member in _members.Where(m => m.Alive && m.Server is not null))
+        {
+            member.Server!.OnLeaderChanged(null, false);
         }
     }
 
