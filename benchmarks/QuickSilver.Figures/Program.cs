@@ -29,6 +29,12 @@ var share = new Option<string>("--partition-share")
     DefaultValueFactory = _ => "on",
 };
 share.AcceptOnlyFromAmong("on", "off");
+var leaderRepair = new Option<string>("--leader-repair")
+{
+    Description = "With --flow receivers: on (the library's default) or off: partition leaders send their members the packets their reports name missing, and the sender resends only the rest (RegionOptions.LeaderRepair).",
+    DefaultValueFactory = _ => "on",
+};
+leaderRepair.AcceptOnlyFromAmong("on", "off");
 var fixedRate = new Option<int?>("--fixed-rate") { Description = "With --flow paper: send at this many packets/s throughout (μ_min = this, λ = 0), below what the receivers take, to measure recovery without overload." };
 var seed = new Option<int?>("--seed") { Description = "The simulated network's seed (its losses and jitter; default 2006): one seed is one sample, rerun with others to see the spread." };
 var gapPackets = new Option<int?>("--gap-report-packets") { Description = "With --flow receivers: the packets a flow report's gap map covers (RegionOptions.GapReportPackets: 64 to 1,024, a multiple of 64; default 1,024; 64 was the map before the tail fix)." };
@@ -37,7 +43,7 @@ var wallBudget = new Option<int?>("--wall-budget") { Description = "Seconds of w
 
 var root = new RootCommand("QuickSilver QSM figures: throughput, partitioning, token rate, senders, recovery and ACK latency in simulation.")
 {
-    quick, output, maxNodes, only, plotOnly, wallBudget, flow, receiveWindow, congestion, share, fixedRate, seed, gapPackets, nodes,
+    quick, output, maxNodes, only, plotOnly, wallBudget, flow, receiveWindow, congestion, share, leaderRepair, fixedRate, seed, gapPackets, nodes,
 };
 
 root.SetAction(parse =>
@@ -89,6 +95,7 @@ root.SetAction(parse =>
 
     Testbed.CongestionControl = parse.GetValue(congestion) == "on";
     Testbed.PartitionShare = parse.GetValue(share) == "on";
+    Testbed.LeaderRepair = parse.GetValue(leaderRepair) == "on";
     var mode = parse.GetValue(quick) ? FigureMode.Quick(parse.GetValue(maxNodes)) : FigureMode.Full(parse.GetValue(maxNodes));
     if (parse.GetValue(wallBudget) is { } budget)
     {
@@ -165,5 +172,83 @@ root.SetAction(parse =>
 
     return 0;
 });
+
+// The seed sweep of one lossy region, leader repair off and on side by side (docs/qsm.md, "Leader repair"):
+//   dotnet benchmarks/QuickSilver.Figures/bin/Release/net10.0/QuickSilver.Figures.dll sweep --members 25 --seeds 1-12 --loss 0.01 [--model fast]
+var sweepMembers = new Option<int>("--members") { Description = "Region members (2 to 1,000).", DefaultValueFactory = _ => 25 };
+sweepMembers.Validators.Add(r =>
+{
+    if (r.GetValue(sweepMembers) is < 2 or > 1000)
+    {
+        r.AddError("--members must be between 2 and 1,000");
+    }
+});
+var sweepSeeds = new Option<string>("--seeds") { Description = "Seeds: a range (1-12) or a comma-separated list.", DefaultValueFactory = _ => "1-12" };
+var sweepLoss = new Option<double>("--loss") { Description = "Loss on every link, 0 to 0.5.", DefaultValueFactory = _ => 0.01 };
+sweepLoss.Validators.Add(r =>
+{
+    if (r.GetValue(sweepLoss) is < 0 or > 0.5 or double.NaN)
+    {
+        r.AddError("--loss must be between 0 and 0.5");
+    }
+});
+var sweepWarmup = new Option<double>("--warmup") { Description = "Virtual seconds before the window (0.1 to 600).", DefaultValueFactory = _ => 3 };
+var sweepWindow = new Option<double>("--window") { Description = "Virtual seconds measured (0.1 to 600).", DefaultValueFactory = _ => 3 };
+foreach (var seconds in new[] { sweepWarmup, sweepWindow })
+{
+    seconds.Validators.Add(r =>
+    {
+        if (r.GetValue(seconds) is < 0.1 or > 600 or double.NaN)
+        {
+            r.AddError($"{seconds.Name} must be between 0.1 and 600 seconds");
+        }
+    });
+}
+
+var sweepModel = new Option<string>("--model")
+{
+    Description = "paper (the paper's cost model: 100 Mbit/s, 100-byte packets, 100 µs of receive CPU per datagram) or fast (10 Gbit/s, 16,000-byte packets, no receive CPU cost).",
+    DefaultValueFactory = _ => "paper",
+};
+sweepModel.AcceptOnlyFromAmong("paper", "fast");
+var sweep = new Command("sweep", "One lossy region per seed, leader repair off and on side by side (receivers' windows).")
+{
+    sweepMembers, sweepSeeds, sweepLoss, sweepWarmup, sweepWindow, sweepModel,
+};
+sweep.SetAction(parse =>
+{
+    string text = parse.GetValue(sweepSeeds)!;
+    var seeds = new List<int>();
+    var range = text.Split('-', StringSplitOptions.TrimEntries);
+    if (range.Length == 2 && int.TryParse(range[0], NumberStyles.None, CultureInfo.InvariantCulture, out int first)
+        && int.TryParse(range[1], NumberStyles.None, CultureInfo.InvariantCulture, out int last) && first <= last && last - first < 10_000)
+    {
+        seeds.AddRange(Enumerable.Range(first, last - first + 1));
+    }
+    else
+    {
+        foreach (string one in text.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries))
+        {
+            if (!int.TryParse(one, NumberStyles.None, CultureInfo.InvariantCulture, out int seedValue))
+            {
+                Console.Error.WriteLine($"--seeds must be a range (1-12) or a comma-separated list of seeds, not '{text}'");
+                return 2;
+            }
+
+            seeds.Add(seedValue);
+        }
+    }
+
+    if (seeds.Count == 0)
+    {
+        Console.Error.WriteLine("--seeds names no seed");
+        return 2;
+    }
+
+    LossSweep.Run(parse.GetValue(sweepMembers), seeds, parse.GetValue(sweepLoss), TimeSpan.FromSeconds(parse.GetValue(sweepWarmup)),
+        TimeSpan.FromSeconds(parse.GetValue(sweepWindow)), parse.GetValue(sweepModel) == "fast", Console.Out);
+    return 0;
+});
+root.Subcommands.Add(sweep);
 
 return root.Parse(args).Invoke();

@@ -29,6 +29,7 @@ internal static class RegionRun
                 FlowControl = Testbed.FlowControl,
                 ReceiveWindowBytes = Testbed.ReceiveWindowBytes, CongestionControl = Testbed.CongestionControl, GapReportPackets = Testbed.GapReportPackets,
                 PartitionShare = Testbed.PartitionShare,
+                LeaderRepair = Testbed.LeaderRepair,
                 TokenInterval = tokenInterval,
                 SenderWindow = spec.SenderWindow,
                 MaxHeldPackets = Math.Max(new RegionOptions().MaxHeldPackets, 4 * spec.SenderWindow), // the window plus the purge lag

@@ -42,6 +42,10 @@ internal static class Testbed
     /// after delivery. Set once, at start.</summary>
     public static bool PartitionShare { get; set; } = new QuickSilver.Qsm.Region.RegionOptions().PartitionShare;
 
+    /// <summary>With <c>--flow receivers</c>: <c>RegionOptions.LeaderRepair</c> (<c>--leader-repair</c>): partition
+    /// leaders repair their members' gaps first. Set once, at start.</summary>
+    public static bool LeaderRepair { get; set; } = new QuickSilver.Qsm.Region.RegionOptions().LeaderRepair;
+
     /// <summary>With <c>--flow receivers</c>: <c>RegionOptions.CongestionControl</c> (<c>--congestion-control</c>). Set once, at start.</summary>
     public static bool CongestionControl { get; set; } = true;
 
@@ -76,7 +80,7 @@ internal static class Testbed
         yield return string.Create(c, $"receive CPU: {ProcessingCostPerPacket.TotalMicroseconds:F0} µs per datagram (≤ {1 / ProcessingCostPerPacket.TotalSeconds:N0} datagrams/s per node), receive queue {ReceiveQueueLimit} datagrams; sending costs no CPU");
         yield return string.Create(c, $"messages: {PayloadBytes} B payload, one per datagram (no packing); seed {Seed}; virtual time");
         yield return FlowControl == QuickSilver.Qsm.Region.RegionFlowControl.ReceiverWindow
-            ? string.Create(c, $"flow control: {FlowControl}, receive window {ReceiveWindowBytes:N0} bytes, congestion control {(CongestionControl ? "on" : "off")}, gap map {GapReportPackets} packets")
+            ? string.Create(c, $"flow control: {FlowControl}, receive window {ReceiveWindowBytes:N0} bytes, congestion control {(CongestionControl ? "on" : "off")}, leader repair {(LeaderRepair ? "on" : "off")}, gap map {GapReportPackets} packets")
             : FixedRate is { } rate ? string.Create(c, $"flow control: {FlowControl}, fixed at {rate:N0} packets/s (μ_min = {rate:N0}, λ = 0)") : $"flow control: {FlowControl}";
         yield return $"partition share: {(PartitionShare ? "on" : "off")}";
     }

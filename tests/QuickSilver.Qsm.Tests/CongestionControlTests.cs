@@ -42,8 +42,11 @@ public sealed class CongestionControlTests(ITestOutputHelper output)
         output.WriteLine($"seed {Seed}: with congestion control {on.Rate:F0} msgs/s, {on.QueueDrops} queue drops, window {sender.CongestionWindowBytes} B after {sender.CongestionDecreases} cuts; without {off.Rate:F0} msgs/s, {off.QueueDrops} queue drops");
         // 8,939 against 7,921 msgs/s (1.13) until the flow reports' aggregates named every member's gaps, not only those
         // within 64 packets of the slowest (GapMap, issue 11): the overflow's losses are now repaired sooner without
-        // congestion control too, 8,903 against 8,406 (1.06). The drops are what it saves.
-        Assert.True(on.Rate > 1.05 * off.Rate, $"seed {Seed}: {on.Rate:F0} msgs/s with congestion control against {off.Rate:F0} without");
+        // congestion control too, 8,903 against 8,406 (1.06); and since partition leaders repair their members' gaps
+        // (LeaderRepair), without the sender's multicast resends to every member, the overflow's losses cost so little
+        // that the rate is 8,705 against 9,248 (0.94). The drops are what it saves (2,176 against 270,375 in the window),
+        // and it may cost at most a tenth of the rate for them.
+        Assert.True(on.Rate > 0.9 * off.Rate, $"seed {Seed}: {on.Rate:F0} msgs/s with congestion control against {off.Rate:F0} without");
         Assert.True(on.QueueDrops < off.QueueDrops / 2, $"seed {Seed}: {on.QueueDrops} receive-queue drops against {off.QueueDrops}");
         Assert.True(sender.CongestionDecreases > 0);
         Assert.True(sender.CongestionWindowBytes < 2 << 20, $"the window stayed at {sender.CongestionWindowBytes} B");

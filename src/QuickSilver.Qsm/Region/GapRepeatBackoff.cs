@@ -14,6 +14,8 @@ internal struct GapRepeatBackoff
     private ulong _position;
     private TimeSpan _interval;
     private TimeSpan _due;
+    private TimeSpan _pulledAt; // when it was last pulled from its caching partition (GapPullDue)
+    private int _pulls;
 
     /// <summary>Whether the report of a gap after <paramref name="position"/> goes again at <paramref name="now"/>; if so
     /// the next repeat is scheduled.</summary>
@@ -24,6 +26,8 @@ internal struct GapRepeatBackoff
             _position = position;
             _interval = first;
             _due = now + first;
+            _pulledAt = now;
+            _pulls = 0;
             return true;
         }
 
@@ -34,6 +38,23 @@ internal struct GapRepeatBackoff
 
         _interval = _interval * 2 < cap ? _interval * 2 : cap;
         _due = now + _interval;
+        return true;
+    }
+
+    /// <summary>Whether the gap after <paramref name="position"/>, reported at least <paramref name="after"/> ago and not
+    /// pulled within the last <paramref name="after"/>, should now be pulled straight from a replica of its caching
+    /// partition; if so, counts the pull (<paramref name="attempt"/>: 0 for the first, to pick a different replica each
+    /// time).</summary>
+    public bool GapPullDue(ulong position, TimeSpan now, TimeSpan after, out int attempt)
+    {
+        attempt = _pulls;
+        if (_interval == TimeSpan.Zero || position != _position || now - _pulledAt < after)
+        {
+            return false;
+        }
+
+        _pulledAt = now;
+        _pulls++;
         return true;
     }
 

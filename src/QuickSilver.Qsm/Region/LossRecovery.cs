@@ -201,6 +201,61 @@ internal sealed class LossRecovery
         }
     }
 
+    /// <summary>Pulls the packets <paramref name="missing"/> names after <paramref name="position"/> straight from a
+    /// replica of each one's caching partition (seq mod p), without waiting for the token: gaps that stayed open while
+    /// the flow reports went round (<c>ReceiverStatus</c>, with the receivers' windows). One pull per partition; each
+    /// attempt goes to the next replica of that partition (the first to its leader), so one that lacks them too is passed
+    /// over; never to this member itself. Answered like the token's pulls (<see cref="OnPull"/>): the replica sends what
+    /// it holds.</summary>
+    public void PullGaps(SenderStream stream, ulong position, in GapMap missing, int attempt)
+    {
+        if (_member.View is null || _member.Index < 0 || _others.Length != _member.Partitions)
+        {
+            return;
+        }
+
+        ulong p = (ulong)_member.Partitions;
+        foreach (var set in _others)
+        {
+            set.Clear();
+        }
+
+        for (int w = 0; w < GapMap.Words; w++)
+        {
+            for (ulong word = missing.Word(w); word != 0; word &= word - 1)
+            {
+                ulong seq = position + 1 + (ulong)(w * 64) + (ulong)System.Numerics.BitOperations.TrailingZeroCount(word);
+                _others[(int)(seq % p)].AppendCoarsening(seq / p, seq / p);
+            }
+        }
+
+        var self = _member.View.Members[_member.Index].Address;
+        for (int partition = 0; partition < _others.Length; partition++)
+        {
+            if (_others[partition].IsEmpty)
+            {
+                continue;
+            }
+
+            var members = _member.Layout[partition].Members;
+            for (int t = 0; t < members.Count; t++)
+            {
+                var target = _member.View.Members[members[(attempt + t) % members.Count]].Address;
+                if (target != self)
+                {
+                    SendRanges(target, RegionControl.Pull, stream.Sender, partition, _others[partition]);
+                    GapPullsSent++;
+                    break;
+                }
+            }
+
+            _others[partition].Clear();
+        }
+    }
+
+    /// <summary>Pulls sent by <see cref="PullGaps"/>: a member's gaps still open a while after they were reported.</summary>
+    public long GapPullsSent { get; private set; }
+
     /// <summary>Where a pull for partition <paramref name="partition"/>'s packets goes: its leader, which holds every packet
     /// of its class once stable. For a departed sender, a different member of the partition each round: the leader may
     /// be a member that never heard the sender (a joiner, a node that registered again) and holds nothing of it (soak

@@ -152,10 +152,12 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     public string Describe() =>
         $"member: {Member?.Describe() ?? "none"}" +
         (_statusOutbox is { } outbox ? $"; status reports queued {outbox.Queued}, dropped {outbox.Dropped}" : "") +
+        (Member?.FlowStatus?.Repair is { } repair ? $"; leader repairs {repair.Sent} (sent again {repair.Resent}, refused {repair.Refused})" : "") +
+        (Member is { FlowStatus: not null } flowMember ? $"; gap pulls {flowMember.Recovery.GapPullsSent}" : "") +
         string.Concat(_senders.Values.Select(s => $"; sender to region {s.Region}: last {s.LastSequence}, acked {s.Acknowledged}, " +
             $"unacked {s.Unacknowledged}, " +
             (_options.FlowControl == RegionFlowControl.ReceiverWindow
-                ? $"window left {s.WindowRemaining} B, blocked {s.WindowBlocked} (held ms: congestion {s.HeldBy(WindowHold.Congestion).TotalMilliseconds:F0}, gap {s.HeldBy(WindowHold.Gap).TotalMilliseconds:F0}, taken {s.HeldBy(WindowHold.Taken).TotalMilliseconds:F0}, above highest {s.HeldBy(WindowHold.AboveHighest).TotalMilliseconds:F0}, horizon {s.HeldBy(WindowHold.Horizon).TotalMilliseconds:F0}, local {s.HeldBy(WindowHold.Local).TotalMilliseconds:F0}), above highest {s.LimitsAboveHighest}, status {s.StatusReports}, token acks {s.AcknowledgedByToken}, resent on status {s.RetransmittedOnStatus} (tail {s.TailResends}, lost resends {s.LostResends}, deferred {s.RepairsDeferred}, report delay {s.ReportDelay.TotalMilliseconds:F2} ms), laggards skipped {s.LaggardsSkipped}, "
+                ? $"window left {s.WindowRemaining} B, blocked {s.WindowBlocked} (held ms: congestion {s.HeldBy(WindowHold.Congestion).TotalMilliseconds:F0}, gap {s.HeldBy(WindowHold.Gap).TotalMilliseconds:F0}, taken {s.HeldBy(WindowHold.Taken).TotalMilliseconds:F0}, above highest {s.HeldBy(WindowHold.AboveHighest).TotalMilliseconds:F0}, horizon {s.HeldBy(WindowHold.Horizon).TotalMilliseconds:F0}, local {s.HeldBy(WindowHold.Local).TotalMilliseconds:F0}), above highest {s.LimitsAboveHighest}, status {s.StatusReports}, token acks {s.AcknowledgedByToken} (held against a gap {s.HeldAgainstToken}), resent on status {s.RetransmittedOnStatus} (tail {s.TailResends}, lost resends {s.LostResends}, deferred {s.RepairsDeferred}, report delay {s.ReportDelay.TotalMilliseconds:F2} ms, asked after release {s.RepairsTooLate}), laggards skipped {s.LaggardsSkipped}, "
                 : $"μ_snd {s.RateController.TargetRate:F0}/s, credits {s.RateController.Credits:F0}, ") +
             $"resent on NAK {s.RetransmittedOnNak} / timeout {s.RetransmittedOnTimeout}")) +
         (_retired.Count > 0 ? $"; retired senders {_retired.Count}" : "") +

@@ -130,6 +130,14 @@ public sealed record RegionOptions
     /// "Partition share"). On by default.</summary>
     public bool PartitionShare { get; init; } = true;
 
+    /// <summary>With <see cref="RegionFlowControl.ReceiverWindow"/>: a partition leader sends the packets its members'
+    /// flow reports name missing, of those it holds, to those members alone, and the sender resends only the rest
+    /// (<see cref="LeaderRepair"/>, docs/qsm.md "Leader repair"), in regions of two partitions or more (a region of one
+    /// partition has fewer than twice <see cref="ReplicationFactor"/> members: there the sender's resends, whose losses it
+    /// finds at once, recover faster than the fan-out they save). Off, every gap goes up to the sender, whose resend is
+    /// multicast to the whole region. On by default.</summary>
+    public bool LeaderRepair { get; init; } = true;
+
     /// <summary>What paces the senders (see <see cref="RegionFlowControl"/>).</summary>
     public RegionFlowControl FlowControl { get; init; } = RegionFlowControl.ReceiverWindow;
 

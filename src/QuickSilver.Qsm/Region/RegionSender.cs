@@ -526,11 +526,71 @@ internal sealed class RegionSender : IDatagramFeed, IPacketLender
         }
 
         AcknowledgedByToken++;
-        Release(ack.Stable, ack.View);
+        ulong stable = ack.Stable;
+        if (_options.FlowControl == RegionFlowControl.ReceiverWindow)
+        {
+            // Stable means held by the packet's caching partition, not taken by every member. While the latest flow
+            // reports name a packet missing, keep it and what follows: released, it could no longer be resent, and the
+            // member would wait a token round for a pull from the caching partition. (A member that has taken less but
+            // lacks nothing, such as a paused reader, does not hold the sender's copies.)
+            ulong firstGap = LowestNamedGap();
+            if (firstGap <= stable)
+            {
+                stable = Math.Max(firstGap - 1, Acknowledged);
+                HeldAgainstToken++;
+            }
+        }
+
+        Release(stable, ack.View);
         _regionMaxSeen = Math.Max(_regionMaxSeen, ack.MaxSeen);
         _rate.OnReceiverRate(ack.Rate, ack.Loss);
         UpdateByteLimit();
         Signal(); // the window may have room again
+    }
+
+    /// <summary>The lowest position the flow reports give (at most <see cref="LastSequence"/>), and whether every
+    /// report slot has been heard in this view and is complete (every member behind it reported).</summary>
+    private ulong ReportedMinimum(out bool complete)
+    {
+        complete = true;
+        ulong minimum = ulong.MaxValue;
+        foreach (var r in _reports)
+        {
+            complete &= r.Heard && r.Complete;
+            minimum = Math.Min(minimum, r.Position);
+        }
+
+        return Math.Min(minimum, LastSequence);
+    }
+
+    /// <summary>The lowest packet the latest flow reports name missing (<see cref="ulong.MaxValue"/> if none does).</summary>
+    private ulong LowestNamedGap()
+    {
+        ulong lowest = ulong.MaxValue;
+        foreach (var r in _reports)
+        {
+            if (r.Heard && r.FirstGap != 0 && r.FirstGap < lowest)
+            {
+                lowest = r.FirstGap;
+            }
+        }
+
+        return lowest;
+    }
+
+    /// <summary>The lowest packet <paramref name="missing"/> names after <paramref name="position"/>, or 0.</summary>
+    private static ulong FirstNamed(ulong position, in GapMap missing)
+    {
+        for (int w = 0; w < GapMap.Words; w++)
+        {
+            ulong word = missing.Word(w);
+            if (word != 0)
+            {
+                return position + 1 + (ulong)(w * 64) + (ulong)BitOperations.TrailingZeroCount(word);
+            }
+        }
+
+        return 0;
     }
 
     /// <summary>Releases the packets up to <paramref name="stable"/>, but only up to the first one numbered in a later
@@ -732,17 +792,9 @@ internal sealed class RegionSender : IDatagramFeed, IPacketLender
         report.RoomAbove = status.RoomAboveHighest ? Math.Min(status.Highest, LastSequence) : 0; // paired with this report's window
         report.Slowest = status.Slowest;
         report.Leading = status.Leading;
+        report.FirstGap = FirstNamed(status.Position, status.Missing);
 
-        bool complete = true;
-        ulong minimum = ulong.MaxValue;
-        foreach (var r in _reports)
-        {
-            complete &= r.Heard && r.Complete;
-            minimum = Math.Min(minimum, r.Position);
-        }
-
-        minimum = Math.Min(minimum, LastSequence);
-
+        ulong minimum = ReportedMinimum(out bool complete);
         if (complete && minimum > Acknowledged)
         {
             Release(minimum, status.View);
@@ -900,6 +952,11 @@ internal sealed class RegionSender : IDatagramFeed, IPacketLender
     {
         if (!IsBuffered(seq))
         {
+            if (seq <= Acknowledged && seq > 0)
+            {
+                RepairsTooLate++; // released already: its caching partition repairs it, on the token's pull
+            }
+
             return false;
         }
 
@@ -971,6 +1028,14 @@ internal sealed class RegionSender : IDatagramFeed, IPacketLender
     /// reordering network resends such a packet once more than needed.
     /// </summary>
     public long LostResends { get; private set; }
+
+    /// <summary>Token ACKs this sender took only up to the packet before the lowest one a flow report names missing
+    /// (<see cref="RegionFlowControl.ReceiverWindow"/>): a member still lacked a packet the ACK called stable.</summary>
+    public long HeldAgainstToken { get; private set; }
+
+    /// <summary>Times a report named a packet missing after this sender had released it (a token's ACK: stable on their
+    /// caching partition): not resent; the member pulls them from that partition at the next token round.</summary>
+    public long RepairsTooLate { get; private set; }
 
     /// <summary>Of <see cref="RetransmittedOnStatus"/>, packets resent as a lost tail (<see cref="RepairTail"/>).</summary>
     public long TailResends { get; private set; }
@@ -1284,6 +1349,7 @@ internal sealed class RegionSender : IDatagramFeed, IPacketLender
         public ulong Leading; // the furthest position of the partition's members
         public ulong Cached;  // the partition's cached point (FlowStatus.Cached)
         public ulong RoomAbove; // the report's highest packet, when every member has room for its window above it (else 0)
+        public ulong FirstGap;  // the lowest packet the report names missing (0: none; packets are numbered from 1)
     }
 }
 

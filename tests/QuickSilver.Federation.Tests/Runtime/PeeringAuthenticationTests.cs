@@ -35,7 +35,7 @@ public class PeeringAuthenticationTests
             new IPEndPoint(IPAddress.Loopback, 0), [new PeerConfig(new GatewayId(3 - id), peerAddress, LinkCosts.Default)])
         { Logger = logger ?? Microsoft.Extensions.Logging.Abstractions.NullLogger.Instance };
 
-    private static async Task Until(Func<Task<bool>> condition, int seconds = 10)
+    private static async Task Until(Func<Task<bool>> condition, int seconds = 30) // returns as soon as it holds; 10 s ran out once on a loaded 2-core machine
     {
         var deadline = DateTime.UtcNow + TimeSpan.FromSeconds(seconds);
         while (DateTime.UtcNow < deadline && !await condition())

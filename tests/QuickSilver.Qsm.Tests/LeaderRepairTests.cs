@@ -1,0 +1,119 @@
+using QuickSilver.Qsm.Region;
+using QuickSilver.Qsm.Simulation;
+using QuickSilver.Transport.Simulation;
+using Xunit.Abstractions;
+
+namespace QuickSilver.Qsm.Tests;
+
+/// <summary>
+/// A partition leader repairs its members' gaps from what it holds before the sender hears of them
+/// (<see cref="RegionOptions.LeaderRepair"/>, docs/qsm.md "Leader repair"), on virtual time: the sender resends only what
+/// the leader could not give, a repair lost on the way goes again from the leader's copy after the hold-off, and a gap
+/// nobody repairs is pulled from its caching partition.
+/// </summary>
+public sealed class LeaderRepairTests(ITestOutputHelper output)
+{
+    private const int Messages = 3_000;
+
+    /// <summary>Ten members in two partitions (replication factor 5), one sender outside the region, a clean LAN but
+    /// for one non-leader member whose link loses <paramref name="loss"/> of its datagrams both ways.</summary>
+    private static (RegionCluster Cluster, RegionClusterNode Lossy) Region(int seed, double loss, bool leaderRepair)
+    {
+        var cluster = new RegionCluster(seed, 10, 1, new LinkOptions { BandwidthBitsPerSecond = 100_000_000 }, new RegionOptions
+        {
+            ReplicationFactor = 5,
+            LeaderRepair = leaderRepair,
+            TokenInterval = TimeSpan.FromMilliseconds(200),
+        });
+        var lossy = cluster.Nodes.First(n => n.IsMember && n.Member!.Index != n.Member.Partition);
+        cluster.Network.SetLink(lossy.Sim, new LinkOptions { BandwidthBitsPerSecond = 100_000_000, LossRate = loss });
+        return (cluster, lossy);
+    }
+
+    private static long LeaderRepairs(RegionCluster cluster) => cluster.LiveMembers.Sum(n => n.Member!.FlowStatus?.Repair?.Sent ?? 0);
+
+    private static long Resent(RegionCluster cluster) => cluster.LiveMembers.Sum(n => n.Member!.FlowStatus?.Repair?.Resent ?? 0);
+
+    [Theory]
+    [InlineData(2006)]
+    [InlineData(7)]
+    public void A_member_missing_what_its_partition_got_is_repaired_by_its_leader_not_by_the_sender(int seed)
+    {
+        var results = new List<(long OnStatus, long Leader, long Resent)>();
+        foreach (bool leaderRepair in new[] { false, true })
+        {
+            var (cluster, _) = Region(seed, 0.02, leaderRepair);
+            cluster.SendFromAll(Messages);
+            bool done = cluster.Network.RunUntil(() => cluster.AllDelivered(Messages), TimeSpan.FromMinutes(1));
+            Assert.True(done, $"seed {seed}, leader repair {leaderRepair}: {cluster.CheckDelivery(Messages)}");
+            Assert.Null(cluster.CheckDelivery(Messages)); // every message, once, in order, at every member
+            results.Add((cluster.Senders[0].Sender!.RetransmittedOnStatus, LeaderRepairs(cluster), Resent(cluster)));
+        }
+
+        var (off, on) = (results[0], results[1]);
+        output.WriteLine($"seed {seed}: off: sender resent {off.OnStatus} on reports; on: sender resent {on.OnStatus}, leaders repaired {on.Leader} (sent again {on.Resent})");
+        Assert.Equal(0, off.Leader); // off: nothing but the sender repairs
+        Assert.True(off.OnStatus > 20, $"seed {seed}: {off.OnStatus} resends with the leader's repair off (2 % loss on one link)");
+        Assert.True(on.Leader >= off.OnStatus / 2, $"seed {seed}: the leader repaired {on.Leader}, the sender {off.OnStatus} without it");
+        // What still reaches the sender: packets the leader lost too, and the tails of the lossy member's lost reports.
+        Assert.True(on.OnStatus <= off.OnStatus / 4, $"seed {seed}: the sender still resent {on.OnStatus} (against {off.OnStatus} without the leader)");
+    }
+
+    [Theory]
+    [InlineData(2006)]
+    [InlineData(7)]
+    public void A_repair_lost_on_the_way_is_sent_again_by_the_leader_after_the_hold_off_and_nothing_is_lost(int seed)
+    {
+        // A link losing 20 % loses about one leader repair in five: the member names those again after the hold-off,
+        // and the leader sends them again from its copy (it may have let a packet of another class go meanwhile).
+        var (cluster, lossy) = Region(seed, 0.20, leaderRepair: true);
+        cluster.SendFromAll(Messages);
+        bool done = cluster.Network.RunUntil(() => cluster.AllDelivered(Messages), TimeSpan.FromMinutes(2));
+        var sender = cluster.Senders[0].Sender!;
+        output.WriteLine($"seed {seed}: virtual {cluster.Network.Now}, leaders repaired {LeaderRepairs(cluster)} (sent again {Resent(cluster)}), "
+            + $"sender resent {sender.RetransmittedOnStatus} on reports ({sender.RepairsTooLate} asked for after it released them), lossy member delivered {lossy.DeliveredFrom(cluster.Senders[0].Id)}");
+        Assert.True(done, $"seed {seed}: {cluster.CheckDelivery(Messages)}");
+        Assert.Null(cluster.CheckDelivery(Messages));
+        Assert.True(Resent(cluster) > LeaderRepairs(cluster) / 20, $"seed {seed}: {Resent(cluster)} of {LeaderRepairs(cluster)} leader repairs sent again (a fifth are lost)");
+    }
+
+    /// <summary>A gap neither the sender nor a leader repairs (here the sender crashed right after its last packet,
+    /// and leader repair is off) is pulled straight from a replica of its caching partition once it has been open four
+    /// status intervals, not at the token's next round (30 s here): <c>LossRecovery.PullGaps</c>.</summary>
+    [Theory]
+    [InlineData(2006)]
+    [InlineData(7)]
+    public void A_gap_left_open_is_pulled_from_its_caching_partition_without_waiting_for_the_token(int seed)
+    {
+        const int Count = 2_000;
+        var cluster = new RegionCluster(seed, 10, 1, new LinkOptions { BandwidthBitsPerSecond = 100_000_000 }, new RegionOptions
+        {
+            ReplicationFactor = 5,
+            LeaderRepair = false,
+            TokenInterval = TimeSpan.FromSeconds(30),
+            RetireDepartedStreamsAfter = TimeSpan.FromMinutes(2),
+        });
+        var lossy = cluster.Nodes.First(n => n.IsMember && n.Member!.Index != n.Member.Partition);
+        cluster.Network.SetLink(lossy.Sim, new LinkOptions { BandwidthBitsPerSecond = 100_000_000, LossRate = 0.05 });
+        var sender = cluster.Senders[0];
+        cluster.SendFromAll(Count);
+        Assert.True(cluster.Network.RunUntil(() => sender.Sender!.LastSequence >= Count, TimeSpan.FromSeconds(10)));
+        sender.Sim.Crash(); // its resends are gone: only the members hold the packets now
+        var stream = lossy.Member!.Streams[sender.Id];
+        ulong openAtCrash = stream.MaxSeen - stream.Delivered;
+        bool done = cluster.Network.RunUntil(() => cluster.AllDelivered(Count), TimeSpan.FromSeconds(3));
+        long pulls = cluster.LiveMembers.Sum(n => n.Member!.Recovery.GapPullsSent);
+        output.WriteLine($"seed {seed}: at the crash the lossy member held {openAtCrash} packets behind a gap; gap pulls {pulls}; all delivered {done} at {cluster.Network.Now}");
+        Assert.True(openAtCrash > 0, $"seed {seed}: no gap was open when the sender crashed");
+        Assert.True(done, $"seed {seed}: {cluster.CheckDelivery(Count)}");
+        Assert.Null(cluster.CheckDelivery(Count));
+        Assert.True(pulls > 0);
+    }
+
+    [Fact]
+    public void Off_no_member_repairs_on_reports()
+    {
+        var (cluster, _) = Region(2006, 0.02, leaderRepair: false);
+        Assert.All(cluster.LiveMembers, n => Assert.Null(n.Member!.FlowStatus?.Repair));
+    }
+}
