@@ -293,7 +293,7 @@ internal sealed class ReceiverStatus
     {
         var view = _member.View;
         if (view is null || status.View != view.ViewNumber || status.Partition != _member.Partition || !IsPartitionLeader
-            || !_member.Streams.ContainsKey(status.Sender))
+            || !_member.Streams.TryGetValue(status.Sender, out var stream))
         {
             return false;
         }
@@ -317,7 +317,7 @@ internal sealed class ReceiverStatus
             {
                 // what this leader holds goes to the member now, and only the rest up to the sender; every report (with
                 // gaps or without) tells the log what arrived
-                _repair.OnReport(_member.Streams[status.Sender], log, from, status.Position, status.Highest,
+                _repair.OnReport(stream, log, from, status.Position, status.Highest,
                     status.RoomAboveHighest ? _options.GapReportPackets : 64, ref missing);
             }
         }

@@ -954,7 +954,7 @@ internal sealed class RegionSender : IDatagramFeed, IPacketLender
         {
             if (seq <= Acknowledged && seq > 0)
             {
-                RepairsTooLate++; // released already: its caching partition repairs it, on the token's pull
+                RepairsTooLate++; // released already: the member pulls it from its caching partition (a gap pull, or the token's)
             }
 
             return false;
