@@ -110,6 +110,36 @@ public sealed class LeaderRepairTests(ITestOutputHelper output)
         Assert.True(pulls > 0);
     }
 
+    /// <summary>A member report whose packet numbers would wrap (a position near 2^64), or whose highest packet is below
+    /// its position, repairs nothing and is counted; the same report with sane numbers is repaired from.</summary>
+    [Fact]
+    public void A_report_whose_numbers_would_wrap_repairs_nothing_and_is_counted()
+    {
+        var (cluster, lossy) = Region(2006, 0.02, leaderRepair: true);
+        cluster.SendFromAll(Messages);
+        Assert.True(cluster.Network.RunUntil(() => cluster.AllDelivered(Messages), TimeSpan.FromMinutes(1)));
+        var member = lossy.Member!;
+        var leader = cluster.LiveMembers.Single(n => n.Member!.Index == member.Partition).Member!;
+        var repair = leader.FlowStatus!.Repair!;
+        var view = cluster.View;
+        uint sender = cluster.Senders[0].Id;
+        bool Offer(ulong position, ulong highest) => leader.FlowStatus!.OnMemberReport(lossy.Address, new FlowStatus(lossy.Id, view.Region.Value,
+            view.ViewNumber, sender, member.Partition, Aggregate: false, Complete: false, position, 1 << 20, 1UL, highest, lossy.Id, position));
+
+        long sent = repair.Sent;
+        Assert.True(Offer(Messages - 2, Messages - 3)); // its highest below its position
+        Assert.Equal(1, repair.Implausible);
+        Assert.Equal(sent, repair.Sent);
+
+        Assert.True(Offer(Messages - 2, Messages)); // names packet Messages − 1, which the leader still holds
+        Assert.Equal(1, repair.Implausible);
+        Assert.Equal(sent + 1, repair.Sent);
+
+        Assert.True(Offer(ulong.MaxValue - 10, ulong.MaxValue)); // the packets it names would wrap to 0, 1, ...
+        Assert.Equal(2, repair.Implausible);
+        Assert.Equal(sent + 1, repair.Sent);
+    }
+
     [Fact]
     public void Off_no_member_repairs_on_reports()
     {

@@ -46,8 +46,8 @@ internal sealed class LeaderRepair
     /// last one was lost).</summary>
     public long Resent { get; private set; }
 
-    /// <summary>Member reports whose position or highest packet is beyond anything a stream can hold (a forged or broken
-    /// report): no repair from them.</summary>
+    /// <summary>Member reports this leader refused to repair from (a forged or broken report): a position so high that
+    /// the packets its map names would wrap, or a highest packet below the position.</summary>
     public long Implausible { get; private set; }
 
     /// <summary>How long <paramref name="log"/>'s member may name a packet repaired to it before it is sent again.</summary>
