@@ -111,7 +111,8 @@ public sealed class LeaderRepairTests(ITestOutputHelper output)
     }
 
     /// <summary>A member report whose packet numbers would wrap (a position near 2^64), or whose highest packet is below
-    /// its position, repairs nothing and is counted; the same report with sane numbers is repaired from.</summary>
+    /// its position, repairs nothing and is counted (the first is refused before leader repair sees it, as far past
+    /// what the leader has seen); the same report with sane numbers is repaired from.</summary>
     [Fact]
     public void A_report_whose_numbers_would_wrap_repairs_nothing_and_is_counted()
     {
@@ -136,8 +137,41 @@ public sealed class LeaderRepairTests(ITestOutputHelper output)
         Assert.Equal(sent + 1, repair.Sent);
 
         Assert.True(Offer(ulong.MaxValue - 10, ulong.MaxValue)); // the packets it names would wrap to 0, 1, ...
-        Assert.Equal(2, repair.Implausible);
+        Assert.Equal(1, leader.FlowStatus.ImplausibleReports); // refused before leader repair sees it: far past the leader
+        Assert.Equal(1, repair.Implausible);
         Assert.Equal(sent + 1, repair.Sent);
+    }
+
+    /// <summary>A member report that puts the member further past its leader than any member can be (a forged or broken
+    /// position or highest packet) is dropped and counted; before, the leader stored it, took every later real report of
+    /// that member as overtaken until the next view, and so neither repaired it nor passed its gaps on.</summary>
+    [Fact]
+    public void A_report_far_past_what_its_leader_has_seen_is_refused_and_the_real_ones_still_count()
+    {
+        var (cluster, lossy) = Region(2006, 0.02, leaderRepair: true);
+        cluster.SendFromAll(Messages);
+        Assert.True(cluster.Network.RunUntil(() => cluster.AllDelivered(Messages), TimeSpan.FromMinutes(1)));
+        var member = lossy.Member!;
+        var leader = cluster.LiveMembers.Single(n => n.Member!.Index == member.Partition).Member!;
+        var status = leader.FlowStatus!;
+        var view = cluster.View;
+        uint sender = cluster.Senders[0].Id;
+        bool Offer(ulong position, ulong highest, GapMap missing) => status.OnMemberReport(lossy.Address, new FlowStatus(lossy.Id,
+            view.Region.Value, view.ViewNumber, sender, member.Partition, Aggregate: false, Complete: false, position, 1 << 20, missing,
+            highest, lossy.Id, position));
+        ulong far = Messages + (2UL * (ulong)leader.Options.MaxHeldPackets) + 1_000;
+        long malformed = leader.Drops[Core.Diagnostics.DropReason.Malformed];
+        Assert.Equal(0, status.ImplausibleReports); // none in the run itself
+
+        Assert.True(Offer(far, far, 0UL));      // a position past the bound
+        Assert.True(Offer(Messages - 2, far, 0UL)); // a sane position, a highest past the bound
+        Assert.Equal(2, status.ImplausibleReports);
+        Assert.Equal(malformed + 2, leader.Drops[Core.Diagnostics.DropReason.Malformed]);
+
+        long sent = status.Repair!.Sent;
+        Assert.True(Offer(Messages - 2, Messages, 1UL)); // the member's real report, naming packet Messages − 1: repaired
+        Assert.Equal(sent + 1, status.Repair.Sent);
+        Assert.Equal(2, status.ImplausibleReports);
     }
 
     [Fact]

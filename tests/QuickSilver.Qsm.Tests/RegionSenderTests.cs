@@ -1,4 +1,5 @@
 using QuickSilver.Core.Alarms;
+using QuickSilver.Core.Diagnostics;
 using QuickSilver.Core.Feeds;
 using QuickSilver.Core.Io;
 using QuickSilver.Membership;
@@ -152,6 +153,29 @@ public sealed class RegionSenderTests
         Ack(sender, 8);
         Assert.Equal(8UL, sender.Acknowledged); // the caching partition holds them: released as before
         Assert.Equal(1, sender.HeldAgainstToken);
+    }
+
+    /// <summary>A flow report naming a highest packet the sender never numbered is dropped as malformed, like one whose
+    /// position is: stored, it would hide every later report's highest (the sender samples its report delay on a rise).</summary>
+    [Fact]
+    public void A_report_whose_highest_packet_was_never_sent_is_dropped()
+    {
+        var leader = new ViewMember(new NodeId(2), NetAddress.Loopback(4001));
+        var view = new RegionView(new RegionId(1), 1, [leader, new ViewMember(new NodeId(3), NetAddress.Loopback(4002))], Group);
+        var transport = new PulledTransport();
+        var sender = new RegionSender(1, view, transport, new VirtualScheduler(), new RegionOptions { SenderWindow = 64 },
+            new RateControl.RateControlOptions { MinRate = 1_000_000, Credits = 1_000_000, CreditsHigh = 1_000_000 }) { Source = new RecordSource(100) };
+        transport.Pull(room: 8);
+        void Report(ulong position, ulong highest) => sender.OnStatus(leader.Address, new FlowStatus(2, 1, 1, 1, 0, Aggregate: true, Complete: true,
+            position, 1 << 20, 0UL, Highest: highest), local: false);
+
+        Report(2, 1_000_000);
+        Assert.Equal(1, sender.Drops[DropReason.Malformed]);
+        Assert.Equal(0, sender.StatusReports);
+        Report(4, 8);
+        Assert.Equal(1, sender.Drops[DropReason.Malformed]);
+        Assert.Equal(1, sender.StatusReports);
+        Assert.Equal(4UL, sender.Acknowledged);
     }
 
     [Fact]

@@ -305,6 +305,11 @@ internal sealed class ReceiverStatus
         }
 
         ReportsReceived++;
+        if (!Plausible(stream, status.Position, status.Highest))
+        {
+            return true; // taken, and dropped as malformed
+        }
+
         int slot = index / _member.Partitions;
         var missing = status.Missing;
         // Not for this node's own stream: as its sender it resends to everyone who lost a packet with one datagram, and
@@ -336,6 +341,39 @@ internal sealed class ReceiverStatus
     private TimeSpan GapPullAfter => 4 * _options.StatusInterval;
 
     private bool IsPartitionLeader => _member.Index >= 0 && _member.Index == _member.Partition;
+
+    /// <summary>Reports refused because they put a member (or a partition) further ahead of this member than any member
+    /// can be (<see cref="PlausibleUpTo"/>): dropped and counted (also as <c>DropReason.Malformed</c>).</summary>
+    public long ImplausibleReports { get; private set; }
+
+    /// <summary>
+    /// The furthest packet a report of <paramref name="stream"/> can name while this member has seen what it has: its
+    /// highest packet (or its position, if a skip notice moved that further), plus two of its own
+    /// <see cref="RegionOptions.MaxHeldPackets"/>, plus one packet per partition. A sender numbers at most
+    /// <see cref="RegionOptions.SenderWindow"/> packets past what it has acknowledged, and acknowledges a packet only
+    /// once its caching partition holds it, this member included for its own class (so at most a partition count past
+    /// what this member has seen); and no member stores a packet more than its <see cref="RegionOptions.MaxHeldPackets"/>
+    /// past its purge point. A member's position therefore never gets that far past its leader's highest packet, unless
+    /// the report is forged (by an insider: reports are sealed under the region's keys) or broken. Such a position, once
+    /// stored, would make every later, lower report of the member look overtaken until the next view
+    /// (<see cref="Apply"/>). No bound before this member has anchored the stream (it has seen nothing yet).
+    /// </summary>
+    private ulong PlausibleUpTo(SenderStream stream)
+        => stream.Anchored ? Math.Max(stream.MaxSeen, stream.Delivered) + (2 * (ulong)_options.MaxHeldPackets) + (ulong)_member.Partitions
+            : ulong.MaxValue;
+
+    private bool Plausible(SenderStream stream, ulong position, ulong highest)
+    {
+        ulong bound = PlausibleUpTo(stream);
+        if (position <= bound && highest <= bound)
+        {
+            return true;
+        }
+
+        ImplausibleReports++;
+        _member.Drops.Increment(DropReason.Malformed);
+        return false;
+    }
 
     private void SampleOverflows()
     {
@@ -466,7 +504,7 @@ internal sealed class ReceiverStatus
     {
         var view = _member.View;
         if (view is null || status.View != view.ViewNumber || !Blocked || status.Partition >= _member.Partitions
-            || _member.Index != AggregatorOf(status.Partition) || !_member.Streams.ContainsKey(status.Sender)
+            || _member.Index != AggregatorOf(status.Partition) || !_member.Streams.TryGetValue(status.Sender, out var stream)
             || view.Members[status.Partition].Address != from || view.Members[status.Partition].Node.Value != status.Reporter)
         {
             return false;
@@ -474,6 +512,11 @@ internal sealed class ReceiverStatus
 
         ReportsReceived++;
         PartialReportsReceived++;
+        if (!Plausible(stream, status.Position, status.Highest))
+        {
+            return true;
+        }
+
         UpdateBlock(status.Sender, status.Partition, new PartitionSummary(status.Position, status.WindowBytes, status.Complete, status.Missing,
             status.Highest, status.Slowest, status.Leading, status.Overflowed, status.Cached, status.RoomAboveHighest));
         return true;
@@ -512,9 +555,12 @@ internal sealed class ReceiverStatus
         }
 
         flow.OverflowPending |= report.Overflowed; // kept even from an overtaken report: the queue did overflow
-        if (report.Position < flow.Positions[slot])
+        bool known = _member.Streams.TryGetValue(sender, out var own);
+        if (report.Position < flow.Positions[slot] && (!known || flow.Positions[slot] <= PlausibleUpTo(own!)))
         {
-            return; // an older report, overtaken: a position never goes back in a view
+            // An older report, overtaken: a position never goes back in a view. Unless the one stored is past what is
+            // plausible now: then it came before this member had a bound (PlausibleUpTo), and the lower one replaces it.
+            return;
         }
 
         flow.Positions[slot] = report.Position;
@@ -528,7 +574,7 @@ internal sealed class ReceiverStatus
         flow.SlotCached[slot] = Math.Max(flow.SlotCached[slot], report.Cached); // never goes back in a view
         flow.SlotRoom[slot] = report.Room;
         var summary = flow.Aggregate(_options.GapReportPackets);
-        ulong threshold = _member.Streams.TryGetValue(sender, out var own) ? Threshold(own) : _firstThreshold;
+        ulong threshold = known ? Threshold(own!) : _firstThreshold;
         // The sender asked for a report (this member saw the request too): pass on every move until the aggregate reaches it.
         bool requested = own is not null && own.Report.RequestedUpTo > flow.RequestServed && summary.Position > flow.Forwarded;
         var trigger = summary.Position >= flow.Forwarded + threshold ? ForwardTrigger.Position

@@ -756,9 +756,9 @@ internal sealed class RegionSender : IDatagramFeed, IPacketLender
             return;
         }
 
-        if (status.Position > LastSequence)
+        if (status.Position > LastSequence || status.Highest > LastSequence)
         {
-            Drops.Increment(DropReason.Malformed); // reports packets never sent
+            Drops.Increment(DropReason.Malformed); // reports packets never sent (a stored highest past them would stop every later one)
             return;
         }
 
