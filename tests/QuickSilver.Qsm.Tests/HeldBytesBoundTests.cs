@@ -23,6 +23,7 @@ public sealed class HeldBytesBoundTests(ITestOutputHelper output)
         public RegionFlowControl Flow { get; init; } = RegionFlowControl.ReceiverWindow;
         public LinkOptions Link { get; init; } = new() { BandwidthBitsPerSecond = 1_000_000_000 };
         public long MaxHeldBytes { get; init; }
+        public long MaxMemberHeldBytes { get; init; }
         public int MaxPacketBytes { get; init; }
         public int MaxSenders { get; init; } = 64;
         public bool SlowReader { get; init; }
@@ -39,6 +40,7 @@ public sealed class HeldBytesBoundTests(ITestOutputHelper output)
             TokenInterval = TimeSpan.FromMilliseconds(50),
             FlowControl = s.Flow,
             MaxHeldBytes = s.MaxHeldBytes,
+            MaxMemberHeldBytes = s.MaxMemberHeldBytes,
             MaxPacketBytes = s.MaxPacketBytes,
             MaxSenders = s.MaxSenders,
             FifoDelivery = s.Fifo,
@@ -134,6 +136,27 @@ public sealed class HeldBytesBoundTests(ITestOutputHelper output)
         Assert.Equal(0, o.Evicted);
     }
 
+    /// <summary>A member whose application reads slowly holds every sender's packets up to the bound per sender: eight
+    /// senders, eight bounds. With <see cref="RegionOptions.MaxMemberHeldBytes"/> at two bounds per sender the member
+    /// shares it among the streams, and holds about that much over all of them; everyone still gets every message,
+    /// exactly once and in order.</summary>
+    [Theory]
+    [InlineData(1731)]
+    [InlineData(1732)]
+    public void A_slow_reader_of_eight_senders_holds_the_bound_per_member_not_eight_bounds(int seed)
+    {
+        const long PerSender = 1 << 20, PerMember = 2 << 20;
+        var s = new Scenario("slow reader, 8 senders", 6, 8, LargePayload, 200) { SlowReader = true, MaxHeldBytes = PerSender };
+        var unshared = s with { Name = $"{s.Name}, bound per member 2^42 (in effect none)", MaxMemberHeldBytes = 1L << 42 };
+        var shared = s with { Name = $"{s.Name}, bound per member 2 MiB", MaxMemberHeldBytes = PerMember };
+        var before = Run(unshared, seed);
+        Report(unshared, seed, before);
+        var after = Run(shared, seed);
+        Report(shared, seed, after);
+        Assert.True(before.MemberPeaks.Max() > 2 * PerMember, $"without the bound per member the slow reader held only {before.MemberPeaks.Max()} B: the test tests nothing");
+        Assert.True(after.MemberPeaks.Max() <= PerMember + (PerMember / 4), $"a member held {after.MemberPeaks.Max()} B, over the bound per member {PerMember} B");
+    }
+
     /// <summary>With the paper's rate control the sender counts packets; a byte bound set well below its window of
     /// packets acts through the stability the members vouch for, and drops what overruns it all the same: still
     /// everything is delivered, exactly once and in order, and no stream held more than the bound.</summary>
@@ -224,6 +247,35 @@ public sealed class HeldBytesBoundTests(ITestOutputHelper output)
         Assert.Equal([1UL, 2, 3, 4, 5], delivered);
         Assert.Equal(5UL, stream.FlowPosition);       // 4 and 5 held: 200 B, within the bound less the reserve
         Assert.True(stream.PeakHeldBytes <= 400);
+    }
+
+    /// <summary>A stream's share of the bound per member (<see cref="SenderStream.ShareByteBound"/>): it never drops below
+    /// the packets the stream vouched for plus room for one more, comes down to the share as the purge releases them,
+    /// and a packet over it is then dropped and counted.</summary>
+    [Fact]
+    public void A_shared_bound_comes_down_to_the_share_as_the_purge_releases_what_the_stream_vouched_for()
+    {
+        var stream = new SenderStream(1, (_, _, _) => true, maxHeldBytes: 1_000, reserveBytes: 100, largestPayload: 100);
+        stream.Anchor(0);
+        var packet = new byte[100];
+        for (ulong seq = 1; seq <= 8; seq++)
+        {
+            Assert.True(stream.Add(seq, packet));
+        }
+
+        Assert.Equal(8UL, stream.FlowPosition);   // 800 B vouched for, within the bound less the reserve
+        stream.ShareByteBound(300, 100);
+        Assert.Equal(900, stream.MaxHeldBytes);   // not below the 800 B vouched for, plus one packet
+        stream.Purge(6);
+        stream.ShareByteBound(300, 100);
+        Assert.Equal(300, stream.MaxHeldBytes);   // 7 and 8 left: the share
+        Assert.Equal(8UL, stream.FlowPosition);
+        Assert.True(stream.Add(9, packet));       // 300 B held
+        Assert.False(stream.Add(11, packet));     // over the share, not needed next: dropped
+        Assert.Equal(1, stream.ByteOverflows);
+        stream.ShareByteBound(1_000, 100);        // the share grows again (fewer streams hold packets)
+        Assert.Equal(1_000, stream.MaxHeldBytes);
+        Assert.True(stream.Add(11, packet));
     }
 
     /// <summary>The stream's invariants over random arrivals (out of order, duplicated, of random sizes), refusals, purges
@@ -349,5 +401,14 @@ public sealed class HeldBytesBoundTests(ITestOutputHelper output)
         Assert.Equal(4L * (2 << 20), new RegionOptions().HeldBytesBound(LargePayload));
         Assert.Equal(16_384L * LargePayload, new RegionOptions { FlowControl = RegionFlowControl.PaperRate }.HeldBytesBound(LargePayload));
         Assert.Equal(12_345_678L, new RegionOptions { MaxHeldBytes = 12_345_678 }.HeldBytesBound(LargePayload));
+
+        // The bound per member: 0 (four bounds per sender) or between twice the largest packet and 2^42.
+        new RegionOptions { MaxMemberHeldBytes = 2 * 65_507 }.Validate();
+        var member = Assert.Throws<ArgumentOutOfRangeException>(() => new RegionOptions { MaxMemberHeldBytes = 100_000 }.Validate());
+        Assert.Contains("RegionOptions.MaxMemberHeldBytes", member.Message);
+        Assert.Throws<ArgumentOutOfRangeException>(() => new RegionOptions { MaxMemberHeldBytes = -1 }.Validate());
+        Assert.Throws<ArgumentOutOfRangeException>(() => new RegionOptions { MaxMemberHeldBytes = (1L << 42) + 1 }.Validate());
+        Assert.Equal(4 * 4L * (2 << 20), new RegionOptions().MemberHeldBytesBound(LargePayload));
+        Assert.Equal(5_000_000L, new RegionOptions { MaxMemberHeldBytes = 5_000_000 }.MemberHeldBytesBound(LargePayload));
     }
 }

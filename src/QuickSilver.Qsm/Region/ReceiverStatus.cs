@@ -81,6 +81,44 @@ internal sealed class ReceiverStatus
         _firstThreshold = Math.Max(1, _window / 8 / (ulong)_packetBytes);
     }
 
+    /// <summary>
+    /// Shares the member's byte bound over all senders (<see cref="RegionOptions.MaxMemberHeldBytes"/>) among the
+    /// <paramref name="holding"/> streams that hold packets or moved, after <see cref="ShareWindow"/>. While the share is
+    /// at least the bound per sender nothing changes (up to four such streams at the defaults). Below it, every stream's
+    /// bound is the share (at least twice the largest packet), the window this member offers each sender is at most half
+    /// of it, and that window is the reserve the sender may send beyond what the member vouched for; a stream's bound
+    /// never drops below what it vouched for already (<see cref="SenderStream.ShareByteBound"/>). Once per timer tick.
+    /// </summary>
+    private void ShareByteBound(int holding)
+    {
+        long share = _member.MemberHeldBytesBound / Math.Max(1, holding);
+        var before = _member.StreamShare;
+        if (share >= _member.HeldBytesBound)
+        {
+            if (before is null)
+            {
+                return;
+            }
+
+            _member.StreamShare = null; // back to the bound per sender
+            foreach (var stream in _member.Streams.Values)
+            {
+                stream.ShareByteBound(_member.HeldBytesBound, _options.HeldBytesReserve(_member.LargestPayload));
+            }
+
+            return;
+        }
+
+        long bound = Math.Max(share, 2L * _member.LargestPayload);
+        _window = (uint)Math.Clamp(bound / 2, _packetBytes, _window); // the window within half the bound, as WithWindowWithin has it per sender
+        _firstThreshold = Math.Max(1, _window / 8 / (ulong)_packetBytes);
+        _member.StreamShare = (bound, _window);
+        foreach (var stream in _member.Streams.Values)
+        {
+            stream.ShareByteBound(bound, _window);
+        }
+    }
+
     /// <summary>Packets between two reports of a stream not yet measured (<see cref="SetThreshold"/>).</summary>
     private ulong Threshold(SenderStream stream) => stream.Report.Threshold == 0 ? _firstThreshold : stream.Report.Threshold;
 
@@ -670,6 +708,7 @@ internal sealed class ReceiverStatus
             _overflowsAtTick = _overflows;
             SampleOverflows();
             int active = 0;
+            int holding = 0;
             foreach (var stream in _member.Streams.Values)
             {
                 if (!stream.Anchored || stream.Sender == _member.Node)
@@ -680,10 +719,16 @@ internal sealed class ReceiverStatus
                 var report = stream.Report;
                 SetThreshold(stream);
                 ulong position = stream.FlowPosition;
-                if (position != report.LastTick)
+                bool moved = position != report.LastTick;
+                if (moved)
                 {
                     active++;
                     report.LastTick = position;
+                }
+
+                if (moved || stream.HeldBytes > 0)
+                {
+                    holding++;
                 }
 
                 if (position != report.Sent || Repeat(ref report.Repeated, stream.MissingAfter(position) != 0)
@@ -694,6 +739,7 @@ internal sealed class ReceiverStatus
             }
 
             ShareWindow(active);
+            ShareByteBound(holding);
             foreach (var flows in (ReadOnlySpan<Dictionary<uint, PartitionFlow>>)[_partition, _blocks])
             {
                 foreach (var (sender, flow) in flows)

@@ -70,6 +70,7 @@ internal sealed class RegionMember
         options.Validate();
         _largestPayload = RegionSender.PayloadCapacity(data.MaxDatagramSize, options);
         HeldBytesBound = options.HeldBytesBound(_largestPayload);
+        MemberHeldBytesBound = options.MemberHeldBytesBound(_largestPayload);
         _options = options.WithWindowWithin(HeldBytesBound); // what this member's flow status offers each sender
         _rateOptions = rateOptions ?? new RateControlOptions();
         _rateOptions.Validate();
@@ -210,6 +211,18 @@ internal sealed class RegionMember
     /// resolved; a sender's own stream at its member is bounded by its send window instead).</summary>
     public long HeldBytesBound { get; }
 
+    /// <summary>The payload bytes this member holds at most over all senders' streams (<see cref="RegionOptions.MaxMemberHeldBytes"/>,
+    /// resolved): with receivers' windows it is shared among the streams each status tick (<see cref="StreamShare"/>).</summary>
+    public long MemberHeldBytesBound { get; }
+
+    /// <summary>The byte bound and reserve each stream has now when <see cref="MemberHeldBytesBound"/> shared among the
+    /// streams holding packets is below <see cref="HeldBytesBound"/> (set by <see cref="ReceiverStatus"/> each status
+    /// tick; a stream made between two ticks starts with it), or null while the bound per sender applies.</summary>
+    internal (long Bound, long Reserve)? StreamShare { get; set; }
+
+    /// <summary>The largest payload a packet carries in this region (what a packet not yet arrived counts for).</summary>
+    internal int LargestPayload => _largestPayload;
+
     /// <summary>Packets dropped because they did not fit <see cref="HeldBytesBound"/>, over this member's current streams.</summary>
     public long ByteOverflows => _streamList.Sum(stream => stream.ByteOverflows);
 
@@ -281,7 +294,7 @@ internal sealed class RegionMember
     public string Describe() =>
         $"region {View?.Region.Value} view {View?.ViewNumber} ({View?.Count} members), index {Index}, partition {Partition}/{Partitions}, " +
         $"rounds {RoundsCompleted}, repairs {RepairsSent} (bursts cut {RepairBudgetsSpent}), pulls {PullsSent}, NAKs {NaksSent}, NAK sets coarsened {MissingSetsCoarsened} / truncated {RangeSetsTruncated}, drops {Drops.Total}, streams retired {StreamsRetired} (given up {StreamsGivenUp}), " +
-        $"held {_pool.HeldPackets} packets / {_pool.HeldBytes} B (peak {_pool.PeakHeldBytes} B, bound {HeldBytesBound} B per sender){(Share.Enabled ? $" (partition share, old classes {Share.OldShares.Count})" : "")}; " +
+        $"held {_pool.HeldPackets} packets / {_pool.HeldBytes} B (peak {_pool.PeakHeldBytes} B, bound {HeldBytesBound} B per sender{(StreamShare is { } shared ? $", {shared.Bound} B now as a share of {MemberHeldBytesBound} B per member" : "")}){(Share.Enabled ? $" (partition share, old classes {Share.OldShares.Count})" : "")}; " +
         string.Join("; ", _streams.Values.Select(s => $"sender {s.Sender}: delivered {s.Delivered}, seen {s.MaxSeen}, held {s.HeldCount}, " +
             $"overflows {s.Overflows} (bytes {s.ByteOverflows}, evicted {s.Evicted}), anchored {s.Anchored}{(s.Paused ? ", paused" : "")}{(s.Skipped > 0 ? $", skipped {s.Skipped}" : "")}"));
 
@@ -641,6 +654,11 @@ internal sealed class RegionMember
                 LastHeard = _scheduler.Now,
                 LastProgress = _scheduler.Now,
             };
+            if (StreamShare is { } share)
+            {
+                stream.ShareByteBound(share.Bound, share.Reserve);
+            }
+
             _streams.Add(sender, stream);
             _streamList.Add(stream);
             _retirement.Restart(sender);

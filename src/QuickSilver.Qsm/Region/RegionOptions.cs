@@ -96,6 +96,23 @@ public sealed record RegionOptions
     /// at least twice the largest packet (<see cref="MaxPacketBytes"/>, or 65,507 bytes when that is 0), at most 2^40.</summary>
     public long MaxHeldBytes { get; init; }
 
+    /// <summary>The payload bytes a member holds at most over all senders' streams together, with
+    /// <see cref="RegionFlowControl.ReceiverWindow"/> (issue 11, "Bounded memory"; docs/qsm.md, "The bound per member").
+    /// Each status tick a member shares it among the streams that hold packets or moved, as it shares
+    /// <see cref="ReceiveWindowBytes"/>: a stream's byte bound is then the smaller of <see cref="MaxHeldBytes"/> and its
+    /// share (never below twice the largest packet, nor below twice the window it offers). A bound that shrinks never
+    /// drops below what the stream already vouched for: it comes down as the purge releases those packets. So many
+    /// senders no longer multiply a member's memory by their number. 0, the default, is four times the bound per
+    /// sender (32 MiB at the defaults), so up to four senders holding at once run as before. Otherwise at least twice the
+    /// largest packet, at most 2^42. Not applied with <see cref="RegionFlowControl.PaperRate"/>, whose sender's window
+    /// of packets is not shared among senders.</summary>
+    public long MaxMemberHeldBytes { get; init; }
+
+    /// <summary>The byte bound over all senders' streams for packets of at most <paramref name="largestPayload"/> bytes
+    /// (<see cref="MaxMemberHeldBytes"/>, or the default it stands for when 0).</summary>
+    internal long MemberHeldBytesBound(int largestPayload) => MaxMemberHeldBytes != 0 ? MaxMemberHeldBytes
+        : 4 * HeldBytesBound(largestPayload);
+
     /// <summary>The byte bound per sender for packets of at most <paramref name="largestPayload"/> bytes
     /// (<see cref="MaxHeldBytes"/>, or the default it stands for when 0).</summary>
     internal long HeldBytesBound(int largestPayload) => MaxHeldBytes != 0 ? MaxHeldBytes
@@ -275,6 +292,13 @@ public sealed record RegionOptions
                 $"RegionOptions.{nameof(MaxHeldBytes)} ({MaxHeldBytes}) must be 0 (sized from the flow control) or between twice the largest packet " +
                 $"({2 * largestPacket}: RegionOptions.{nameof(MaxPacketBytes)}, or 65,507 when it is 0) and 2^40: " +
                 "a member must have room for the packet it needs next beside those it vouched for.");
+        }
+
+        if (MaxMemberHeldBytes != 0 && (MaxMemberHeldBytes < 2 * largestPacket || MaxMemberHeldBytes > 1L << 42))
+        {
+            throw new ArgumentOutOfRangeException($"RegionOptions.{nameof(MaxMemberHeldBytes)}", MaxMemberHeldBytes,
+                $"RegionOptions.{nameof(MaxMemberHeldBytes)} ({MaxMemberHeldBytes}) must be 0 (four times the bound per sender) or between twice the largest packet " +
+                $"({2 * largestPacket}: RegionOptions.{nameof(MaxPacketBytes)}, or 65,507 when it is 0) and 2^42.");
         }
     }
 }

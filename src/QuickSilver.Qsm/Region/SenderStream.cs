@@ -48,8 +48,8 @@ internal sealed class SenderStream
     private readonly bool _fifo;
     private readonly ulong _maxHeld;
     private readonly ulong _reserve;
-    private readonly long _maxBytes;     // RegionOptions.MaxHeldBytes: payload bytes held at most (long.MaxValue: no bound)
-    private readonly long _reserveBytes; // the top part of the byte bound the cap keeps free for what the sender may send
+    private long _maxBytes;              // RegionOptions.MaxHeldBytes, or the member's share (ShareByteBound): payload bytes held at most (long.MaxValue: no bound)
+    private long _reserveBytes;          // the top part of the byte bound the cap keeps free for what the sender may send
     private readonly long _missingCost;  // what a packet not yet arrived counts for below the cursor: the largest payload
     private ulong _capCursor;            // HeldBytesCap: every seq in [_low, _capCursor] is counted in _capBytes
     private long _capBytes;              // Σ over [_low, _capCursor] of held length, 0 if delivered and released, else _missingCost
@@ -753,6 +753,33 @@ internal sealed class SenderStream
         }
 
         return limit;
+    }
+
+    /// <summary>
+    /// Sets the byte bound to <paramref name="maxBytes"/>, with <paramref name="reserveBytes"/> of it kept free for what
+    /// the sender may send beyond what this member vouched for: the member's share of
+    /// <see cref="RegionOptions.MaxMemberHeldBytes"/> (<see cref="ReceiverStatus"/>, each status tick). It never goes
+    /// below what the stream already vouched for (the packets up to the cap) plus room for the packet it needs next, so
+    /// that packet always finds room (<see cref="HeldBytesCap"/>, <see cref="MakeRoom"/>): a bound that shrinks comes down
+    /// as the purge releases those packets. Packets the sender sent under a larger reserve than the new one may then not
+    /// fit: they are dropped and counted, and the NAKs bring them back, as any packet over the bound. No effect on a
+    /// stream without a byte bound (a sender's own stream at its member).
+    /// </summary>
+    public void ShareByteBound(long maxBytes, long reserveBytes)
+    {
+        if (_maxBytes == long.MaxValue)
+        {
+            return;
+        }
+
+        long bound = Math.Max(maxBytes, 2L * _missingCost);
+        if (Anchored)
+        {
+            bound = Math.Max(bound, _capBytes + _missingCost); // what it vouched for, and room for the packet it needs next
+        }
+
+        _maxBytes = bound;
+        _reserveBytes = Math.Clamp(reserveBytes, _missingCost, bound - _missingCost);
     }
 
     /// <summary>Gives up held packets to make room for <paramref name="length"/> more bytes under the byte bound, for the
