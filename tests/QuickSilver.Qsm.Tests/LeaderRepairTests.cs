@@ -174,6 +174,45 @@ public sealed class LeaderRepairTests(ITestOutputHelper output)
         Assert.Equal(2, status.ImplausibleReports);
     }
 
+    /// <summary>Five senders into a 25-member region in the paper's cost model (receivers that take at most 10,000
+    /// datagrams a second into a 1,000-datagram queue): the receive queues overflow, and what the members lack is
+    /// congestion, not loss, and repairs wait behind up to 100 ms of datagrams. A leader sends a repair at most twice.
+    /// Before, it sent each again every hold-off (at most 80 ms) while the member still named it, 93 % of its repairs
+    /// went again, and the region carried 2,079 messages a second against 6,423 without leader repair.</summary>
+    [Fact]
+    public void Senders_overflowing_the_receive_queues_run_about_as_fast_with_leader_repair_as_without()
+    {
+        const int Seed = 2031;
+        var results = new List<(double Rate, long Sent, long Resent, long QueueDrops)>();
+        foreach (bool leaderRepair in new[] { false, true })
+        {
+            var cluster = new RegionCluster(Seed, 25, 5, new RegionClusterOptions
+            {
+                Link = new LinkOptions { BandwidthBitsPerSecond = 100_000_000, Latency = TimeSpan.FromMilliseconds(0.05) },
+                Region = new RegionOptions
+                {
+                    SenderWindow = 65_536, MaxHeldPackets = 4 * 65_536, ReceiveWindowBytes = 144_000, LeaderRepair = leaderRepair,
+                },
+                ProcessingCostPerPacket = TimeSpan.FromMilliseconds(0.1),
+                ReceiveQueueLimit = 1000,
+                PayloadBytes = 100,
+            });
+            cluster.SendFromAll();
+            cluster.Network.RunFor(TimeSpan.FromSeconds(2));
+            long before = cluster.DeliveredToAll();
+            cluster.Network.RunFor(TimeSpan.FromSeconds(3));
+            double rate = (cluster.DeliveredToAll() - before) / 3.0;
+            var repairs = cluster.LiveMembers.Select(n => n.Member!.FlowStatus?.Repair).Where(r => r is not null).ToList();
+            results.Add((rate, repairs.Sum(r => r!.Sent), repairs.Sum(r => r!.Resent), cluster.Network.Drops[Core.Diagnostics.DropReason.ReceiveBufferFull]));
+        }
+
+        var (off, on) = (results[0], results[1]);
+        output.WriteLine($"seed {Seed}: without leader repair {off.Rate:F0} msgs/s; with it {on.Rate:F0} msgs/s, leaders sent {on.Sent} repairs ({on.Resent} again), receive-queue drops {on.QueueDrops}");
+        Assert.True(on.QueueDrops > 0, "no member's queue overflowed: the test tests nothing");
+        Assert.True(on.Resent <= (on.Sent - on.Resent), $"{on.Resent} of {on.Sent} repairs went again: more than once each");
+        Assert.True(on.Rate >= 0.85 * off.Rate, $"seed {Seed}: {on.Rate:F0} msgs/s with leader repair against {off.Rate:F0} without");
+    }
+
     [Fact]
     public void Off_no_member_repairs_on_reports()
     {
