@@ -176,9 +176,10 @@ public sealed class LeaderRepairTests(ITestOutputHelper output)
 
     /// <summary>Five senders into a 25-member region in the paper's cost model (receivers that take at most 10,000
     /// datagrams a second into a 1,000-datagram queue): the receive queues overflow, and what the members lack is
-    /// congestion, not loss, and repairs wait behind up to 100 ms of datagrams. A leader sends a repair at most twice.
-    /// Before, it sent each again every hold-off (at most 80 ms) while the member still named it, 93 % of its repairs
-    /// went again, and the region carried 2,079 messages a second against 6,423 without leader repair.</summary>
+    /// congestion, not loss, and repairs wait behind up to 100 ms of datagrams. A leader sends a repair at most three
+    /// times, each copy after twice the wait of the one before. Before, it sent each again every hold-off (at most 80 ms)
+    /// while the member still named it, 93 % of its repairs went again, and the region carried 2,079 messages a second
+    /// against 6,423 without leader repair.</summary>
     [Fact]
     public void Senders_overflowing_the_receive_queues_run_about_as_fast_with_leader_repair_as_without()
     {
@@ -209,7 +210,7 @@ public sealed class LeaderRepairTests(ITestOutputHelper output)
         var (off, on) = (results[0], results[1]);
         output.WriteLine($"seed {Seed}: without leader repair {off.Rate:F0} msgs/s; with it {on.Rate:F0} msgs/s, leaders sent {on.Sent} repairs ({on.Resent} again), receive-queue drops {on.QueueDrops}");
         Assert.True(on.QueueDrops > 0, "no member's queue overflowed: the test tests nothing");
-        Assert.True(on.Resent <= (on.Sent - on.Resent), $"{on.Resent} of {on.Sent} repairs went again: more than once each");
+        Assert.True(on.Resent <= 2 * (on.Sent - on.Resent), $"{on.Resent} of {on.Sent} repairs went again: more than twice each");
         Assert.True(on.Rate >= 0.85 * off.Rate, $"seed {Seed}: {on.Rate:F0} msgs/s with leader repair against {off.Rate:F0} without");
     }
 
