@@ -124,6 +124,18 @@ public sealed class RegionSenderTests
         sender.OnControl(NetAddress.Loopback(4001), message);
     }
 
+    /// <summary>A sender into a region of two members (the first the partition leader) that has sent packets 1 to 8.</summary>
+    private static (RegionSender Sender, ViewMember Leader) EightSentToTwoMembers()
+    {
+        var leader = new ViewMember(new NodeId(2), NetAddress.Loopback(4001));
+        var view = new RegionView(new RegionId(1), 1, [leader, new ViewMember(new NodeId(3), NetAddress.Loopback(4002))], Group);
+        var transport = new PulledTransport();
+        var sender = new RegionSender(1, view, transport, new VirtualScheduler(), new RegionOptions { SenderWindow = 64 },
+            new RateControl.RateControlOptions { MinRate = 1_000_000, Credits = 1_000_000, CreditsHigh = 1_000_000 }) { Source = new RecordSource(100) };
+        transport.Pull(room: 8);
+        return (sender, leader);
+    }
+
     /// <summary>With the receivers' windows a token's ACK says a packet is held by its caching partition, not that every
     /// member has it. While a flow report names a member's gap the sender keeps every packet after that member's
     /// position, so it can still resend the missing one (released, the member would wait a token round for a pull:
@@ -132,12 +144,7 @@ public sealed class RegionSenderTests
     [Fact]
     public void A_token_ack_keeps_the_packets_after_a_reported_gap_but_not_after_a_paused_reader()
     {
-        var leader = new ViewMember(new NodeId(2), NetAddress.Loopback(4001));
-        var view = new RegionView(new RegionId(1), 1, [leader, new ViewMember(new NodeId(3), NetAddress.Loopback(4002))], Group);
-        var transport = new PulledTransport();
-        var sender = new RegionSender(1, view, transport, new VirtualScheduler(), new RegionOptions { SenderWindow = 64 },
-            new RateControl.RateControlOptions { MinRate = 1_000_000, Credits = 1_000_000, CreditsHigh = 1_000_000 }) { Source = new RecordSource(100) };
-        transport.Pull(room: 8);
+        var (sender, leader) = EightSentToTwoMembers();
         Assert.Equal(8UL, sender.LastSequence);
         void Report(ulong position, GapMap missing) => sender.OnStatus(leader.Address, new FlowStatus(2, 1, 1, 1, 0, Aggregate: true, Complete: true,
             position, 1 << 20, missing, Highest: 8), local: false);
@@ -160,12 +167,7 @@ public sealed class RegionSenderTests
     [Fact]
     public void A_report_whose_highest_packet_was_never_sent_is_dropped()
     {
-        var leader = new ViewMember(new NodeId(2), NetAddress.Loopback(4001));
-        var view = new RegionView(new RegionId(1), 1, [leader, new ViewMember(new NodeId(3), NetAddress.Loopback(4002))], Group);
-        var transport = new PulledTransport();
-        var sender = new RegionSender(1, view, transport, new VirtualScheduler(), new RegionOptions { SenderWindow = 64 },
-            new RateControl.RateControlOptions { MinRate = 1_000_000, Credits = 1_000_000, CreditsHigh = 1_000_000 }) { Source = new RecordSource(100) };
-        transport.Pull(room: 8);
+        var (sender, leader) = EightSentToTwoMembers();
         void Report(ulong position, ulong highest) => sender.OnStatus(leader.Address, new FlowStatus(2, 1, 1, 1, 0, Aggregate: true, Complete: true,
             position, 1 << 20, 0UL, Highest: highest), local: false);
 
