@@ -24,7 +24,7 @@ namespace QuickSilver.Qsm.Region;
 /// repair; with one, 0.95 (docs/qsm.md, "Leader repair"). It hands a packet it repaired back to the sender only after
 /// two copies: a first version that did after one hold-off stalled a simulated 25-member region under 1 % loss for a
 /// token round, because the sender had released the packet on a token's ACK and only the token's pull was left; since
-/// then the token's ACK stops below a packet a flow report names, and a member pulls a gap left open 80 ms from its
+/// then the token's ACK stops below a packet a flow report names, and a member pulls a gap left open 160 ms from its
 /// caching partition (docs/qsm.md, "Leader repair").</para>
 /// I/O through the member's data transport; core thread only.
 /// </summary>
@@ -240,7 +240,7 @@ internal sealed class RepairLog
     /// <summary>How many times entry <paramref name="index"/> went (at most <see cref="MaxSends"/>): the next copy, or
     /// after the last one the hand-over to the sender, waits that many hold-offs. Sent again every hold-off for as long as
     /// the member named the packet, 95 % of the repairs went again into receive queues that held 100 ms of datagrams;
-    /// sent twice and then kept from the sender, a repair lost twice on fast links waited 80 ms for the member's gap pull
+    /// sent twice and then kept from the sender, a repair lost twice on fast links waited for the member's gap pull (then 80 ms)
     /// (0.594 s against 0.488 s without leader repair in <c>LeaderRepairSimulationTests</c>); sent three times, with
     /// doubling waits, five senders in the paper's cost model ran at 0.92 of their rate without leader repair.</summary>
     public int Sends(int index) => _sends[index];
