@@ -210,8 +210,8 @@ public sealed class LeaderRepairTests(ITestOutputHelper output)
         var (off, on) = (results[0], results[1]);
         output.WriteLine($"seed {Seed}: without leader repair {off.Rate:F0} msgs/s; with it {on.Rate:F0} msgs/s, leaders sent {on.Sent} repairs ({on.Resent} again), receive-queue drops {on.QueueDrops}");
         Assert.True(on.QueueDrops > 0, "no member's queue overflowed: the test tests nothing");
-        Assert.True(on.Resent <= 2 * (on.Sent - on.Resent), $"{on.Resent} of {on.Sent} repairs went again: more than twice each");
-        Assert.True(on.Rate >= 0.85 * off.Rate, $"seed {Seed}: {on.Rate:F0} msgs/s with leader repair against {off.Rate:F0} without");
+        Assert.True(on.Resent <= on.Sent - on.Resent, $"{on.Resent} of {on.Sent} repairs went again: more than once each");
+        Assert.True(on.Rate >= 0.9 * off.Rate, $"seed {Seed}: {on.Rate:F0} msgs/s with leader repair against {off.Rate:F0} without");
     }
 
     [Fact]

@@ -249,7 +249,7 @@ internal sealed class RepairLog
     public void SentAgain(int index, TimeSpan at)
     {
         At[index] = at;
-        _sends[index] = (byte)Math.Min(_sends[index] + 1, byte.MaxValue);
+        _sends[index]++; // at most MaxSends: OnReport stops there
     }
 
     /// <summary>Entry <paramref name="index"/>'s member has it: measures the delay (unless it was sent twice) and drops it.</summary>
