@@ -11,7 +11,7 @@ namespace QuickSilver.Figures;
 /// </summary>
 internal sealed record FlowCounters(
     long NewPackets, long OnStatus, long OnNak, long OnTimeout, long WindowBlocked, long StatusReports, long CongestionCuts,
-    long ReportsRequested, long[] Processed, long[] QueueDrops, long SenderProcessed, TimeSpan[] Held, long LeaderRepairs, long LeaderResent)
+    long ReportsRequested, long[] Processed, long[] QueueDrops, long SenderProcessed, TimeSpan[] Held, long LeaderRepairs, long LeaderResent, long LeaderLeftOnOverflow, long RedundantRepairs)
 {
     public static FlowCounters Of(RegionCluster cluster)
     {
@@ -24,7 +24,8 @@ internal sealed record FlowCounters(
             [.. members.Select(n => n.Sim.ProcessedDatagrams)], [.. members.Select(n => n.Sim.ReceiveQueueDrops)],
             cluster.Senders.Where(s => !s.IsMember).Sum(s => s.Sim.ProcessedDatagrams),
             [.. Enum.GetValues<WindowHold>().Select(c => TimeSpan.FromTicks(senders.Sum(s => s.HeldBy(c).Ticks)))],
-            members.Sum(n => n.Member!.FlowStatus?.Repair?.Sent ?? 0), members.Sum(n => n.Member!.FlowStatus?.Repair?.Resent ?? 0));
+            members.Sum(n => n.Member!.FlowStatus?.Repair?.Sent ?? 0), members.Sum(n => n.Member!.FlowStatus?.Repair?.Resent ?? 0),
+            members.Sum(n => n.Member!.FlowStatus?.Repair?.LeftOnOverflow ?? 0), members.Sum(n => n.Member!.RedundantRepairs));
     }
 
     /// <summary>The counters' change since <paramref name="start"/> over <paramref name="seconds"/> of virtual time, as
@@ -48,7 +49,7 @@ internal sealed record FlowCounters(
             .Select(h => string.Create(c, $"{h} {100 * (held[(int)h] - start.Held[(int)h]).TotalSeconds / seconds:F1} %")));
         return string.Create(c,
             $"new {Rate(NewPackets, start.NewPackets):F0}/s, resent on status {Rate(OnStatus, start.OnStatus):F0}/s, on NAK {Rate(OnNak, start.OnNak):F0}/s, on timeout {Rate(OnTimeout, start.OnTimeout):F0}/s; "
-            + $"leader repairs {Rate(LeaderRepairs, start.LeaderRepairs):F0}/s (of them sent again after the hold-off {Rate(LeaderResent, start.LeaderResent):F0}/s); "
+            + $"leader repairs {Rate(LeaderRepairs, start.LeaderRepairs):F0}/s (of them sent again after the hold-off {Rate(LeaderResent, start.LeaderResent):F0}/s; reports left to the sender on overflow {Rate(LeaderLeftOnOverflow, start.LeaderLeftOnOverflow):F0}/s; peers' repairs a member already had {Rate(RedundantRepairs, start.RedundantRepairs):F0}/s); "
             + $"window-blocked {Rate(WindowBlocked, start.WindowBlocked):F0}/s; status reports at the sender {Rate(StatusReports, start.StatusReports):F0}/s; "
             + $"congestion cuts {CongestionCuts - start.CongestionCuts}, reports requested {ReportsRequested - start.ReportsRequested}; "
             + $"member receive CPU mean {100 * perSecond.Average() * cost:F1} %, busiest (slot {busiest}) {100 * perSecond[busiest] * cost:F1} % = {perSecond[busiest]:F0} datagrams/s, "

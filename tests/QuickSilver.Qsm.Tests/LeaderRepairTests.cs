@@ -113,7 +113,7 @@ public sealed class LeaderRepairTests(ITestOutputHelper output)
     /// <summary>A region of <see cref="Region"/> (seed 2006, 2 % loss, leader repair on) after every member has every
     /// message; returns the lossy member's partition leader, and a way to offer it a report of the lossy member's
     /// (position, highest packet, the gaps after the position), as that member would send it.</summary>
-    private static (RegionMember Leader, Func<ulong, ulong, GapMap, bool> Offer) DeliveredToTheLossyMember()
+    private static (RegionMember Leader, Func<ulong, ulong, GapMap, bool, bool> Offer, RegionCluster Cluster, RegionClusterNode Lossy) DeliveredToTheLossyMember()
     {
         var (cluster, lossy) = Region(2006, 0.02, leaderRepair: true);
         cluster.SendFromAll(Messages);
@@ -122,9 +122,9 @@ public sealed class LeaderRepairTests(ITestOutputHelper output)
         var leader = cluster.LiveMembers.Single(n => n.Member!.Index == member.Partition).Member!;
         var view = cluster.View;
         uint sender = cluster.Senders[0].Id;
-        return (leader, (position, highest, missing) => leader.FlowStatus!.OnMemberReport(lossy.Address, new FlowStatus(lossy.Id,
+        return (leader, (position, highest, missing, overflowed) => leader.FlowStatus!.OnMemberReport(lossy.Address, new FlowStatus(lossy.Id,
             view.Region.Value, view.ViewNumber, sender, member.Partition, Aggregate: false, Complete: false, position, 1 << 20, missing,
-            highest, lossy.Id, position)));
+            highest, lossy.Id, position, Overflowed: overflowed)), cluster, lossy);
     }
 
     /// <summary>A member report whose packet numbers would wrap (a position near 2^64), or whose highest packet is below
@@ -133,9 +133,9 @@ public sealed class LeaderRepairTests(ITestOutputHelper output)
     [Fact]
     public void A_report_whose_numbers_would_wrap_repairs_nothing_and_is_counted()
     {
-        var (leader, offer) = DeliveredToTheLossyMember();
+        var (leader, offer, _, _) = DeliveredToTheLossyMember();
         var repair = leader.FlowStatus!.Repair!;
-        bool Offer(ulong position, ulong highest) => offer(position, highest, 1UL);
+        bool Offer(ulong position, ulong highest) => offer(position, highest, 1UL, false);
 
         long sent = repair.Sent;
         Assert.True(Offer(Messages - 2, Messages - 3)); // its highest below its position
@@ -158,21 +158,47 @@ public sealed class LeaderRepairTests(ITestOutputHelper output)
     [Fact]
     public void A_report_far_past_what_its_leader_has_seen_is_refused_and_the_real_ones_still_count()
     {
-        var (leader, offer) = DeliveredToTheLossyMember();
+        var (leader, offer, _, _) = DeliveredToTheLossyMember();
         var status = leader.FlowStatus!;
         ulong far = Messages + (2UL * (ulong)leader.Options.MaxHeldPackets) + 1_000;
         long malformed = leader.Drops[Core.Diagnostics.DropReason.Malformed];
         Assert.Equal(0, status.ImplausibleReports); // none in the run itself
 
-        Assert.True(offer(far, far, 0UL));      // a position past the bound
-        Assert.True(offer(Messages - 2, far, 0UL)); // a sane position, a highest past the bound
+        Assert.True(offer(far, far, 0UL, false));      // a position past the bound
+        Assert.True(offer(Messages - 2, far, 0UL, false)); // a sane position, a highest past the bound
         Assert.Equal(2, status.ImplausibleReports);
         Assert.Equal(malformed + 2, leader.Drops[Core.Diagnostics.DropReason.Malformed]);
 
         long sent = status.Repair!.Sent;
-        Assert.True(offer(Messages - 2, Messages, 1UL)); // the member's real report, naming packet Messages − 1: repaired
+        Assert.True(offer(Messages - 2, Messages, 1UL, false)); // the member's real report, naming packet Messages − 1: repaired
         Assert.Equal(sent + 1, status.Repair.Sent);
         Assert.Equal(2, status.ImplausibleReports);
+    }
+
+    /// <summary>A member report that says the member's receive queue overflowed makes its leader count the partition as
+    /// congested for eight status intervals: it repairs nothing from that report or the next ones (the gaps go on to the
+    /// sender, whose resends its congestion window paces), and repairs again once that time has passed.</summary>
+    [Fact]
+    public void A_report_of_an_overflowing_queue_leaves_the_gaps_to_the_sender_for_a_while()
+    {
+        var (leader, offer, cluster, lossy) = DeliveredToTheLossyMember();
+        var repair = leader.FlowStatus!.Repair!;
+        long sent = repair.Sent;
+        lossy.Sim.Crash(); // its own reports (at its real position, past these) would make the offered ones look old
+
+        Assert.True(offer(Messages - 2, Messages, 1UL, true)); // names packet Messages − 1, which the leader holds
+        Assert.Equal(sent, repair.Sent);
+        Assert.Equal(1, repair.LeftOnOverflow);
+
+        cluster.Network.RunFor(7 * leader.Options.StatusInterval);
+        Assert.True(offer(Messages - 2, Messages, 1UL, false)); // still within the time: still the sender's
+        Assert.Equal(sent, repair.Sent);
+        Assert.Equal(2, repair.LeftOnOverflow);
+
+        cluster.Network.RunFor(2 * leader.Options.StatusInterval);
+        Assert.True(offer(Messages - 2, Messages, 1UL, false));
+        Assert.Equal(sent + 1, repair.Sent);
+        Assert.Equal(2, repair.LeftOnOverflow);
     }
 
     /// <summary>Five senders into a 25-member region in the paper's cost model (receivers that take at most 10,000
@@ -180,12 +206,16 @@ public sealed class LeaderRepairTests(ITestOutputHelper output)
     /// congestion, not loss, and repairs wait behind up to 100 ms of datagrams. A leader sends a repair at most twice,
     /// then leaves it to the sender. Before, it sent each again every hold-off (at most 80 ms) while the member still
     /// named it, 93 % of its repairs went again, and the region carried 2,079 messages a second against 6,423 without
-    /// leader repair (since the gap pulls wait out an overflowing queue, 7,577 against 8,025).</summary>
+    /// leader repair (since the gap pulls wait out an overflowing queue, 7,577 against 8,025). And while the queues
+    /// overflow a leader repairs nothing: with two copies at most, the leaders sent 79,629 repairs, the members got 80,805
+    /// repairs of packets they already had (4,696 without leader repair), the sender resent as much as without them, and
+    /// the region carried 0.97 of its rate without leader repair; now 5,396 repairs and 1.00 (7,835 against 7,824
+    /// messages a second).</summary>
     [Fact]
     public void Senders_overflowing_the_receive_queues_run_about_as_fast_with_leader_repair_as_without()
     {
         const int Seed = 2031;
-        var results = new List<(double Rate, long Sent, long Resent, long QueueDrops)>();
+        var results = new List<(double Rate, long Sent, long Resent, long LeftOnOverflow, long SenderResends, long QueueDrops)>();
         foreach (bool leaderRepair in new[] { false, true })
         {
             var cluster = new RegionCluster(Seed, 25, 5, new RegionClusterOptions
@@ -205,14 +235,19 @@ public sealed class LeaderRepairTests(ITestOutputHelper output)
             cluster.Network.RunFor(TimeSpan.FromSeconds(3));
             double rate = (cluster.DeliveredToAll() - before) / 3.0;
             var repairs = cluster.LiveMembers.Select(n => n.Member!.FlowStatus?.Repair).Where(r => r is not null).ToList();
-            results.Add((rate, repairs.Sum(r => r!.Sent), repairs.Sum(r => r!.Resent), cluster.Network.Drops[Core.Diagnostics.DropReason.ReceiveBufferFull]));
+            long senderResends = cluster.Senders.Sum(n => n.Sender!.RetransmittedOnStatus);
+            output.WriteLine($"leader repair {leaderRepair}: {rate:F0} msgs/s, sender resends {senderResends}, repairs from peers a member already had {cluster.LiveMembers.Sum(n => n.Member!.RedundantRepairs)}, resends it already had {cluster.LiveMembers.Sum(n => n.Member!.RedundantResends)}");
+            results.Add((rate, repairs.Sum(r => r!.Sent), repairs.Sum(r => r!.Resent), repairs.Sum(r => r!.LeftOnOverflow), senderResends,
+                cluster.Network.Drops[Core.Diagnostics.DropReason.ReceiveBufferFull]));
         }
 
         var (off, on) = (results[0], results[1]);
-        output.WriteLine($"seed {Seed}: without leader repair {off.Rate:F0} msgs/s; with it {on.Rate:F0} msgs/s, leaders sent {on.Sent} repairs ({on.Resent} again), receive-queue drops {on.QueueDrops}");
+        output.WriteLine($"seed {Seed}: without leader repair {off.Rate:F0} msgs/s; with it {on.Rate:F0} msgs/s, leaders sent {on.Sent} repairs ({on.Resent} again) and left {on.LeftOnOverflow} reports to the sender on overflow, receive-queue drops {on.QueueDrops}");
         Assert.True(on.QueueDrops > 0, "no member's queue overflowed: the test tests nothing");
+        Assert.True(on.LeftOnOverflow > 0, "no leader left a report to the sender while the queues overflowed");
+        Assert.True(on.Sent < off.SenderResends, $"leaders sent {on.Sent} repairs into overflowing queues, the sender resent {off.SenderResends} without them");
         Assert.True(on.Resent <= on.Sent - on.Resent, $"{on.Resent} of {on.Sent} repairs went again: more than once each");
-        Assert.True(on.Rate >= 0.9 * off.Rate, $"seed {Seed}: {on.Rate:F0} msgs/s with leader repair against {off.Rate:F0} without");
+        Assert.True(on.Rate >= 0.95 * off.Rate, $"seed {Seed}: {on.Rate:F0} msgs/s with leader repair against {off.Rate:F0} without");
     }
 
     [Fact]

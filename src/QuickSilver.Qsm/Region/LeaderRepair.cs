@@ -26,6 +26,13 @@ namespace QuickSilver.Qsm.Region;
 /// token round, because the sender had released the packet on a token's ACK and only the token's pull was left; since
 /// then the token's ACK stops below a packet a flow report names, and a member pulls a gap left open 160 ms from its
 /// caching partition (docs/qsm.md, "Leader repair").</para>
+/// <para>While its partition is congested (its own receive queue or a member's overflowed within the last eight status
+/// intervals: <c>ReceiverStatus.PartitionCongested</c>) a leader sends no repair and leaves its members' gaps to the
+/// sender. Overflow hits every receiver's queue at about the same time, so a packet one member lost to it is nearly
+/// always lost by a member of another partition too, and the sender multicasts it anyway: with five senders into a
+/// simulated 25-member region whose queues overflowed, as many repairs arrived at members that already had the packet
+/// as the leaders sent (80,805 against 79,629), and the sender's resends were no fewer. The sender's resends are paced by
+/// its congestion window; the leader's were not (docs/qsm.md, "Leader repair and congestion").</para>
 /// I/O through the member's data transport; core thread only.
 /// </summary>
 internal sealed class LeaderRepair
@@ -53,6 +60,11 @@ internal sealed class LeaderRepair
     /// aggregate), each time the member names them from then on.</summary>
     public long GivenUp { get; private set; }
 
+    /// <summary>Member reports with gaps that came while the partition was congested (this leader's receive queue, or
+    /// the reporting member's, overflowed lately): this leader sent no repair and no second copy for them, and left those
+    /// gaps to the sender.</summary>
+    public long LeftOnOverflow { get; private set; }
+
     /// <summary>Member reports this leader refused to repair from (a forged or broken report): a position so high that
     /// the packets its map names would wrap, or a highest packet below the position.</summary>
     public long Implausible { get; private set; }
@@ -75,9 +87,11 @@ internal sealed class LeaderRepair
     /// A member's report of <paramref name="stream"/>: its position, its highest packet, and the gaps after the position
     /// (<paramref name="missing"/>, which names <paramref name="mapPackets"/> packets after it). Forgets what the member
     /// has now (every report, with gaps or without), repairs what this leader holds and has not repaired to it yet, and
-    /// takes out of <paramref name="missing"/> every packet on its way to the member within the hold-off.
+    /// takes out of <paramref name="missing"/> every packet on its way to the member within the hold-off. While the
+    /// partition is <paramref name="congested"/> it sends nothing, first copy or second, and leaves to the sender every
+    /// gap not on its way (<see cref="LeftOnOverflow"/>).
     /// </summary>
-    public void OnReport(SenderStream stream, RepairLog log, NetAddress to, ulong position, ulong highest, int mapPackets, ref GapMap missing)
+    public void OnReport(SenderStream stream, RepairLog log, NetAddress to, ulong position, ulong highest, int mapPackets, ref GapMap missing, bool congested)
     {
         if (position > ulong.MaxValue - GapMap.Bits - 1 || highest < position)
         {
@@ -92,6 +106,10 @@ internal sealed class LeaderRepair
             return;
         }
 
+        if (congested)
+        {
+            LeftOnOverflow++; // no new repair and no second copy: see the class comment
+        }
 
         var holdOff = HoldOff(log);
         for (int w = 0; w < GapMap.Words; w++)
@@ -114,6 +132,11 @@ internal sealed class LeaderRepair
                     int sends = log.Sends(entry);
                     if (now - log.At[entry] >= holdOff * sends)
                     {
+                        if (congested)
+                        {
+                            continue; // no second copy into a congested partition: the sender's
+                        }
+
                         if (sends >= RepairLog.MaxSends)
                         {
                             GivenUp++;
@@ -133,7 +156,7 @@ internal sealed class LeaderRepair
                     continue;
                 }
 
-                if (!log.HasRoom || !stream.TryGet(seq, out var payload))
+                if (congested || !log.HasRoom || !stream.TryGet(seq, out var payload))
                 {
                     continue; // not held here (lost by this leader too, or let go): the sender's
                 }

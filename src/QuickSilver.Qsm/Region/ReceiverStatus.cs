@@ -37,6 +37,7 @@ internal sealed class ReceiverStatus
     private long _overflows;        // the transport's receive-queue drops, sampled each tick and on a new gap
     private long _overflowsAtTick;  // the sample before the last tick's: where a stream's first report counts from
     private TimeSpan _sampledAt;    // when _overflows was read (a gap samples at most once a gap interval)
+    private TimeSpan _congestedUntil; // as partition leader: its partition counts as congested until then (PartitionCongested)
 
     public ReceiverStatus(RegionMember member, FlowStatusSink sink, int maxDatagramSize)
     {
@@ -262,7 +263,7 @@ internal sealed class ReceiverStatus
 
             if (backoff.GapPullDue(position, now, GapPullAfter, out int attempt))
             {
-                if (QueueOverflowedLately)
+                if (QueueOverflowedLately())
                 {
                     GapPullsHeldByOverflow++; // due again after another GapPullAfter
                 }
@@ -368,7 +369,7 @@ internal sealed class ReceiverStatus
                 // what this leader holds goes to the member now, and only the rest up to the sender; every report (with
                 // gaps or without) tells the log what arrived
                 _repair.OnReport(stream, log, from, status.Position, status.Highest,
-                    status.RoomAboveHighest ? _options.GapReportPackets : 64, ref missing);
+                    status.RoomAboveHighest ? _options.GapReportPackets : 64, ref missing, PartitionCongested(status.Overflowed));
             }
         }
 
@@ -392,7 +393,34 @@ internal sealed class ReceiverStatus
     /// <summary>Whether this node's receive queue dropped datagrams since the status tick before last: its gaps are then
     /// congestion, which the sender's and the leader's repairs are already answering, and a pull's burst of repairs would
     /// join the queue that overflowed.</summary>
-    private bool QueueOverflowedLately => _member.Data.ReceiveOverflows > _overflowsAtTick;
+    /// <summary>As partition leader: whether its partition is congested, so that its members' gaps go to the sender
+    /// (<see cref="LeaderRepair"/>): its own receive queue dropped datagrams lately, or a member's report says its queue
+    /// did, within the last <see cref="CongestionMemory"/>.</summary>
+    private bool PartitionCongested(bool memberOverflowed)
+    {
+        var now = _member.Scheduler.Now;
+        if (memberOverflowed || QueueOverflowedLately())
+        {
+            _congestedUntil = now + CongestionMemory;
+        }
+
+        return now < _congestedUntil;
+    }
+
+    /// <summary>How long a partition counts as congested after the last sign of overflow (<see cref="PartitionCongested"/>):
+    /// eight status intervals, as long as a gap waits before it is pulled. A report says a member's queue overflowed only
+    /// once per burst of drops, while the queue stays full for about its whole length (100 ms in the paper's cost model).</summary>
+    private TimeSpan CongestionMemory => 8 * _options.StatusInterval;
+
+    private bool QueueOverflowedLately()
+    {
+        if (_member.Scheduler.Now - _sampledAt >= _options.GapReportInterval)
+        {
+            SampleOverflows(); // one syscall at most per gap interval: a leader asks for every member report
+        }
+
+        return _overflows > _overflowsAtTick;
+    }
 
     /// <summary>Gap pulls that fell due while this node's receive queue was overflowing, and were not sent
     /// (<see cref="QueueOverflowedLately"/>).</summary>

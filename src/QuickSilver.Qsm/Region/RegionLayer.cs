@@ -152,7 +152,7 @@ internal sealed class RegionLayer(RegionOptions? options = null, RateControlOpti
     public string Describe() =>
         $"member: {Member?.Describe() ?? "none"}" +
         (_statusOutbox is { } outbox ? $"; status reports queued {outbox.Queued}, dropped {outbox.Dropped}" : "") +
-        (Member?.FlowStatus?.Repair is { } repair ? $"; leader repairs {repair.Sent} (sent again {repair.Resent}, handed to the sender {repair.GivenUp}, refused {repair.Refused}, implausible reports {repair.Implausible})" : "") +
+        (Member?.FlowStatus?.Repair is { } repair ? $"; leader repairs {repair.Sent} (sent again {repair.Resent}, handed to the sender {repair.GivenUp}, reports left to the sender while the queue overflowed {repair.LeftOnOverflow}, refused {repair.Refused}, implausible reports {repair.Implausible})" : "") +
         (Member is { FlowStatus: not null } flowMember ? $"; gap pulls {flowMember.Recovery.GapPullsSent} (held while the queue overflowed {flowMember.FlowStatus.GapPullsHeldByOverflow}), implausible flow reports {flowMember.FlowStatus.ImplausibleReports}" : "") +
         string.Concat(_senders.Values.Select(s => $"; sender to region {s.Region}: last {s.LastSequence}, acked {s.Acknowledged}, " +
             $"unacked {s.Unacknowledged}, " +

@@ -189,6 +189,13 @@ internal sealed class RegionMember
     /// <summary>Takes each packet first and may refuse it for now (see <see cref="RegionPacketConsumer"/>); null takes all.</summary>
     public RegionPacketConsumer? Consumer { get; set; }
 
+    /// <summary>Repair datagrams from peers (a partition leader's repair, a token push or pull) of packets this member
+    /// already had or could not hold: what leader repair and the token ring cost it for nothing.</summary>
+    public long RedundantRepairs { get; private set; }
+
+    /// <summary>The sender's datagrams of packets this member already had or could not hold (its resends to others).</summary>
+    public long RedundantResends { get; private set; }
+
     /// <summary>Packets the <see cref="Consumer"/> refused (each is offered again after <see cref="ResumeDelivery"/>).</summary>
     public long DeliveriesRefused { get; private set; }
 
@@ -293,7 +300,7 @@ internal sealed class RegionMember
     /// delivered, seen and holds.</summary>
     public string Describe() =>
         $"region {View?.Region.Value} view {View?.ViewNumber} ({View?.Count} members), index {Index}, partition {Partition}/{Partitions}, " +
-        $"rounds {RoundsCompleted}, repairs {RepairsSent} (bursts cut {RepairBudgetsSpent}), pulls {PullsSent}, NAKs {NaksSent}, NAK sets coarsened {MissingSetsCoarsened} / truncated {RangeSetsTruncated}, drops {Drops.Total}, streams retired {StreamsRetired} (given up {StreamsGivenUp}), " +
+        $"rounds {RoundsCompleted}, repairs {RepairsSent} (bursts cut {RepairBudgetsSpent}), pulls {PullsSent}, NAKs {NaksSent}, NAK sets coarsened {MissingSetsCoarsened} / truncated {RangeSetsTruncated}, drops {Drops.Total}, redundant repairs {RedundantRepairs} / resends {RedundantResends}, streams retired {StreamsRetired} (given up {StreamsGivenUp}), " +
         $"held {_pool.HeldPackets} packets / {_pool.HeldBytes} B (peak {_pool.PeakHeldBytes} B, bound {HeldBytesBound} B per sender{(StreamShare is { } shared ? $", {shared.Bound} B now as a share of {MemberHeldBytesBound} B per member" : "")}){(Share.Enabled ? $" (partition share, old classes {Share.OldShares.Count})" : "")}; " +
         string.Join("; ", _streams.Values.Select(s => $"sender {s.Sender}: delivered {s.Delivered}, seen {s.MaxSeen}, held {s.HeldCount}, " +
             $"overflows {s.Overflows} (bytes {s.ByteOverflows}, evicted {s.Evicted}), anchored {s.Anchored}{(s.Paused ? ", paused" : "")}{(s.Skipped > 0 ? $", skipped {s.Skipped}" : "")}"));
@@ -368,7 +375,22 @@ internal sealed class RegionMember
             _lossRate.Count((long)(header.Seq - stream.MaxSeen - 1)); // a gap in the sender's stream: packets lost on the way
         }
 
-        Accept(stream, header.Seq, payload);
+        if (!stream.Add(header.Seq, payload))
+        {
+            if (repair)
+            {
+                RedundantRepairs++; // already had it (or could not hold it): a peer's or leader's copy for nothing
+            }
+            else if (header.Seq <= stream.MaxSeen)
+            {
+                RedundantResends++;
+            }
+        }
+        else
+        {
+            Counted(stream, added: true);
+        }
+
         if (header.Settled != 0 && !repair)
         {
             stream.OnSettled(header.Settled); // every member has taken these (docs/qsm.md, "Purging on the sender's word")
