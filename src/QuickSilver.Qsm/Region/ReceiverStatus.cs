@@ -37,7 +37,8 @@ internal sealed class ReceiverStatus
     private long _overflows;        // the transport's receive-queue drops, sampled each tick and on a new gap
     private long _overflowsAtTick;  // the sample before the last tick's: where a stream's first report counts from
     private TimeSpan _sampledAt;    // when _overflows was read (a gap samples at most once a gap interval)
-    private TimeSpan _congestedUntil; // as partition leader: its partition counts as congested until then (PartitionCongested)
+    private TimeSpan _overflowSeenAt = TimeSpan.MinValue / 2;   // when a sample last saw the drop count rise (QueueOverflowedLately)
+    private TimeSpan _memberOverflowAt = TimeSpan.MinValue / 2; // as partition leader: when a member last reported its queue overflowed
 
     public ReceiverStatus(RegionMember member, FlowStatusSink sink, int maxDatagramSize)
     {
@@ -387,39 +388,43 @@ internal sealed class ReceiverStatus
     /// token interval (250 ms) one seed in twelve of the 25-member cost model still lost a quarter second to it. With
     /// four status intervals (80 ms), shorter than the 100 ms a datagram waits in a full receive queue of that model,
     /// five senders into one region pulled every gap their overflow made, into the queues that overflowed, and carried
-    /// 6,356 messages a second against 7,748 without pulls (docs/qsm.md, "Gap pulls and congestion").</summary>
+    /// 6,356 messages a second against 7,748 without pulls; held only while the queue had overflowed since the status
+    /// tick before last (20–40 ms), ten senders still ran at 0.93 of their rate without pulls (docs/qsm.md, "Gap pulls
+    /// and congestion").</summary>
     private TimeSpan GapPullAfter => 8 * _options.StatusInterval;
 
-    /// <summary>Whether this node's receive queue dropped datagrams since the status tick before last: its gaps are then
-    /// congestion, which the sender's and the leader's repairs are already answering, and a pull's burst of repairs would
-    /// join the queue that overflowed.</summary>
     /// <summary>As partition leader: whether its partition is congested, so that its members' gaps go to the sender
-    /// (<see cref="LeaderRepair"/>): its own receive queue dropped datagrams lately, or a member's report says its queue
-    /// did, within the last <see cref="CongestionMemory"/>.</summary>
+    /// (<see cref="LeaderRepair"/>): its own receive queue dropped datagrams (<see cref="QueueOverflowedLately"/>), or a
+    /// member's report said its queue did, within the last <see cref="CongestionMemory"/>.</summary>
     private bool PartitionCongested(bool memberOverflowed)
     {
         var now = _member.Scheduler.Now;
-        if (memberOverflowed || QueueOverflowedLately())
+        if (memberOverflowed)
         {
-            _congestedUntil = now + CongestionMemory;
+            _memberOverflowAt = now;
         }
 
-        return now < _congestedUntil;
+        return QueueOverflowedLately() || now - _memberOverflowAt < CongestionMemory;
     }
 
-    /// <summary>How long a partition counts as congested after the last sign of overflow (<see cref="PartitionCongested"/>):
-    /// eight status intervals, as long as a gap waits before it is pulled. A report says a member's queue overflowed only
-    /// once per burst of drops, while the queue stays full for about its whole length (100 ms in the paper's cost model).</summary>
+    /// <summary>How long a queue counts as overflowing after the last sign of it (<see cref="QueueOverflowedLately"/>,
+    /// <see cref="PartitionCongested"/>): eight status intervals, as long as a gap waits before it is pulled. A queue that
+    /// overflowed stays full for about its whole length (100 ms in the paper's cost model), while the kernel's count
+    /// rises only in bursts, and a report says a member's queue overflowed once per burst.</summary>
     private TimeSpan CongestionMemory => 8 * _options.StatusInterval;
 
+    /// <summary>Whether this node's receive queue dropped datagrams within the last <see cref="CongestionMemory"/>. Its
+    /// gaps are then congestion, which the sender's resends (paced by its congestion window) answer; a gap pull's burst
+    /// of repairs, or a leader's repairs, would join queues that overflow. Reads the kernel's count at most once per gap
+    /// interval (a leader asks at every member report).</summary>
     private bool QueueOverflowedLately()
     {
         if (_member.Scheduler.Now - _sampledAt >= _options.GapReportInterval)
         {
-            SampleOverflows(); // one syscall at most per gap interval: a leader asks for every member report
+            SampleOverflows();
         }
 
-        return _overflows > _overflowsAtTick;
+        return _member.Scheduler.Now - _overflowSeenAt < CongestionMemory;
     }
 
     /// <summary>Gap pulls that fell due while this node's receive queue was overflowing, and were not sent
@@ -463,8 +468,14 @@ internal sealed class ReceiverStatus
 
     private void SampleOverflows()
     {
-        _overflows = _member.Data.ReceiveOverflows;
+        long overflows = _member.Data.ReceiveOverflows;
         _sampledAt = _member.Scheduler.Now;
+        if (overflows > _overflows)
+        {
+            _overflowSeenAt = _sampledAt;
+        }
+
+        _overflows = overflows;
     }
 
     /// <summary>Whether the node's receive queue dropped datagrams since this stream's last report said so.</summary>
