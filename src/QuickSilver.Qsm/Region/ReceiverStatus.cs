@@ -363,6 +363,7 @@ internal sealed class ReceiverStatus
         // finds a lost resend at once (on 10 Gbit/s simulated links, its unicast repairs took its uplink from new data).
         if (_repair is not null && !_stopped && _member.Partitions > 1 && status.Sender != _member.Node)
         {
+            bool congested = PartitionCongested(status.Overflowed); // from every report: the flag may come on one without gaps
             var flow = PartitionFlowOf(status.Sender);
             if (slot < flow.Positions.Length && status.Position >= flow.Positions[slot]
                 && (flow.RepairLogOf(slot, create: !missing.IsEmpty) is { } log))
@@ -370,7 +371,7 @@ internal sealed class ReceiverStatus
                 // what this leader holds goes to the member now, and only the rest up to the sender; every report (with
                 // gaps or without) tells the log what arrived
                 _repair.OnReport(stream, log, from, status.Position, status.Highest,
-                    status.RoomAboveHighest ? _options.GapReportPackets : 64, ref missing, PartitionCongested(status.Overflowed));
+                    status.RoomAboveHighest ? _options.GapReportPackets : 64, ref missing, congested);
             }
         }
 
