@@ -34,7 +34,7 @@ internal sealed class ReceiverStatus
     private uint _window;     // this member's share of the receive window per sender (bytes)
     private ulong _firstThreshold; // packets between two reports, in the largest packets (before a stream is measured)
     private bool _stopped;
-    private long _overflows;        // the transport's receive-queue drops, sampled each tick and on a new gap
+    private long _overflows;        // the transport's receive-queue drops, sampled each tick, on a new gap and when asked (QueueOverflowedLately)
     private long _overflowsAtTick;  // the sample before the last tick's: where a stream's first report counts from
     private TimeSpan _sampledAt;    // when _overflows was read (a gap samples at most once a gap interval)
     private TimeSpan _overflowSeenAt = TimeSpan.MinValue / 2;   // when a sample last saw the drop count rise (QueueOverflowedLately)
@@ -409,10 +409,10 @@ internal sealed class ReceiverStatus
     }
 
     /// <summary>How long a queue counts as overflowing after the last sign of it (<see cref="QueueOverflowedLately"/>,
-    /// <see cref="PartitionCongested"/>): eight status intervals, as long as a gap waits before it is pulled. A queue that
+    /// <see cref="PartitionCongested"/>): as long as a gap waits before it is pulled (<see cref="GapPullAfter"/>). A queue that
     /// overflowed stays full for about its whole length (100 ms in the paper's cost model), while the kernel's count
     /// rises only in bursts, and a report says a member's queue overflowed once per burst.</summary>
-    private TimeSpan CongestionMemory => 8 * _options.StatusInterval;
+    private TimeSpan CongestionMemory => GapPullAfter;
 
     /// <summary>Whether this node's receive queue dropped datagrams within the last <see cref="CongestionMemory"/>. Its
     /// gaps are then congestion, which the sender's resends (paced by its congestion window) answer; a gap pull's burst
